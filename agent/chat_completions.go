@@ -1,0 +1,117 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// chatParams builds a Chat Completions request.
+func chatParams(req *modelRequest) openai.ChatCompletionNewParams {
+	p := openai.ChatCompletionNewParams{
+		Model:         req.model,
+		Metadata:      shared.Metadata(req.metadata),
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	}
+	if req.maxTokens > 0 {
+		p.MaxCompletionTokens = openai.Int(int64(req.maxTokens))
+	}
+	if req.instructions != "" {
+		p.Messages = append(p.Messages, openai.SystemMessage(req.instructions))
+	}
+	for _, it := range req.conv {
+		p.Messages = append(p.Messages, chatMessage(it))
+	}
+	for _, t := range req.tools {
+		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name: t.Name, Description: openai.String(t.Description), Parameters: shared.FunctionParameters(t.Parameters),
+		}))
+	}
+	return p
+}
+
+// chatMessage converts one conversation item.
+func chatMessage(it convItem) openai.ChatCompletionMessageParamUnion {
+	switch it.role {
+	case RoleSystem:
+		return openai.SystemMessage(it.text)
+	case RoleDeveloper:
+		return openai.DeveloperMessage(it.text)
+	case RoleTool:
+		return openai.ToolMessage(it.text, it.callID)
+	case RoleAssistant:
+		if len(it.calls) == 0 {
+			return openai.AssistantMessage(it.text)
+		}
+		m := openai.ChatCompletionAssistantMessageParam{}
+		if it.text != "" {
+			m.Content.OfString = openai.String(it.text)
+		}
+		for _, c := range it.calls {
+			m.ToolCalls = append(m.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+				OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+					ID:       c.ID,
+					Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Name, Arguments: c.Args},
+				},
+			})
+		}
+		return openai.ChatCompletionMessageParamUnion{OfAssistant: &m}
+	}
+	return openai.UserMessage(it.text)
+}
+
+// callChat makes one streaming Chat Completions call.
+func (a *ChatAgent) callChat(ctx context.Context, req *modelRequest, emit func(string) error) (*modelReply, error) {
+	stream := a.client.Chat.Completions.NewStreaming(ctx, chatParams(req))
+	defer stream.Close()
+	var (
+		text   strings.Builder
+		calls  []*toolCall // by index
+		rep    modelReply
+		finish string
+	)
+	for stream.Next() {
+		chunk := stream.Current()
+		if chunk.Usage.TotalTokens > 0 || chunk.Usage.PromptTokens > 0 {
+			rep.usage = Usage{InputTokens: chunk.Usage.PromptTokens, OutputTokens: chunk.Usage.CompletionTokens, TotalTokens: chunk.Usage.TotalTokens}
+		}
+		for _, ch := range chunk.Choices {
+			if ch.Index != 0 {
+				continue
+			}
+			if d := ch.Delta.Content; d != "" {
+				text.WriteString(d)
+				if err := emit(d); err != nil {
+					return nil, err
+				}
+			}
+			for _, tc := range ch.Delta.ToolCalls {
+				for int(tc.Index) >= len(calls) {
+					calls = append(calls, &toolCall{})
+				}
+				c := calls[tc.Index]
+				c.ID, c.Name = orDefault(tc.ID, c.ID), orDefault(tc.Function.Name, c.Name)
+				c.Args += tc.Function.Arguments
+			}
+			if ch.FinishReason != "" {
+				finish = ch.FinishReason
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, fmt.Errorf("chat completions: %w", err)
+	}
+	if finish == "" {
+		return nil, fmt.Errorf("chat completions: stream ended without a finish reason")
+	}
+	rep.text, rep.reason = text.String(), normalizeReason(finish)
+	for _, c := range calls {
+		if c.Name != "" {
+			rep.calls = append(rep.calls, *c)
+		}
+	}
+	return &rep, nil
+}

@@ -1,0 +1,111 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// responsesParams builds a Responses API request (stateless: the whole
+// conversation is sent each time, store false).
+func responsesParams(req *modelRequest) responses.ResponseNewParams {
+	p := responses.ResponseNewParams{
+		Model:    req.model,
+		Metadata: shared.Metadata(req.metadata),
+		Store:    openai.Bool(false),
+	}
+	if req.maxTokens > 0 {
+		p.MaxOutputTokens = openai.Int(int64(req.maxTokens))
+	}
+	if req.instructions != "" {
+		p.Instructions = openai.String(req.instructions)
+	}
+	var items responses.ResponseInputParam
+	for _, it := range req.conv {
+		items = append(items, responsesItems(it)...)
+	}
+	p.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: items}
+	for _, t := range req.tools {
+		tool := responses.ToolParamOfFunction(t.Name, t.Parameters, false)
+		tool.OfFunction.Description = openai.String(t.Description)
+		p.Tools = append(p.Tools, tool)
+	}
+	return p
+}
+
+// responsesItems converts one conversation item.
+func responsesItems(it convItem) []responses.ResponseInputItemUnionParam {
+	switch it.role {
+	case RoleTool:
+		return []responses.ResponseInputItemUnionParam{{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
+			CallID: openai.String(it.callID),
+			Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openai.String(it.text)},
+		}}}
+	case RoleAssistant:
+		var out []responses.ResponseInputItemUnionParam
+		if it.text != "" {
+			out = append(out, responses.ResponseInputItemParamOfMessage(it.text, responses.EasyInputMessageRoleAssistant))
+		}
+		for _, c := range it.calls {
+			out = append(out, responses.ResponseInputItemParamOfFunctionCall(c.Args, c.ID, c.Name))
+		}
+		return out
+	}
+	role := responses.EasyInputMessageRoleUser
+	switch it.role {
+	case RoleSystem:
+		role = responses.EasyInputMessageRoleSystem
+	case RoleDeveloper:
+		role = responses.EasyInputMessageRoleDeveloper
+	}
+	return []responses.ResponseInputItemUnionParam{responses.ResponseInputItemParamOfMessage(it.text, role)}
+}
+
+// callResponses makes one streaming Responses API call.
+func (a *ChatAgent) callResponses(ctx context.Context, req *modelRequest, emit func(string) error) (*modelReply, error) {
+	stream := a.client.Responses.NewStreaming(ctx, responsesParams(req))
+	defer stream.Close()
+	var final *responses.Response
+	for stream.Next() {
+		ev := stream.Current()
+		switch ev.Type {
+		case "response.output_text.delta":
+			if err := emit(ev.Delta); err != nil {
+				return nil, err
+			}
+		case "response.completed", "response.incomplete":
+			r := ev.Response
+			final = &r
+		case "response.failed":
+			return nil, fmt.Errorf("responses: response failed: %s: %s", ev.Response.Error.Code, ev.Response.Error.Message)
+		case "error":
+			return nil, fmt.Errorf("responses: error event: %s: %s", ev.Code, ev.Message)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, fmt.Errorf("responses: %w", err)
+	}
+	if final == nil {
+		return nil, fmt.Errorf("responses: stream ended without a terminal event")
+	}
+	return replyOf(final), nil
+}
+
+// replyOf extracts text, calls, usage and reason from a final Response.
+func replyOf(r *responses.Response) *modelReply {
+	rep := &modelReply{
+		text:   r.OutputText(),
+		reason: normalizeReason(string(r.IncompleteDetails.Reason)),
+		usage:  Usage{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, TotalTokens: r.Usage.TotalTokens},
+	}
+	for _, it := range r.Output {
+		if it.Type == "function_call" {
+			fc := it.AsFunctionCall()
+			rep.calls = append(rep.calls, toolCall{ID: fc.CallID, Name: fc.Name, Args: fc.Arguments})
+		}
+	}
+	return rep
+}

@@ -1,0 +1,294 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+)
+
+// errStopped ends a turn whose consumer stopped iterating.
+var errStopped = errors.New("agent: consumer stopped")
+
+// convItem is one entry of a ChatAgent conversation.
+type convItem struct {
+	role   Role
+	text   string
+	calls  []toolCall // an assistant's tool calls
+	callID string     // a tool result: the call it answers
+}
+
+// toolCall is a function call the model made.
+type toolCall struct{ ID, Name, Args string }
+
+// toolDef is a function offered to the model.
+type toolDef struct {
+	Name, Description string
+	Parameters        map[string]any
+}
+
+// modelRequest is one model call, independent of the API.
+type modelRequest struct {
+	model        string
+	instructions string
+	conv         []convItem
+	tools        []toolDef
+	metadata     map[string]string
+	maxTokens    int
+}
+
+// modelReply is a model's answer, independent of the API.
+type modelReply struct {
+	text   string
+	calls  []toolCall
+	reason string // "", ReasonMaxOutputTokens or ReasonContentFilter
+	usage  Usage
+}
+
+// fromMessages converts input messages to conversation items. Outputs of
+// function calls the model did not make in this conversation (CallID set)
+// become user text, since the model has no call to pair them with.
+func fromMessages(in []Message) []convItem {
+	out := make([]convItem, 0, len(in))
+	for _, m := range in {
+		role := m.Role
+		switch {
+		case m.CallID != "":
+			out = append(out, convItem{role: RoleUser, text: "Output of call " + m.CallID + ": " + m.Text})
+			continue
+		case role == "" || role == RoleTool:
+			role = RoleUser
+		}
+		out = append(out, convItem{role: role, text: m.Text})
+	}
+	return out
+}
+
+// chatTurn is one turn of a ChatAgent in progress.
+type chatTurn struct {
+	a     *ChatAgent
+	ctx   context.Context
+	yield func(Update, error) bool
+	conv  []convItem
+	usage Usage
+	calls int // tool calls run so far
+}
+
+// emit passes u to the consumer.
+func (t *chatTurn) emit(u Update) error {
+	u.Source = t.a.opts.Name
+	if !t.yield(u, nil) {
+		return errStopped
+	}
+	return nil
+}
+
+// run calls the model and the tools until the model answers in text.
+func (t *chatTurn) run() error {
+	handoffs := handoffsFrom(t.ctx)
+	for {
+		rep, err := t.callModel(handoffs)
+		if err != nil {
+			return err
+		}
+		t.usage.Add(rep.usage)
+		t.conv = append(t.conv, convItem{role: RoleAssistant, text: rep.text, calls: rep.calls})
+		if rep.text != "" {
+			if err := t.emit(Update{Kind: UpdateText, Text: rep.text}); err != nil {
+				return err
+			}
+		}
+		if target := handoffCalled(rep.calls, handoffs); target != "" {
+			for _, c := range rep.calls { // keep the conversation well formed
+				t.conv = append(t.conv, convItem{role: RoleTool, callID: c.ID, text: "handed off to " + target})
+			}
+			if err := t.emit(Update{Kind: UpdateHandoff, Name: target}); err != nil {
+				return err
+			}
+			return t.done("")
+		}
+		if len(rep.calls) == 0 || rep.reason != "" {
+			return t.done(rep.reason)
+		}
+		for _, c := range rep.calls {
+			if err := t.runTool(c); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// done ends the turn with its usage and incomplete reason.
+func (t *chatTurn) done(reason string) error {
+	u := t.usage
+	return t.emit(Update{Kind: UpdateDone, Usage: &u, Reason: reason})
+}
+
+// runTool runs one tool call and appends its result to the conversation.
+// A tool's error is told to the model (it may recover); only the turn's
+// cancellation fails the turn.
+func (t *chatTurn) runTool(c toolCall) error {
+	if t.calls >= t.a.opts.MaxToolCalls {
+		return fmt.Errorf("%w: the model asked for call %d (%s), limit %d", ErrToolCallLimit, t.calls+1, c.Name, t.a.opts.MaxToolCalls)
+	}
+	t.calls++
+	if err := t.emit(Update{Kind: UpdateToolCall, CallID: c.ID, Name: c.Name, Arguments: c.Args}); err != nil {
+		return err
+	}
+	var out string
+	if tool := t.a.tools[c.Name]; tool == nil {
+		out = "error: unknown tool " + c.Name
+	} else {
+		res, err := tool.Call(context.WithValue(t.ctx, keyCallID, c.ID), c.Args)
+		switch {
+		case t.ctx.Err() != nil:
+			return fmt.Errorf("agent: tool %q: %w", c.Name, context.Cause(t.ctx))
+		case err != nil:
+			out = "error: " + err.Error()
+		default:
+			out = res
+		}
+	}
+	t.conv = append(t.conv, convItem{role: RoleTool, callID: c.ID, text: out})
+	return t.emit(Update{Kind: UpdateToolResult, CallID: c.ID, Name: c.Name, Text: out})
+}
+
+// request builds the next model call.
+func (t *chatTurn) request(handoffs []HandoffTarget) *modelRequest {
+	o := &t.a.opts
+	md := map[string]string{}
+	for k, v := range o.Metadata {
+		md[k] = v
+	}
+	if o.MetadataFrom != nil {
+		for k, v := range o.MetadataFrom(t.ctx) {
+			md[k] = v
+		}
+	}
+	for k, v := range metadataFrom(t.ctx) {
+		md[k] = v
+	}
+	req := &modelRequest{model: o.Model, instructions: o.Instructions, conv: t.conv, metadata: md, maxTokens: o.MaxOutputTokens}
+	for _, tool := range o.Tools {
+		req.tools = append(req.tools, toolDef{Name: tool.Name, Description: tool.Description, Parameters: tool.Parameters})
+	}
+	for _, h := range handoffs {
+		req.tools = append(req.tools, h.tool())
+	}
+	return req
+}
+
+// callModel makes one model call, retrying per the policy. Deltas streamed
+// by a failed attempt are voided with an UpdateRetry.
+func (t *chatTurn) callModel(handoffs []HandoffTarget) (*modelReply, error) {
+	req := t.request(handoffs)
+	pol := t.a.retryPolicy()
+	for attempt := 0; ; attempt++ {
+		streamed := false
+		emit := func(delta string) error {
+			streamed = true
+			return t.emit(Update{Kind: UpdateTextDelta, Text: delta})
+		}
+		actx, cancel := context.WithTimeout(t.ctx, t.a.opts.CallTimeout)
+		rep, err := t.a.call(actx, req, emit)
+		cancel()
+		if err == nil {
+			return rep, nil
+		}
+		if errors.Is(err, errStopped) {
+			return nil, err
+		}
+		if t.ctx.Err() != nil {
+			return nil, fmt.Errorf("agent: model call: %w", context.Cause(t.ctx))
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("timed out after %v: %w", t.a.opts.CallTimeout, err)
+		}
+		if !retryable(err) || attempt >= pol.Retries {
+			return nil, fmt.Errorf("%w (model %s, %d attempt(s)): %w", ErrModel, t.a.opts.Model, attempt+1, err)
+		}
+		if streamed {
+			if err := t.emit(Update{Kind: UpdateRetry}); err != nil {
+				return nil, err
+			}
+		}
+		if !sleepCtx(t.ctx, pol.backoff(attempt)) {
+			return nil, fmt.Errorf("agent: model call: %w", context.Cause(t.ctx))
+		}
+	}
+}
+
+// retryPolicy is the policy with defaults filled in.
+func (a *ChatAgent) retryPolicy() RetryPolicy {
+	p := a.opts.Retry
+	switch {
+	case p.Retries < 0:
+		p.Retries = 0
+	case p.Retries == 0 && p.Backoff == 0 && p.MaxBackoff == 0:
+		p.Retries = DefaultRetries
+	}
+	if p.Backoff <= 0 {
+		p.Backoff = DefaultBackoff
+	}
+	if p.MaxBackoff <= 0 {
+		p.MaxBackoff = max(DefaultMaxBackoff, p.Backoff)
+	}
+	return p
+}
+
+// backoff is the wait before retry number attempt+1.
+func (p RetryPolicy) backoff(attempt int) time.Duration {
+	d := p.Backoff
+	for range attempt {
+		d *= 2
+		if d >= p.MaxBackoff {
+			return p.MaxBackoff
+		}
+	}
+	return min(d, p.MaxBackoff)
+}
+
+// retryable reports whether a failed model call may succeed when repeated.
+func retryable(err error) bool {
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		s := apiErr.StatusCode
+		return s == 408 || s == 409 || s == 429 || s >= 500
+	}
+	// Network errors, timeouts, broken or truncated streams, error events.
+	return true
+}
+
+// sleepCtx waits d or until ctx is done; it reports whether d elapsed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// call dispatches to the configured API.
+func (a *ChatAgent) call(ctx context.Context, req *modelRequest, emit func(string) error) (*modelReply, error) {
+	if a.opts.API == APIResponses {
+		return a.callResponses(ctx, req, emit)
+	}
+	return a.callChat(ctx, req, emit)
+}
+
+// normalizeReason maps a finish reason to an incomplete reason.
+func normalizeReason(finish string) string {
+	switch strings.ToLower(finish) {
+	case "length", "max_output_tokens", "max_tokens":
+		return ReasonMaxOutputTokens
+	case "content_filter":
+		return ReasonContentFilter
+	}
+	return ""
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/superstep/superstep/examples"
+	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/responses"
+	"github.com/superstep/superstep/store"
+)
+
+// handlerDrain is how long handlers may take to return after the host
+// stopped and their streams were ended.
+const handlerDrain = 3 * time.Second
+
+// serveConfig is the parsed command line of serve.
+type serveConfig struct {
+	addr, db, apiKeys, logFormat string
+	maxBody                      int64
+	lease, grace, keepAlive      time.Duration
+	maxSupersteps                int
+	maxRuns                      int
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
+	c := &serveConfig{}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.addr, "addr", envOr("SUPERSTEP_ADDR", "127.0.0.1:8080"), "listen address (env SUPERSTEP_ADDR); port 0 picks a free one")
+	fs.StringVar(&c.db, "db", envOr("SUPERSTEP_DB", "superstep.db"), "SQLite file path, or a postgres:// URL (env SUPERSTEP_DB)")
+	fs.StringVar(&c.apiKeys, "api-keys", os.Getenv("SUPERSTEP_API_KEYS"), "file of API keys, one per line as 'key' or 'key owner'; enables bearer auth (env SUPERSTEP_API_KEYS)")
+	fs.StringVar(&c.logFormat, "log-format", "", "log format: text or json (default: text on a terminal, json otherwise)")
+	fs.Int64Var(&c.maxBody, "max-body", responses.MaxBodyBytesDefault, "largest request body in bytes; larger ones get 413")
+	fs.DurationVar(&c.lease, "lease", host.LeaseDurationDefault, "run lease duration (renewed every third of it)")
+	fs.DurationVar(&c.grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, how long running supersteps may take to finish")
+	fs.DurationVar(&c.keepAlive, "keepalive", responses.KeepAliveDefault, "idle time before a stream gets a keep-alive comment")
+	fs.IntVar(&c.maxSupersteps, "max-supersteps", host.MaxSuperstepsDefault, "most supersteps one run may take")
+	fs.IntVar(&c.maxRuns, "max-runs", 0, "most runs this host drives at once; others wait for a host with capacity (0: no limit)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, withCode(exitUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, withCode(exitUsage, fmt.Errorf("serve: unexpected arguments %q", fs.Args()))
+	}
+	return c, c.validate()
+}
+
+func (c *serveConfig) validate() error {
+	var errs []error
+	if c.logFormat != "" && c.logFormat != "text" && c.logFormat != "json" {
+		errs = append(errs, fmt.Errorf("serve: --log-format must be text or json, got %q", c.logFormat))
+	}
+	if c.maxBody <= 0 {
+		errs = append(errs, fmt.Errorf("serve: --max-body must be positive, got %d", c.maxBody))
+	}
+	if c.lease <= 0 || c.grace < 0 || c.keepAlive <= 0 || c.maxSupersteps <= 0 {
+		errs = append(errs, errors.New("serve: --lease, --keepalive and --max-supersteps must be positive, --grace not negative"))
+	}
+	return withCode(exitUsage, errors.Join(errs...))
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// newLogger returns the slog logger for format; "" picks text when w is a
+// terminal and JSON otherwise.
+func newLogger(format string, w io.Writer) *slog.Logger {
+	if format == "" {
+		format = "json"
+		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+			format = "text"
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, nil))
+	}
+	return slog.New(slog.NewJSONHandler(w, nil))
+}
+
+// runServe implements `superstep serve`. It prints the listening address
+// to stdout, serves until ctx ends, then shuts down gracefully: stop
+// accepting, let running supersteps finish within --grace (unfinished runs
+// stay in the store for recovery), end open streams, close the store.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseServeFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.logFormat, stderr)
+	var keys map[string]string
+	if cfg.apiKeys != "" {
+		if keys, err = loadAPIKeys(cfg.apiKeys); err != nil {
+			return withCode(exitUsage, err)
+		}
+	}
+	st, err := openStore(ctx, cfg.db)
+	if err != nil {
+		return fmt.Errorf("serve: open %s: %w", redactURL(cfg.db), err)
+	}
+	defer st.Close()
+	srv, h, err := newServer(cfg, st, keys, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return withCode(exitListen, fmt.Errorf("serve: %w", err))
+	}
+	if err := h.Start(ctx); err != nil {
+		ln.Close()
+		graceCtx, cancel := context.WithTimeout(context.Background(), cfg.grace)
+		defer cancel()
+		return errors.Join(fmt.Errorf("serve: start host: %w", err), h.Shutdown(graceCtx))
+	}
+	fmt.Fprintf(stdout, "superstep: listening on http://%s\n", ln.Addr())
+	log.Info("superstep: serving", "addr", ln.Addr().String(), "db", redactURL(cfg.db), "auth", len(keys) > 0)
+	return serveUntilDone(ctx, srv, ln, h, cfg.grace, log)
+}
+
+// newServer builds the host (with the demo workflows) and the HTTP server.
+func newServer(cfg *serveConfig, st store.Store, keys map[string]string, log *slog.Logger) (*http.Server, *host.Host, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	h, err := host.New(st, &host.Config{Addr: cfg.addr, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps, MaxRuns: cfg.maxRuns, Logger: log, Metrics: reg})
+	if err != nil {
+		return nil, nil, withCode(exitUsage, fmt.Errorf("serve: %w", err))
+	}
+	if err := examples.Register(h); err != nil {
+		return nil, nil, fmt.Errorf("serve: register demos: %w", err)
+	}
+	handler, err := responses.NewHandler(h, &responses.Options{MaxBodyBytes: cfg.maxBody, KeepAlive: cfg.keepAlive,
+		APIKeys: keys, Logger: log, Registry: reg})
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve: %w", err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	return srv, h, nil
+}
+
+// serveUntilDone serves on ln until ctx ends or the server fails, then
+// shuts down in order.
+func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, h *host.Host, grace time.Duration, log *slog.Logger) error {
+	// Handlers get baseCtx: cancelling it ends open streams and waits once
+	// the host has stopped, so Shutdown does not wait for them forever.
+	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	srv.BaseContext = func(net.Listener) context.Context { return baseCtx }
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	var failed error
+	select {
+	case <-ctx.Done():
+		log.Info("superstep: shutting down", "grace", grace.String())
+	case err := <-serveErr:
+		failed = fmt.Errorf("serve: %w", err)
+		serveErr <- nil
+	}
+	return errors.Join(failed, shutdown(srv, h, grace, cancelBase, serveErr))
+}
+
+// shutdown stops accepting connections, lets the host finish running
+// supersteps within grace, ends the open streams, then waits for the
+// handlers.
+func shutdown(srv *http.Server, h *host.Host, grace time.Duration, cancelBase context.CancelFunc, serveErr <-chan error) error {
+	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	// Handlers end soon after cancelBase; give them a moment beyond the
+	// host's grace before cutting connections.
+	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), grace+handlerDrain)
+	defer cancelHTTP()
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- srv.Shutdown(httpCtx) }()
+	hostErr := h.Shutdown(graceCtx)
+	cancelBase()
+	var errs []error
+	if hostErr != nil {
+		errs = append(errs, withCode(exitUnclean, fmt.Errorf("serve: %w", hostErr)))
+	}
+	if err := <-httpDone; err != nil {
+		_ = srv.Close()
+		errs = append(errs, withCode(exitUnclean, fmt.Errorf("serve: http shutdown: %w", err)))
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, fmt.Errorf("serve: %w", err))
+	}
+	return errors.Join(errs...)
+}

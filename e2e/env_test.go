@@ -1,0 +1,152 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/superstep/superstep/agent"
+	"github.com/superstep/superstep/examples"
+	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/responses"
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/sqlite"
+)
+
+// env is one real server: responses over a host over a SQLite file, behind
+// httptest, with an openai-go client whose connections a test can cut.
+type env struct {
+	t      testing.TB
+	store  store.Store
+	host   *host.Host
+	srv    *httptest.Server
+	dialer *cuttableDialer
+	http   *http.Client
+	client openai.Client
+	apiKey string
+}
+
+// envOpts tune newEnv; nil means defaults.
+type envOpts struct {
+	APIKeys      map[string]string // key -> owner; empty: auth off
+	ClientKey    string            // key the default client sends
+	MaxBodyBytes int64
+	KeepAlive    time.Duration
+}
+
+func newEnv(t testing.TB, o *envOpts) *env {
+	t.Helper()
+	if o == nil {
+		o = &envOpts{}
+	}
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e2e.db"), nil)
+	if err != nil {
+		t.Fatalf("sqlite.Open: %v", err)
+	}
+	var logOut io.Writer = io.Discard
+	if os.Getenv("SUPERSTEP_E2E_LOG") != "" {
+		logOut = os.Stderr
+	}
+	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h, err := host.New(st, &host.Config{Logger: logger})
+	if err != nil {
+		t.Fatalf("host.New: %v", err)
+	}
+	if err := examples.Register(h); err != nil {
+		t.Fatalf("examples.Register: %v", err)
+	}
+	// The same demos hosted as agents, under "agent:" + name.
+	wfs, err := examples.Workflows(nil)
+	if err != nil {
+		t.Fatalf("examples.Workflows: %v", err)
+	}
+	for name, wf := range wfs {
+		if err := h.RegisterAgent("agent:"+name, agent.FromWorkflow(wf)); err != nil {
+			t.Fatalf("RegisterAgent: %v", err)
+		}
+	}
+	if err := h.Start(ctx); err != nil {
+		t.Fatalf("host.Start: %v", err)
+	}
+	handler, err := responses.NewHandler(h, &responses.Options{APIKeys: o.APIKeys, MaxBodyBytes: o.MaxBodyBytes,
+		KeepAlive: o.KeepAlive, Logger: logger})
+	if err != nil {
+		t.Fatalf("responses.NewHandler: %v", err)
+	}
+	e := &env{t: t, store: st, host: h, srv: httptest.NewServer(handler), dialer: &cuttableDialer{}, apiKey: o.ClientKey}
+	if e.apiKey == "" {
+		e.apiKey = "test-key"
+	}
+	// The timeout turns a hung stream into a failure rather than a hung test.
+	e.http = &http.Client{Timeout: time.Minute, Transport: &http.Transport{DialContext: e.dialer.DialContext}}
+	e.client = e.newClient(e.apiKey)
+	t.Cleanup(e.close)
+	return e
+}
+
+// newClient returns an openai-go client for the server sending key. SDK
+// retries are off so every request the test makes is one request.
+func (e *env) newClient(key string) openai.Client {
+	return openai.NewClient(option.WithBaseURL(e.srv.URL+"/v1"), option.WithAPIKey(key),
+		option.WithHTTPClient(e.http), option.WithMaxRetries(0), option.WithRequestTimeout(30*time.Second))
+}
+
+// close ends client connections (so open streams end), stops the server
+// and the host, checks the store's invariants and closes it.
+func (e *env) close() {
+	e.srv.CloseClientConnections()
+	e.srv.Close()
+	e.http.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.host.Shutdown(ctx); err != nil {
+		e.t.Errorf("host.Shutdown: %v", err)
+	}
+	if err := store.Check(ctx, e.store); err != nil {
+		e.t.Errorf("store.Check: %v", err)
+	}
+	if err := e.store.Close(); err != nil {
+		e.t.Errorf("store.Close: %v", err)
+	}
+}
+
+// cuttableDialer dials TCP and remembers the connections so a test can
+// drop them all at once, as a network failure would.
+type cuttableDialer struct {
+	d     net.Dialer
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (c *cuttableDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := c.d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.conns = append(c.conns, conn)
+	c.mu.Unlock()
+	return conn, nil
+}
+
+// cut closes every connection dialed so far.
+func (c *cuttableDialer) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+	c.conns = nil
+}

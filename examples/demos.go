@@ -1,0 +1,248 @@
+package examples
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/superstep/superstep/agent"
+	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/workflow"
+)
+
+// Model names of the demo workflows.
+const (
+	Echo       = "demo.echo"
+	TwoOutputs = "demo.two-outputs"
+	Silent     = "demo.silent"
+	Approval   = "demo.approval"
+	Fanout     = "demo.fanout"
+	Stream     = "demo.stream"
+)
+
+// Defaults and bounds of the demos' metadata.
+const (
+	SilentStepsDefault   = 5
+	FanoutWorkersDefault = 4
+	FanoutWorkersMax     = 64
+)
+
+// SilentTick is the message demo.silent passes from superstep to superstep.
+type SilentTick struct {
+	Steps int // N: silent supersteps before the output
+}
+
+// FanoutTask is the message demo.fanout's split sends to its workers.
+type FanoutTask struct {
+	Workers int // K
+}
+
+// FanoutResult is what worker Index sends to the join.
+type FanoutResult struct {
+	Index   int
+	Workers int
+	Name    string
+}
+
+func init() {
+	workflow.RegisterType[SilentTick]("examples.SilentTick")
+	workflow.RegisterType[FanoutTask]("examples.FanoutTask")
+	workflow.RegisterType[FanoutResult]("examples.FanoutResult")
+	workflow.RegisterType[[]FanoutResult]("examples.[]FanoutResult")
+}
+
+// Workflows returns the demo workflows by model name.
+func Workflows(opts *Options) (map[string]*workflow.Workflow, error) {
+	iv := invocation{}
+	if opts != nil {
+		iv.opts = *opts
+	}
+	builders := map[string]func(invocation) (*workflow.Workflow, error){
+		Echo: echo, TwoOutputs: twoOutputs, Silent: silent, Approval: approval, Fanout: fanout, Stream: stream,
+	}
+	out := map[string]*workflow.Workflow{}
+	var errs []error
+	for name, build := range builders {
+		wf, err := build(iv)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("examples: %s: %w", name, err))
+			continue
+		}
+		out[name] = wf
+	}
+	return out, errors.Join(errs...)
+}
+
+// Register hosts every demo workflow natively on h under its model name.
+func Register(h *host.Host) error {
+	wfs, err := Workflows(nil)
+	if err != nil {
+		return err
+	}
+	for _, name := range Names() {
+		if err := h.RegisterWorkflow(name, wfs[name]); err != nil {
+			return fmt.Errorf("examples: %w", err)
+		}
+	}
+	return nil
+}
+
+// Names returns the demo model names in a fixed order.
+func Names() []string { return []string{Echo, TwoOutputs, Silent, Approval, Fanout, Stream} }
+
+// echo: one superstep, yields the input text.
+func echo(iv invocation) (*workflow.Workflow, error) {
+	ex := workflow.Func("echo", func(c *workflow.Context, in string) error {
+		return iv.run(c, func() error { return c.Yield(in) })
+	})
+	return workflow.NewBuilder(Echo).SetStart(ex).Outputs("echo").Build()
+}
+
+// twoOutputs: superstep 1 silent; superstep 2 yields first-2 and second-2;
+// superstep 3 yields done.
+func twoOutputs(iv invocation) (*workflow.Workflow, error) {
+	start := workflow.Func("start", func(c *workflow.Context, in string) error {
+		return iv.run(c, func() error { return c.Send(in) })
+	}, workflow.SendsType[string]())
+	pair := workflow.Func("pair", func(c *workflow.Context, in string) error {
+		return iv.run(c, func() error {
+			return errors.Join(c.Yield(fmt.Sprintf("first-%d", c.Step())),
+				c.Yield(fmt.Sprintf("second-%d", c.Step())), c.Send(in))
+		})
+	}, workflow.SendsType[string]())
+	finish := workflow.Func("finish", func(c *workflow.Context, _ string) error {
+		return iv.run(c, func() error { return c.Yield("done") })
+	})
+	return workflow.NewBuilder(TwoOutputs).SetStart(start).AddChain(start, pair, finish).
+		Outputs("pair", "finish").Build()
+}
+
+// silent: supersteps 1..N silent, superstep N+1 yields "done after N". N
+// is capped so that the run fits the host's superstep limit (N+1 <= limit).
+func silent(iv invocation) (*workflow.Workflow, error) {
+	loop := workflow.Func("loop", func(c *workflow.Context, t SilentTick) error {
+		return iv.run(c, func() error {
+			if c.Step() > int64(t.Steps) {
+				return c.Yield(fmt.Sprintf("done after %d", t.Steps))
+			}
+			return c.Send(t)
+		})
+	}, workflow.SendsType[SilentTick]())
+	start := workflow.Func("start", func(c *workflow.Context, _ string) error {
+		info, _ := host.RunInfoFrom(c.Context())
+		n := metaInt(info.Metadata, "steps", SilentStepsDefault)
+		if info.MaxSupersteps > 0 && n > info.MaxSupersteps-1 {
+			n = info.MaxSupersteps - 1
+		}
+		return iv.run(c, func() error {
+			if n == 0 {
+				return c.Yield("done after 0")
+			}
+			return c.Send(SilentTick{Steps: n})
+		})
+	}, workflow.SendsType[SilentTick]())
+	return workflow.NewBuilder(Silent).SetStart(start).AddEdge(start, loop, nil).AddEdge(loop, loop, nil).
+		Outputs("start", "loop").Build()
+}
+
+// approval: superstep 1 asks for approval (function_call "approve" with
+// arguments {"question": input}); the answer "approve" or "reject" yields
+// "approved" or "rejected".
+func approval(iv invocation) (*workflow.Workflow, error) {
+	ask := workflow.On(func(c *workflow.Context, in string) error {
+		return iv.run(c, func() error {
+			_, err := workflow.RequestInput[string](c, "", map[string]string{"question": in})
+			return err
+		})
+	})
+	answer := workflow.On(func(c *workflow.Context, a workflow.Answer) error {
+		return iv.run(c, func() error {
+			switch a.Value {
+			case "approve":
+				return c.Yield("approved")
+			case "reject":
+				return c.Yield("rejected")
+			}
+			return fmt.Errorf("examples: demo.approval: answer must be \"approve\" or \"reject\", got %q", a.Value)
+		})
+	})
+	ex := workflow.Handlers("approve", []workflow.Handler{ask, answer})
+	return workflow.NewBuilder(Approval).SetStart(ex).Outputs("approve").Build()
+}
+
+// fanout: split fans out to K workers (K = metadata.workers); worker i
+// sends worker-i; the join yields "worker-0,worker-1,..." in worker order.
+func fanout(iv invocation) (*workflow.Workflow, error) {
+	split := workflow.Func("split", func(c *workflow.Context, _ string) error {
+		info, _ := host.RunInfoFrom(c.Context())
+		k := metaInt(info.Metadata, "workers", FanoutWorkersDefault)
+		if k < 1 || k > FanoutWorkersMax {
+			return fmt.Errorf("examples: demo.fanout: metadata.workers must be 1..%d, got %d", FanoutWorkersMax, k)
+		}
+		return iv.run(c, func() error { return c.Send(FanoutTask{Workers: k}) })
+	}, workflow.SendsType[FanoutTask]())
+	join := workflow.Func("join", func(c *workflow.Context, res FanoutResult) error {
+		return iv.run(c, func() error { return joinResult(c, res) })
+	})
+	workers := make([]workflow.Executor, FanoutWorkersMax)
+	b := workflow.NewBuilder(Fanout).SetStart(split)
+	for i := range workers {
+		workers[i] = workflow.Func(fmt.Sprintf("worker-%d", i), func(c *workflow.Context, t FanoutTask) error {
+			return iv.run(c, func() error {
+				return c.Send(FanoutResult{Index: i, Workers: t.Workers, Name: fmt.Sprintf("worker-%d", i)})
+			})
+		}, workflow.SendsType[FanoutResult]())
+		b.AddEdge(workers[i], join, nil)
+	}
+	b.AddFanOut(split, workers, func(msg any, targets []string) []string {
+		return targets[:msg.(FanoutTask).Workers]
+	})
+	return b.Outputs("join").Build()
+}
+
+// joinResult collects the workers' results in shared state (they arrive in
+// one superstep, in worker order) and yields them once all K are in.
+func joinResult(c *workflow.Context, res FanoutResult) error {
+	got, _, err := workflow.GetState[[]FanoutResult](c, "fanout.results")
+	if err != nil {
+		return err
+	}
+	got = append(got, res)
+	if len(got) < res.Workers {
+		return c.Set("fanout.results", got)
+	}
+	names := make([]string, len(got))
+	for i, r := range got {
+		names[i] = r.Name
+	}
+	c.Delete("fanout.results")
+	return c.Yield(strings.Join(names, ","))
+}
+
+// stream: superstep 1 streams the words of "<input> one two three" as live
+// text deltas (agent.UpdateTextDelta, published at once in
+// metadata.publication=live) and yields the whole text; superstep 2
+// streams and yields "done".
+func stream(iv invocation) (*workflow.Workflow, error) {
+	reply := workflow.Func("reply", func(c *workflow.Context, in string) error {
+		return iv.run(c, func() error {
+			text := in + " one two three"
+			return errors.Join(emitWords(c, text), c.Yield(text), c.Send(text))
+		})
+	}, workflow.SendsType[string]())
+	finish := workflow.Func("finish", func(c *workflow.Context, _ string) error {
+		return iv.run(c, func() error { return errors.Join(emitWords(c, "done"), c.Yield("done")) })
+	})
+	return workflow.NewBuilder(Stream).SetStart(reply).AddEdge(reply, finish, nil).Outputs("reply", "finish").Build()
+}
+
+// emitWords emits text word by word as live text deltas.
+func emitWords(c *workflow.Context, text string) error {
+	words := strings.SplitAfter(text, " ")
+	for _, w := range words {
+		if err := c.EmitLive(agent.Update{Kind: agent.UpdateTextDelta, Text: w}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+package examples
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/workflow"
+)
+
+// JournalEnv names the environment variable that enables the journal.
+const JournalEnv = "SUPERSTEP_DEMO_JOURNAL"
+
+// Options configure the demo workflows; nil means the defaults.
+type Options struct {
+	// Journal is the journal file; "" reads JournalEnv at each invocation
+	// ("" there too: no journal).
+	Journal string
+}
+
+// invocation wraps the work of every demo executor invocation: the
+// step_delay_ms sleep before the work, the journal line after it.
+type invocation struct {
+	opts Options
+}
+
+// run sleeps step_delay_ms, calls work, and journals the invocation when
+// work succeeded.
+func (iv invocation) run(c *workflow.Context, work func() error) error {
+	info, _ := host.RunInfoFrom(c.Context())
+	if d := metaInt(info.Metadata, "step_delay_ms", 0); d > 0 {
+		t := time.NewTimer(time.Duration(d) * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-c.Context().Done():
+			t.Stop()
+			return c.Context().Err()
+		}
+	}
+	if err := work(); err != nil {
+		return err
+	}
+	return iv.journal(info, c)
+}
+
+// journal appends "<response_id> <superstep> <executor_id>" and fsyncs.
+func (iv invocation) journal(info host.RunInfo, c *workflow.Context) error {
+	path := iv.opts.Journal
+	if path == "" {
+		path = os.Getenv(JournalEnv)
+	}
+	if path == "" {
+		return nil
+	}
+	id := info.ResponseID
+	if id == "" {
+		id = c.RunID()
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("examples: journal: %w", err)
+	}
+	_, err = fmt.Fprintf(f, "%s %d %s\n", id, c.Step(), c.ExecutorID())
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("examples: journal: %w", err)
+	}
+	return nil
+}
+
+// metaInt returns metadata key as an int, or def when absent or invalid.
+func metaInt(md map[string]string, key string, def int) int {
+	v, ok := md[key]
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return def
+	}
+	return n
+}

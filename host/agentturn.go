@@ -1,0 +1,169 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/superstep/superstep/agent"
+	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/workflow"
+)
+
+// historyPart is the checkpoint part of a plain agent's run: the
+// conversation so far, which the next turn receives before its new input.
+const historyPart = "agent/history"
+
+// createAgentTurn creates a response whose turn of a plain (non-workflow)
+// agent is one durable step: the agent runs with the run's history plus the
+// new input, and its whole output is committed at once. prev is the run
+// continued, nil for a new one.
+func (h *Host) createAgentTurn(ctx context.Context, m *model, p *CreateParams, prev *store.Run) (*store.Response, error) {
+	sp := &startSpec{runID: newID("run_")}
+	var history []agent.Message
+	if prev != nil {
+		cp, err := h.store.CheckpointGetLast(ctx, prev.ID)
+		if err != nil {
+			return nil, fmt.Errorf("host: load checkpoint of run %s: %w", prev.ID, err)
+		}
+		if history, err = decodeHistory(cp.Parts); err != nil {
+			return nil, err
+		}
+		sp.runID, sp.lastStep, sp.lastParts = prev.ID, cp.Step, cp.Parts
+	} else {
+		parts, err := encodeHistory(nil)
+		if err != nil {
+			return nil, err
+		}
+		sp.checkpoint, sp.lastParts = parts, parts
+	}
+	input := toMessages(p.Input)
+	sp.drive = func(r *run) func(context.Context) error { return h.driveAgentTurn(r, m.agent, history, input) }
+	return h.createAndStart(ctx, m, p, sp)
+}
+
+// resumeAgentTurn re-runs an agent turn that no commit absorbed: the input
+// comes from the head response's stored request.
+func (h *Host) resumeAgentTurn(r *run, m *model, head *store.Response, cp *store.Checkpoint) (func(context.Context) error, error) {
+	history, err := decodeHistory(cp.Parts)
+	if err != nil {
+		return nil, err
+	}
+	return h.driveAgentTurn(r, m.agent, history, toMessages(storedInput(head.Request))), nil
+}
+
+// driveAgentTurn runs the turn and commits its updates as one step.
+func (h *Host) driveAgentTurn(r *run, a agent.Agent, history, input []agent.Message) func(context.Context) error {
+	return func(ctx context.Context) error {
+		msgs := append(append([]agent.Message(nil), history...), input...)
+		var (
+			updates []agent.Update
+			turnErr error
+		)
+		for u, err := range a.Run(ctx, agent.NewSession(r.id), msgs) {
+			if err != nil {
+				turnErr = err
+				break
+			}
+			if u.Kind == agent.UpdateTextDelta && r.live {
+				// Published at once; the turn's commit closes the item.
+				ev := workflow.LiveEvent{Step: r.lastStep + 1, ExecutorID: u.Source, Attempt: 1, Value: u}
+				if err := h.publishLive(r, ev); err != nil {
+					return err
+				}
+			}
+			updates = append(updates, u)
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		for _, u := range updates {
+			if u.Kind == agent.UpdateText {
+				msgs = append(msgs, agent.Message{Role: agent.RoleAssistant, Text: u.Text})
+			}
+		}
+		return h.commitAgentTurn(r, updates, turnErr, msgs)
+	}
+}
+
+// commitAgentTurn commits a finished agent turn: its output items and the
+// terminal event, with the new history as checkpoint.
+func (h *Host) commitAgentTurn(r *run, updates []agent.Update, turnErr error, history []agent.Message) error {
+	parts, err := encodeHistory(history)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fenced {
+		return errLeaseLost
+	}
+	if r.cancelled {
+		return errRunCancelled
+	}
+	resp := r.resp.Clone()
+	seq := &wire.Seq{Next: r.nextSeq}
+	if err := h.beginResponse(seq, resp); err != nil {
+		return err
+	}
+	if err := h.translateTurn(r, seq, resp, updates); err != nil {
+		return err
+	}
+	status, werr := wire.StatusCompleted, (*wire.Error)(nil)
+	if turnErr != nil {
+		status, werr = wire.StatusFailed, &wire.Error{Code: "server_error", Message: turnErr.Error()}
+		parts = r.lastParts
+	}
+	resp.Finish(status, time.Now(), werr)
+	if err := seq.Lifecycle(wire.TerminalEventType(status), resp); err != nil {
+		return err
+	}
+	return h.commitLocked(r, r.lastStep+1, parts, seq, resp)
+}
+
+func encodeHistory(msgs []agent.Message) ([]store.Part, error) {
+	if msgs == nil {
+		msgs = []agent.Message{}
+	}
+	data, err := json.Marshal(msgs)
+	if err != nil {
+		return nil, fmt.Errorf("host: encode agent history: %w", err)
+	}
+	return []store.Part{{Name: historyPart, Data: data}}, nil
+}
+
+func decodeHistory(parts []store.Part) ([]agent.Message, error) {
+	for _, p := range parts {
+		if p.Name == historyPart {
+			var msgs []agent.Message
+			if err := json.Unmarshal(p.Data, &msgs); err != nil {
+				return nil, fmt.Errorf("host: decode agent history: %w: %w", store.ErrCorrupt, err)
+			}
+			return msgs, nil
+		}
+	}
+	return nil, fmt.Errorf("host: checkpoint has no %s part: %w", historyPart, store.ErrCorrupt)
+}
+
+// translateTurn appends the output items of an agent turn's updates; in
+// live mode they close the items its text deltas opened.
+func (h *Host) translateTurn(r *run, seq *wire.Seq, resp *wire.Response, updates []agent.Update) error {
+	if r.live && r.liveSt.step == r.lastStep+1 {
+		var items []agent.Update
+		for _, u := range updates {
+			if u.Kind == agent.UpdateText || u.Kind == agent.UpdateFunctionCall {
+				items = append(items, u)
+			}
+		}
+		st := r.liveSt
+		return translateLive(seq, resp, items, &st)
+	}
+	for _, u := range updates {
+		if err := appendUpdate(seq, resp, u); err != nil {
+			return err
+		}
+	}
+	return nil
+}

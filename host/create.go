@@ -1,0 +1,363 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/superstep/superstep/agent"
+	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/workflow"
+)
+
+// Input item types.
+const (
+	InputMessage            = "message"
+	InputFunctionCallOutput = "function_call_output"
+)
+
+func newHost(s store.Store, cfg *Config) (*Host, error) {
+	if s == nil {
+		return nil, errors.New("host: nil store")
+	}
+	c := cfg.WithDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(c.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{store: s, cfg: c, log: c.Logger, metrics: m}
+	h.runCtx, h.hardStop = context.WithCancel(context.Background())
+	h.loopCtx, h.stopLoop = context.WithCancel(context.Background())
+	h.mu.models = map[string]*model{}
+	h.mu.runs = map[string]*run{}
+	h.kick = make(chan struct{}, 1)
+	return h, nil
+}
+
+// acceptNew reports an error unless the host takes new work.
+func (h *Host) acceptNew() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.closed {
+		return ErrHostClosed
+	}
+	if !h.mu.started {
+		return errors.New("host: Create called before Start")
+	}
+	return nil
+}
+
+func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, error) {
+	if err := h.acceptNew(); err != nil {
+		return nil, err
+	}
+	m, err := h.lookupModel(p.Model)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := publicationMode(p.Metadata); err != nil {
+		return nil, err
+	}
+	if p.PreviousResponseID != "" {
+		return h.createContinuation(ctx, m, p)
+	}
+	for _, it := range p.Input {
+		if it.Type == InputFunctionCallOutput {
+			return nil, &InputError{Param: "input", Code: "invalid_value",
+				Message: fmt.Sprintf("function_call_output (call_id %q) needs previous_response_id", it.CallID)}
+		}
+	}
+	if m.wf == nil {
+		return h.createAgentTurn(ctx, m, p, nil)
+	}
+	return h.createWorkflowRun(ctx, m, p)
+}
+
+// createWorkflowRun starts a new run of m's workflow with p's input.
+func (h *Host) createWorkflowRun(ctx context.Context, m *model, p *CreateParams) (*store.Response, error) {
+	runID := newID("run_")
+	in, err := agent.WorkflowInput(m.wf, toMessages(p.Input))
+	if err != nil {
+		return nil, &InputError{Param: "input", Code: "invalid_value", Message: err.Error()}
+	}
+	wr, err := m.wf.NewRun(runID, in)
+	if err != nil {
+		return nil, &InputError{Param: "input", Code: "invalid_value", Message: err.Error()}
+	}
+	parts, err := wr.Checkpoint()
+	if err != nil {
+		return nil, fmt.Errorf("host: initial checkpoint: %w", err)
+	}
+	cp := toStoreParts(parts)
+	return h.createAndStart(ctx, m, p, &startSpec{runID: runID, checkpoint: cp, lastParts: cp,
+		drive: func(r *run) func(context.Context) error { return h.driveWorkflow(r, wr) }})
+}
+
+// createContinuation answers the pending requests of the run whose head is
+// p.PreviousResponseID and continues it under a new response.
+func (h *Host) createContinuation(ctx context.Context, m *model, p *CreateParams) (*store.Response, error) {
+	prev, sr, err := h.continuable(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if prev.Model != m.ID {
+		return nil, &InputError{Param: "model", Code: "invalid_value", Message: fmt.Sprintf(
+			"model %q does not match model %q of previous response %s", m.ID, prev.Model, prev.ID)}
+	}
+	if m.wf == nil {
+		return h.createAgentTurn(ctx, m, p, sr)
+	}
+	cp, err := h.store.CheckpointGetLast(ctx, sr.ID)
+	if err != nil {
+		return nil, fmt.Errorf("host: load checkpoint of run %s: %w", sr.ID, err)
+	}
+	wr, err := m.wf.Restore(sr.ID, toWorkflowParts(cp.Parts))
+	if err != nil {
+		return nil, fmt.Errorf("host: restore run %s: %w", sr.ID, err)
+	}
+	if len(wr.Pending()) == 0 {
+		return nil, fmt.Errorf("%w: response %s has no pending function calls (already answered)", store.ErrConflict, prev.ID)
+	}
+	if err := h.applyAnswers(ctx, sr.ID, wr, p.Input, true); err != nil {
+		return nil, err
+	}
+	return h.createAndStart(ctx, m, p, &startSpec{runID: sr.ID, lastStep: cp.Step, lastParts: cp.Parts,
+		drive: func(r *run) func(context.Context) error { return h.driveWorkflow(r, wr) }})
+}
+
+// continuable checks that p.PreviousResponseID can be continued: visible to
+// the owner, the head of its run, completed, and the run idle.
+func (h *Host) continuable(ctx context.Context, p *CreateParams) (*store.Response, *store.Run, error) {
+	prev, err := h.get(ctx, p.PreviousResponseID, p.Owner)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil, &InputError{Param: "previous_response_id", Code: "not_found",
+				Message: fmt.Sprintf("previous response with id '%s' not found", p.PreviousResponseID)}
+		}
+		return nil, nil, err
+	}
+	sr, err := h.store.RunGet(ctx, prev.RunID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("host: run of response %s: %w", prev.ID, err)
+	}
+	switch {
+	case sr.HeadResponseID != prev.ID:
+		return nil, nil, fmt.Errorf("%w: response %s is not the latest response of its run (the latest is %s)",
+			store.ErrConflict, prev.ID, sr.HeadResponseID)
+	case prev.Status != store.StatusCompleted:
+		return nil, nil, fmt.Errorf("%w: response %s is %s; only a completed response can be continued",
+			store.ErrConflict, prev.ID, prev.Status)
+	case sr.Active:
+		return nil, nil, fmt.Errorf("%w: run of response %s is still running", store.ErrConflict, prev.ID)
+	}
+	return prev, sr, nil
+}
+
+// startSpec says how createAndStart positions and drives a run.
+type startSpec struct {
+	runID      string
+	checkpoint []store.Part // the step-0 checkpoint of a new run; nil to continue a run
+	lastStep   int64        // the run's last committed step
+	lastParts  []store.Part // its checkpoint
+	drive      func(*run) func(context.Context) error
+}
+
+// createAndStart durably creates the response with its response.created
+// event (and, for a new run, its step-0 checkpoint), claims the lease and
+// starts the run's goroutine.
+func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp *startSpec) (*store.Response, error) {
+	now := time.Now()
+	status := wire.StatusInProgress
+	if p.Background {
+		status = wire.StatusQueued
+	}
+	snap := wire.NewResponse(&wire.NewResponseParams{ID: newID("resp_"), Model: m.ID, Status: status,
+		CreatedAt: now, PreviousResponseID: p.PreviousResponseID, Instructions: p.Instructions,
+		Metadata: p.Metadata, Background: p.Background, Store: p.Store, Request: p.Request})
+	seq := &wire.Seq{}
+	if err := seq.Lifecycle(wire.EventResponseCreated, snap); err != nil {
+		return nil, err
+	}
+	snapJSON, err := json.Marshal(snap)
+	if err != nil {
+		return nil, fmt.Errorf("host: encode response: %w", err)
+	}
+	slot, capped := h.reserve(1)
+	defer h.unreserve(slot)
+	owner := h.cfg.HostID
+	if capped && slot == 0 {
+		owner = "" // queued: any host with capacity claims it
+	}
+	res, err := h.store.ResponseCreate(ctx, &store.ResponseCreateParams{
+		Response: &store.Response{ID: snap.ID, PreviousResponseID: p.PreviousResponseID, Model: m.ID,
+			Owner: p.Owner, Status: store.Status(status), Request: requestJSON(p), Snapshot: snapJSON, CreatedAt: now},
+		RunID: sp.runID, Checkpoint: sp.checkpoint, Events: toEventInputs(seq.Frames),
+		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration, Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("host: create response: %w", err)
+	}
+	ferr := h.fault(ctx, &Fault{Point: FaultCreateAfterRecord, RunID: sp.runID, ResponseID: snap.ID})
+	if owner == "" {
+		h.log.Info("host: at MaxRuns; response queued for a host with capacity", "response_id", snap.ID)
+	} else {
+		r := h.newRun(m, res.Response, snap, sp.runID, res.Run.Lease.Epoch, sp.lastStep, sp.lastParts)
+		if err := h.startRun(r, sp.drive(r)); err != nil {
+			// The response is durable; recovery (Start on any host) resumes it.
+			h.log.Warn("host: created response not started here; left for recovery", "response_id", snap.ID, "err", err)
+		}
+	}
+	if ferr != nil {
+		// The response is durable and runs; only the reply is lost.
+		h.metrics.failed(opCreate)
+		h.log.Error("host: create failed after the response was stored; the run proceeds", "response_id", snap.ID,
+			"err", ferr)
+		return nil, fmt.Errorf("host: create response %s: %w", snap.ID, ferr)
+	}
+	return res.Response, nil
+}
+
+// requestJSON is the request to store: the raw body, or one built from p
+// when the caller (a library user) gave none.
+func requestJSON(p *CreateParams) []byte {
+	if len(p.Request) > 0 {
+		return p.Request
+	}
+	data, _ := json.Marshal(map[string]any{"model": p.Model, "input": p.Input, "metadata": p.Metadata,
+		"background": p.Background, "stream": p.Stream, "store": p.Store,
+		"previous_response_id": p.PreviousResponseID, "instructions": p.Instructions})
+	return data
+}
+
+// toMessages converts input items to agent messages: the same mapping for
+// workflows hosted natively and agents.
+func toMessages(items []InputItem) []agent.Message {
+	out := make([]agent.Message, 0, len(items))
+	for _, it := range items {
+		switch it.Type {
+		case InputFunctionCallOutput:
+			out = append(out, agent.Message{Role: agent.RoleTool, Text: it.Output, CallID: it.CallID})
+		default:
+			role := agent.Role(it.Role)
+			if role == "" {
+				role = agent.RoleUser
+			}
+			out = append(out, agent.Message{Role: role, Text: it.Text})
+		}
+	}
+	return out
+}
+
+// applyAnswers delivers the function_call_output items of input to wr, the
+// run runID. With strict, an unknown call id or an input without any answer
+// is an *InputError; without (recovery), answers to requests no longer
+// pending are skipped.
+func (h *Host) applyAnswers(ctx context.Context, runID string, wr *workflow.Run, input []InputItem, strict bool) error {
+	pending := map[string]workflow.Request{}
+	for _, req := range wr.Pending() {
+		pending[req.ID] = req
+	}
+	answered := 0
+	for _, it := range input {
+		if it.Type != InputFunctionCallOutput {
+			continue
+		}
+		req, ok := pending[it.CallID]
+		if !ok {
+			if !strict {
+				continue
+			}
+			return &InputError{Param: "input", Code: "invalid_value",
+				Message: fmt.Sprintf("no pending function call with call_id %q", it.CallID)}
+		}
+		if err := h.fault(ctx, &Fault{Point: FaultHITLDeliver, RunID: runID}); err != nil {
+			h.metrics.failed(opDeliver)
+			h.log.Error("host: delivering an answer failed", "run_id", runID, "call_id", it.CallID, "err", err)
+			return fmt.Errorf("host: deliver output for call_id %q: %w", it.CallID, err)
+		}
+		v, err := agent.AnswerValue(req, it.Output)
+		if err == nil {
+			err = wr.Respond(req.ID, v)
+		}
+		if err != nil {
+			return &InputError{Param: "input", Code: "invalid_value",
+				Message: fmt.Sprintf("output for call_id %q: %v", it.CallID, err)}
+		}
+		delete(pending, it.CallID)
+		answered++
+	}
+	if strict && answered == 0 {
+		return &InputError{Param: "input", Code: "invalid_value",
+			Message: "input must contain function_call_output items answering the pending function calls"}
+	}
+	return nil
+}
+
+// storedInput parses the input items of a stored request (string input,
+// messages with string or array content, function_call_output items), so
+// that recovery can redo work no commit has absorbed yet: re-deliver
+// answers, re-run an agent turn.
+func storedInput(request []byte) []InputItem {
+	var body struct {
+		Input json.RawMessage `json:"input"`
+	}
+	if json.Unmarshal(request, &body) != nil || len(body.Input) == 0 {
+		return nil
+	}
+	var text string
+	if json.Unmarshal(body.Input, &text) == nil {
+		return []InputItem{{Type: InputMessage, Role: "user", Text: text}}
+	}
+	var items []struct {
+		Type    string          `json:"type"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+		Text    string          `json:"text"` // requests stored by requestJSON
+		CallID  string          `json:"call_id"`
+		Output  json.RawMessage `json:"output"`
+	}
+	if json.Unmarshal(body.Input, &items) != nil {
+		return nil
+	}
+	var out []InputItem
+	for _, it := range items {
+		switch it.Type {
+		case InputFunctionCallOutput:
+			out = append(out, InputItem{Type: it.Type, CallID: it.CallID, Output: outputString(it.Output)})
+		case InputMessage, "":
+			t := it.Text
+			if len(it.Content) > 0 {
+				t = outputString(it.Content)
+			}
+			out = append(out, InputItem{Type: InputMessage, Role: it.Role, Text: t})
+		}
+	}
+	return out
+}
+
+// outputString returns a function_call_output's output as text: a JSON
+// string's value, the texts of a content array joined with newlines, or
+// the raw JSON.
+func outputString(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) == nil {
+		texts := make([]string, len(parts))
+		for i, p := range parts {
+			texts[i] = p.Text
+		}
+		return strings.Join(texts, "\n") // as responses parses content arrays
+	}
+	return string(raw)
+}

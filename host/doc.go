@@ -1,0 +1,75 @@
+// Package host drives workflow runs durably behind the Responses API: it
+// creates responses, runs supersteps, commits each one through the store
+// before publishing its events, cancels, recovers unfinished runs and keeps
+// their leases.
+//
+// # Lifecycle of a response
+//
+// Create validates the request, then writes the response record, its
+// response.created event (sequence 0), the run's step-0 checkpoint and the
+// lease in one store call, and returns. A goroutine owned by the Host then
+// drives the run: the workflow's commit hook turns each superstep's outputs
+// into message items and its requests for input into function_call items,
+// and commits them with the checkpoint in one store.Commit (fenced by the
+// lease epoch, retried with backoff on transient errors). Readers (Events,
+// Wait) only ever read the durable log, so nothing is shown before its
+// commit. The first commit carries response.in_progress; the last one the
+// terminal event (response.completed — also when the run idles with
+// pending requests —, response.failed, or response.cancelled).
+//
+// A follow-up Create naming previous_response_id answers the pending
+// requests with function_call_output items and continues the same run
+// from its checkpoint under a new response.
+//
+// # Publication modes
+//
+// metadata.publication selects how a response's events reach readers.
+// "committed" (the default): a superstep's events are in the log, and so
+// visible, only after its commit. "live": text deltas executors emit with
+// workflow.Context.EmitLive are appended to the log at once (fenced by the
+// lease, outside a commit) in an open message item, which the superstep's
+// commit closes with the yielded text. If a live superstep is not
+// committed (crash, hand-over, failed attempt), a reset
+// response.in_progress carrying the last committed output is appended
+// before it re-runs: the log stays append-only and every reader, resuming
+// anywhere, sees the same history. A plain agent's turn is not published
+// live.
+//
+// # Recovery and fencing
+//
+// Start claims every run that needs a host and resumes each from its own
+// last commit (store.CheckpointGetLast through the run record). With an
+// exclusive store (Config.ExclusiveStore, or a store implementing
+// interface{ Exclusive() bool }) every unfinished run is claimed at once,
+// whatever lease a dead process left. A run that cannot be resumed is
+// logged, counted and released for a later attempt; Start fails only when
+// the store does. A lease is renewed every LeaseDuration/3; a run whose
+// lease another host took stops without committing anything more. A
+// background loop claims runs whose lease expired or that are unowned
+// (handed back, or queued by a host at Config.MaxRuns); cancels recorded
+// through other hosts are polled every CancelPollInterval. Shutdown
+// releases the leases of the runs it stops, so another host can claim
+// them at once.
+//
+// # Failures
+//
+// A failed commit is retried with exponential backoff (CommitRetries,
+// CommitBackoff); an attempt that failed but did commit is recognised. Once
+// the retries are exhausted the response fails loudly (response.failed);
+// if even that cannot be committed, the run is handed back for recovery.
+// In-memory state changes only after a commit succeeded. Every failure is
+// logged and counted in superstep_host_failures_total{op}.
+//
+// Tests inject failures at named points (FaultPoint) through
+// Config.Test.FaultFunc; a binary built with -tags faults also reads one
+// from the SUPERSTEP_HOST_FAULT environment variable (see FaultEnv),
+// including "crash", which kills the process at the point.
+//
+// # Caveats
+//
+// A superstep that was not committed runs again after a crash or a
+// hand-over: executors' external effects are at-least-once. Executors get a
+// stable key per run, superstep and executor (workflow.Context's
+// IdempotencyKey) to pass to systems that deduplicate. A plain agent's turn
+// is one step: a crash mid-turn re-runs the whole turn.
+package host

@@ -1,0 +1,22 @@
+package host
+
+import "testing"
+
+// InitTestSignals arms the host's test signals; call it before Start.
+func (h *Host) InitTestSignals() {
+	h.test.committed.Init()
+	h.test.leaseLost.Init()
+	h.test.runExited.Init()
+}
+
+// WaitCommitted waits for the next successful commit and returns its step.
+func (h *Host) WaitCommitted(tb testing.TB) int64 { return h.test.committed.WaitOrTimeout(tb) }
+
+// WaitLeaseLost waits for a run to stop because it was fenced.
+func (h *Host) WaitLeaseLost(tb testing.TB) string { return h.test.leaseLost.WaitOrTimeout(tb) }
+
+// WaitRunExited waits for a run goroutine to exit.
+func (h *Host) WaitRunExited(tb testing.TB) string { return h.test.runExited.WaitOrTimeout(tb) }
+
+// HostID returns the host's lease owner name.
+func (h *Host) HostID() string { return h.cfg.HostID }

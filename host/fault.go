@@ -1,0 +1,80 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// FaultPoint names a place in the host where tests inject failures through
+// Config.Test.FaultFunc.
+type FaultPoint string
+
+// The host's fault points. Each is reached on the path it names; an error
+// injected there is handled exactly like a real failure of that step.
+const (
+	// FaultCreateAfterRecord: Create wrote the response record and its
+	// response.created event, and has not returned yet. A failure makes
+	// Create return an error; the durable response still runs.
+	FaultCreateAfterRecord FaultPoint = "create.after_record"
+	// FaultCommitBefore: before each attempt to commit a superstep (or a
+	// terminal event); a failure counts as a failed attempt (retried).
+	FaultCommitBefore FaultPoint = "commit.before"
+	// FaultCommitAfter: the store accepted a commit attempt and the host has
+	// neither adopted nor published it; a failure makes the host treat the
+	// attempt as failed (the retry finds it committed).
+	FaultCommitAfter FaultPoint = "commit.after"
+	// FaultPublish: Events is about to hand the next event of the log to a
+	// reader (mid-publish); a failure ends the reader's sequence with an
+	// error, as a cut connection does.
+	FaultPublish FaultPoint = "publish.event"
+	// FaultHITLDeliver: an answer (function_call_output) is about to be
+	// delivered to the request waiting for it, when a continuation is
+	// created or a run is recovered.
+	FaultHITLDeliver FaultPoint = "hitl.deliver"
+	// FaultLeaseRenew: before a run's lease is renewed; a failure counts as
+	// a failed renewal (retried at the next renewal).
+	FaultLeaseRenew FaultPoint = "lease.renew"
+)
+
+// FaultPoints lists every fault point.
+func FaultPoints() []FaultPoint {
+	return []FaultPoint{FaultCreateAfterRecord, FaultCommitBefore, FaultCommitAfter, FaultPublish,
+		FaultHITLDeliver, FaultLeaseRenew}
+}
+
+// Fault describes one arrival at a fault point.
+type Fault struct {
+	Point      FaultPoint
+	RunID      string // "" when unknown (Events)
+	ResponseID string
+	Step       int64 // the step being committed (commit points), else 0
+	Seq        int64 // the event about to be published (FaultPublish), else 0
+}
+
+// TestConfig holds knobs for tests only. The superstep command never sets
+// them.
+type TestConfig struct {
+	// FaultFunc, when not nil, is called synchronously at every fault
+	// point. A non-nil error is injected there. To simulate a crash at a
+	// point, a test makes its store refuse every write from then on (as a
+	// dead process writes nothing) before returning an error, then shuts
+	// the host down abruptly.
+	FaultFunc func(ctx context.Context, f *Fault) error
+}
+
+// ErrInjected marks errors the host made from FaultFunc's errors.
+var ErrInjected = errors.New("host: injected fault")
+
+// fault calls the test hook at f.Point and returns its error wrapped in
+// ErrInjected; the caller handles it as a real failure of that step.
+func (h *Host) fault(ctx context.Context, f *Fault) error {
+	if h.cfg.Test.FaultFunc == nil {
+		return nil
+	}
+	err := h.cfg.Test.FaultFunc(ctx, f)
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w at %s: %w", ErrInjected, f.Point, err)
+}

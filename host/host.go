@@ -1,0 +1,229 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/superstep/superstep/agent"
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/workflow"
+)
+
+// Defaults of Config.
+const (
+	LeaseDurationDefault = 15 * time.Second
+	MaxSuperstepsDefault = 1000
+	CommitRetriesDefault = 5
+	CommitBackoffDefault = 20 * time.Millisecond
+	CancelPollDefault    = time.Second
+)
+
+// Config configures a Host. The zero value (or nil) is valid: every zero
+// field takes its default.
+type Config struct {
+	// HostID names this host as a lease owner; default hostname-pid-random.
+	HostID string
+	// LeaseDuration is how long a claimed run stays owned without renewal;
+	// leases are renewed every LeaseDuration/3. Default 15s.
+	LeaseDuration time.Duration
+	// MaxSupersteps caps the supersteps of one run; default 1000.
+	MaxSupersteps int
+	// CommitRetries is how many times a failed commit is retried (with
+	// exponential backoff from CommitBackoff) before the run fails loudly
+	// or is handed back for recovery. Default 5; negative means none.
+	CommitRetries int
+	// CommitBackoff is the first retry delay; default 20ms.
+	CommitBackoff time.Duration
+	// Logger receives the host's logs; default slog.Default().
+	Logger *slog.Logger
+	// Metrics, when not nil, receives the host's Prometheus collectors.
+	Metrics prometheus.Registerer
+	// ExclusiveStore says this host is the only one using the store (SQLite,
+	// whose file is locked by one process): any lease found at Start was
+	// held by a process that is gone, so Start claims every unfinished run
+	// at once instead of waiting for leases to expire. A store implementing
+	// interface{ Exclusive() bool } returning true implies it.
+	ExclusiveStore bool
+	// ClaimInterval is how often the host claims runs that need a host
+	// (lease expired, unowned); default LeaseDuration/3.
+	ClaimInterval time.Duration
+	// MaxRuns caps how many runs this host drives at once; 0 means no cap.
+	// A host at its cap creates new responses unowned (queued) for any
+	// host with capacity to claim, and claims no more runs until one ends.
+	MaxRuns int
+	// CancelPollInterval is how often the host looks for cancels recorded
+	// through other hosts on the runs it drives (not with an exclusive
+	// store, where every cancel comes through this host). Default 1s;
+	// negative disables the watch (cancels are then seen at lease renewal).
+	CancelPollInterval time.Duration
+	// Addr is this host's address as others reach it, shown by Hosts.
+	Addr string
+	// Test holds knobs for tests only (fault injection); the superstep
+	// command never sets them.
+	Test TestConfig
+}
+
+// Sentinel errors of the host.
+var (
+	// ErrModelNotFound is returned by Create for an unregistered model.
+	ErrModelNotFound = errors.New("host: model not found")
+	// ErrHostClosed is returned by calls made after Shutdown began.
+	ErrHostClosed = errors.New("host: closed")
+)
+
+// InputError is a problem with the caller's input (HTTP 400). Nothing is
+// stored when Create returns it.
+type InputError struct {
+	Param   string // the request field at fault, e.g. "input"
+	Code    string // e.g. "invalid_value"
+	Message string
+}
+
+func (e *InputError) Error() string { return "host: " + e.Message }
+
+// Model describes a hosted workflow or agent.
+type Model struct {
+	ID        string
+	Kind      string // "workflow" or "agent"
+	CreatedAt time.Time
+}
+
+// CreateParams are the arguments of Create.
+type CreateParams struct {
+	Model string
+	Owner string // API key identity; "" when auth is off
+	// Request is the raw JSON body as received; it is stored and the
+	// Response's echo fields (tools, temperature, ...) come from it.
+	Request      []byte
+	Input        []InputItem // normalised input
+	Instructions *string
+	Metadata     map[string]string
+	Stream       bool
+	Background   bool
+	Store        bool
+	// PreviousResponseID continues the run whose head is that response.
+	PreviousResponseID string
+}
+
+// InputItem is one normalised input item.
+type InputItem struct {
+	Type   string `json:"type"`              // "message" or "function_call_output"
+	Role   string `json:"role,omitempty"`    // message: "user", "system", "developer", "assistant"
+	Text   string `json:"text,omitempty"`    // message text
+	CallID string `json:"call_id,omitempty"` // function_call_output
+	Output string `json:"output,omitempty"`  // function_call_output (JSON text or plain string)
+}
+
+// Host drives runs. Create it with New, register models, then Start it
+// before calling Create. Every method is safe for concurrent use.
+type Host struct {
+	store   store.Store
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+
+	// runCtx is the parent of every run's context; hardStop cancels it when
+	// Shutdown's context ends before the runs stopped.
+	runCtx   context.Context
+	hardStop context.CancelFunc
+	// loopCtx stops the background loops.
+	loopCtx  context.Context
+	stopLoop context.CancelFunc
+	runWG    sync.WaitGroup // run goroutines
+	loopWG   sync.WaitGroup // background loops
+	// kick wakes the lease loop to claim runs now (capacity freed, a
+	// response queued).
+	kick chan struct{}
+
+	mu struct {
+		sync.Mutex
+		models   map[string]*model
+		runs     map[string]*run // by run ID
+		reserved int             // run slots reserved under Config.MaxRuns
+		started  bool
+		closed   bool // Shutdown began: no new work
+		draining bool // runs stop after their next commit
+	}
+
+	test testSignals
+}
+
+// New returns a Host over s. cfg may be nil (every default). The host does
+// not own s: close s after Shutdown.
+func New(s store.Store, cfg *Config) (*Host, error) { return newHost(s, cfg) }
+
+// RegisterWorkflow hosts wf under the model name.
+func (h *Host) RegisterWorkflow(name string, wf *workflow.Workflow) error {
+	return h.registerWorkflow(name, wf)
+}
+
+// RegisterAgent hosts a under the model name. An agent that also
+// implements interface{ Workflow() *workflow.Workflow } is hosted through
+// the same durable workflow path as RegisterWorkflow; any other agent's
+// turn is one durable step.
+func (h *Host) RegisterAgent(name string, a agent.Agent) error { return h.registerAgent(name, a) }
+
+// Models returns the hosted models sorted by ID.
+func (h *Host) Models() []Model { return h.models() }
+
+// Start recovers every unfinished run this host can claim (every one, at
+// once, with an exclusive store; up to MaxRuns) and starts the background
+// loops (lease renewal, claiming of expired or queued runs, the cancel
+// watch). It fails only when the store does: a run that cannot be resumed
+// is logged, counted (superstep_host_failures_total{op="recover"}) and
+// released for a later attempt.
+func (h *Host) Start(ctx context.Context) error { return h.start(ctx) }
+
+// Shutdown stops accepting new work, lets running supersteps finish and
+// commit within ctx, then stops the runs (uncommitted work is left for
+// recovery) and releases their leases, so that other hosts claim them at
+// once instead of waiting for the leases to expire. It returns ctx.Err() when ctx ended
+// before every run stopped.
+func (h *Host) Shutdown(ctx context.Context) error { return h.shutdown(ctx) }
+
+// Create validates p, durably creates the response (and its run, for a new
+// run) with its response.created event at sequence 0, and returns the
+// created response; the run proceeds on a goroutine owned by the host.
+// Errors: ErrModelNotFound, *InputError (bad input, unknown call id,
+// unknown previous_response_id), store.ErrConflict (continuation of a response that
+// is not the head of its run or has no pending requests), ErrHostClosed.
+func (h *Host) Create(ctx context.Context, p *CreateParams) (*store.Response, error) {
+	return h.create(ctx, p)
+}
+
+// Get returns the response (store.ErrNotFound also for another owner's).
+func (h *Host) Get(ctx context.Context, id, owner string) (*store.Response, error) {
+	return h.get(ctx, id, owner)
+}
+
+// Wait blocks until the response is terminal and returns it.
+func (h *Host) Wait(ctx context.Context, id, owner string) (*store.Response, error) {
+	return h.wait(ctx, id, owner)
+}
+
+// Events yields the response's events with Seq > after from the durable
+// log, then follows it live until the terminal event (response.completed,
+// .failed, .incomplete or .cancelled), which is the last one yielded. An
+// error is yielded once and ends the sequence. Payloads are the exact SSE
+// data JSON and Type the SSE event name.
+func (h *Host) Events(ctx context.Context, id, owner string, after int64) iter.Seq2[store.Event, error] {
+	return h.events(ctx, id, owner, after)
+}
+
+// Cancel durably requests cancellation and returns the response as the
+// client should see it: status cancelled, or the terminal status it had
+// already reached. It is idempotent. The run stops at its next superstep
+// boundary at the latest and its executors see their context cancelled.
+func (h *Host) Cancel(ctx context.Context, id, owner string) (*store.Response, error) {
+	return h.cancel(ctx, id, owner)
+}
+
+// Delete deletes the response and its events (store.ErrNotFound). A running
+// response is cancelled first.
+func (h *Host) Delete(ctx context.Context, id, owner string) error { return h.delete(ctx, id, owner) }

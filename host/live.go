@@ -1,0 +1,288 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/superstep/superstep/agent"
+	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/workflow"
+)
+
+// Publication modes, chosen per request by metadata.publication.
+const (
+	// PublicationCommitted (the default): a superstep's events reach
+	// clients only after its commit.
+	PublicationCommitted = "committed"
+	// PublicationLive: text deltas executors emit (workflow.Context.EmitLive
+	// with an agent.Update of kind UpdateTextDelta, or a string) are
+	// appended to the log and published as they come, before the
+	// superstep's commit closes their message items.
+	PublicationLive = "live"
+	// PublicationMetadataKey is the metadata key that selects the mode.
+	PublicationMetadataKey = "publication"
+)
+
+// publicationMode returns the mode a request's metadata asks for, or an
+// *InputError for an unknown one.
+func publicationMode(md map[string]string) (string, error) {
+	switch v := md[PublicationMetadataKey]; v {
+	case "", PublicationCommitted:
+		return PublicationCommitted, nil
+	case PublicationLive:
+		return PublicationLive, nil
+	default:
+		return "", &InputError{Param: "metadata", Code: "invalid_value", Message: fmt.Sprintf(
+			"metadata.%s must be %q or %q, got %q", PublicationMetadataKey, PublicationLive, PublicationCommitted, v)}
+	}
+}
+
+// liveItem is a message item opened in the log by live text deltas of one
+// executor attempt, not yet closed by a commit.
+type liveItem struct {
+	executorID string
+	attempt    int
+	id         string
+	index      int
+}
+
+// liveState is what the running superstep published live so far.
+type liveState struct {
+	step  int64
+	items []liveItem
+}
+
+// liveHook returns the workflow's Live hook for r (nil in committed mode).
+func (h *Host) liveHook(r *run) workflow.LiveFunc {
+	if !r.live {
+		return nil
+	}
+	return func(_ context.Context, ev workflow.LiveEvent) error { return h.publishLive(r, ev) }
+}
+
+// publishLive appends the events of one live event to the log (fenced by
+// the lease) before anyone can read them.
+func (h *Host) publishLive(r *run, ev workflow.LiveEvent) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fenced {
+		return errLeaseLost
+	}
+	if r.cancelled {
+		return errRunCancelled
+	}
+	if r.liveSt.step != ev.Step {
+		r.liveSt = liveState{step: ev.Step}
+	}
+	seq := &wire.Seq{Next: r.nextSeq}
+	st := r.liveSt
+	st.items = append([]liveItem(nil), st.items...)
+	if err := liveFrames(seq, r.resp, &st, ev); err != nil {
+		return err
+	}
+	if len(seq.Frames) == 0 {
+		return nil
+	}
+	if err := h.appendLive(r, seq.Frames); err != nil {
+		return err
+	}
+	r.nextSeq, r.liveSt = seq.Next, st
+	return nil
+}
+
+// liveFrames builds the frames of ev on top of what st says is open.
+func liveFrames(seq *wire.Seq, resp *wire.Response, st *liveState, ev workflow.LiveEvent) error {
+	var delta string
+	switch v := ev.Value.(type) {
+	case workflow.LiveDiscard:
+		return resetLive(seq, resp, st)
+	case agent.Update:
+		switch v.Kind {
+		case agent.UpdateTextDelta:
+			delta = v.Text
+		case agent.UpdateRetry:
+			return resetLive(seq, resp, st)
+		default:
+			return nil // tool calls and the like are not published
+		}
+	case string:
+		delta = v
+	default:
+		return nil
+	}
+	if err := beginLive(seq, resp); err != nil {
+		return err
+	}
+	it := st.find(ev.ExecutorID, ev.Attempt)
+	if it == nil {
+		idx := len(resp.Output) + len(st.items)
+		st.items = append(st.items, liveItem{executorID: ev.ExecutorID, attempt: ev.Attempt,
+			id: wire.MessageID(resp.ID, idx), index: idx})
+		it = &st.items[len(st.items)-1]
+		if err := seq.MessageStart(it.id, it.index); err != nil {
+			return err
+		}
+	}
+	return seq.MessageDelta(it.id, it.index, delta)
+}
+
+// beginLive adds response.in_progress when nothing followed
+// response.created yet.
+func beginLive(seq *wire.Seq, resp *wire.Response) error {
+	if seq.Next > 1 {
+		return nil
+	}
+	c := resp.Clone()
+	c.Status = wire.StatusInProgress
+	return seq.Lifecycle(wire.EventResponseInProgress, c)
+}
+
+// find returns the open item of an executor attempt.
+func (st *liveState) find(executorID string, attempt int) *liveItem {
+	for i := range st.items {
+		if st.items[i].executorID == executorID && st.items[i].attempt == attempt {
+			return &st.items[i]
+		}
+	}
+	return nil
+}
+
+// resetLive voids the open live items: a reset response.in_progress whose
+// output is the last committed output.
+func resetLive(seq *wire.Seq, resp *wire.Response, st *liveState) error {
+	if len(st.items) == 0 {
+		return nil
+	}
+	st.items = nil
+	return appendReset(seq, resp)
+}
+
+// appendReset appends a reset response.in_progress carrying resp (the last
+// committed state).
+func appendReset(seq *wire.Seq, resp *wire.Response) error {
+	c := resp.Clone()
+	c.Status = wire.StatusInProgress
+	return seq.Lifecycle(wire.EventResponseInProgress, c)
+}
+
+// appendLive appends frames to r's head response's log outside a commit,
+// retrying transient failures like a commit.
+func (h *Host) appendLive(r *run, frames []wire.Frame) error {
+	ctx := h.runCtx
+	p := &store.EventAppendParams{RunID: r.id, Epoch: r.epoch, ResponseID: r.responseID(), Events: toEventInputs(frames)}
+	backoff := h.cfg.CommitBackoff
+	for attempt := 0; ; attempt++ {
+		err := h.fault(ctx, &Fault{Point: FaultPublish, RunID: r.id, ResponseID: r.responseID(), Seq: frames[0].Seq})
+		if err == nil {
+			err = h.store.EventAppend(ctx, p)
+		}
+		if err == nil {
+			return nil
+		}
+		h.metrics.failed(opPublish)
+		if errors.Is(err, store.ErrFenced) {
+			r.fenced = true
+		}
+		final := errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) ||
+			(errors.Is(err, store.ErrConflict) && !h.appendFits(ctx, p))
+		if final || attempt >= h.cfg.CommitRetries || !sleepCtx(ctx, backoff) {
+			h.log.Error("host: publishing live events failed", "run_id", r.id, "seq", frames[0].Seq, "err", err)
+			return fmt.Errorf("host: publish live events of response %s: %w", r.responseID(), err)
+		}
+		h.log.Warn("host: publishing live events failed; retrying", "run_id", r.id, "attempt", attempt+1, "err", err)
+		backoff *= 2
+	}
+}
+
+// translateLiveStep appends the wire events of a committed step in live
+// mode (see translateLive).
+func translateLiveStep(seq *wire.Seq, resp *wire.Response, s *workflow.Step, st *liveState) error {
+	if st.step != s.Number {
+		return translateStep(seq, resp, s)
+	}
+	var ups []agent.Update
+	for _, ev := range s.Events {
+		if u, ok := agent.UpdateFromEvent(ev); ok {
+			ups = append(ups, u)
+		}
+	}
+	return translateLive(seq, resp, ups, st)
+}
+
+// translateLive appends the output items of ups, committed in live mode:
+// they close the live items their executors opened, in order; when they
+// do not line up (an executor yielded something else, or in another
+// order), the live items are voided by a reset and the outputs added as
+// complete items.
+func translateLive(seq *wire.Seq, resp *wire.Response, ups []agent.Update, st *liveState) error {
+	if !liveLinesUp(ups, st.items) {
+		if err := resetLive(seq, resp, st); err != nil {
+			return err
+		}
+		st.items = nil
+	}
+	for i, u := range ups {
+		if i >= len(st.items) {
+			if err := appendUpdate(seq, resp, u); err != nil {
+				return err
+			}
+			continue
+		}
+		item, err := seq.MessageFinish(st.items[i].id, st.items[i].index, u.Text)
+		if err != nil {
+			return err
+		}
+		resp.Output = append(resp.Output, item)
+	}
+	return nil
+}
+
+// liveLinesUp reports whether the k-th open item is closed by the k-th
+// update: a text of the same executor.
+func liveLinesUp(ups []agent.Update, items []liveItem) bool {
+	if len(items) > len(ups) {
+		return false
+	}
+	for i, it := range items {
+		if ups[i].Kind != agent.UpdateText || ups[i].Source != it.executorID {
+			return false
+		}
+	}
+	return true
+}
+
+// resetUncommitted appends a reset response.in_progress when the head
+// response's log holds live events past its last commit (a crash or a
+// hand-over interrupted a live superstep), before the superstep re-runs.
+func (h *Host) resetUncommitted(ctx context.Context, r *run) error {
+	if r.nextSeq < 1 {
+		return nil
+	}
+	evs, err := h.store.EventList(ctx, &store.EventListParams{ResponseID: r.responseID(), After: r.nextSeq - 2, Limit: 1})
+	if err != nil {
+		return fmt.Errorf("host: read the log of response %s: %w", r.responseID(), err)
+	}
+	if len(evs) == 0 || evs[0].Step != -1 || wire.IsTerminal(evs[0].Type) {
+		return nil
+	}
+	seq := &wire.Seq{Next: r.nextSeq}
+	if err := appendReset(seq, r.resp); err != nil {
+		return err
+	}
+	if err := h.appendLive(r, seq.Frames); err != nil {
+		return err
+	}
+	r.nextSeq = seq.Next
+	h.log.Info("host: live events past the last commit voided by a reset", "response_id", r.responseID(),
+		"seq", seq.Frames[0].Seq)
+	return nil
+}
+
+// appendFits reports whether the response's log still ends where p's
+// events begin (a conflict was a transient serialization failure).
+func (h *Host) appendFits(ctx context.Context, p *store.EventAppendParams) bool {
+	resp, err := h.store.ResponseGet(ctx, p.ResponseID)
+	return err == nil && resp.NextSeq == p.Events[0].Seq
+}

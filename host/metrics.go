@@ -1,0 +1,72 @@
+package host
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Operations counted by superstep_host_failures_total (label op).
+const (
+	opCommit       = "commit"        // a commit attempt failed
+	opCreate       = "create"        // Create failed after its record was durable
+	opPublish      = "publish"       // handing an event to a reader failed
+	opDeliver      = "deliver"       // delivering an answer to a pending request failed
+	opLeaseRenew   = "lease_renew"   // a lease renewal failed (not fenced)
+	opLeaseRelease = "lease_release" // a lease release failed
+	opRecover      = "recover"       // claiming or resuming a run failed
+	opFinish       = "finish"        // a run could not be finished and was handed back
+)
+
+// metrics are the host's Prometheus collectors.
+type metrics struct {
+	commits        prometheus.Counter
+	commitFailures prometheus.Counter
+	commitSeconds  prometheus.Histogram
+	activeRuns     prometheus.Gauge
+	leaseLost      prometheus.Counter
+	recovered      prometheus.Counter
+	failures       *prometheus.CounterVec
+	cancelsSeen    prometheus.Counter
+}
+
+// newMetrics creates the collectors and registers them on reg (if not nil).
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		commits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "superstep_host_commits_total", Help: "Supersteps committed."}),
+		commitFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "superstep_host_commit_failures_total", Help: "Commit attempts that failed (each retry counts)."}),
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "superstep_host_commit_seconds", Help: "Latency of commit attempts.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		activeRuns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "superstep_host_active_runs", Help: "Runs this host is driving."}),
+		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "superstep_host_leases_lost_total", Help: "Runs stopped because another owner took their lease."}),
+		recovered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "superstep_host_runs_recovered_total", Help: "Unfinished runs claimed and resumed."}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "superstep_host_failures_total",
+			Help: "Failures of host operations (op: commit, create, publish, deliver, lease_renew, lease_release, recover, finish)."},
+			[]string{"op"}),
+		cancelsSeen: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "superstep_host_remote_cancels_total", Help: "Cancels recorded through another host and noticed here."}),
+	}
+	for _, op := range []string{opCommit, opCreate, opPublish, opDeliver, opLeaseRenew, opLeaseRelease, opRecover, opFinish} {
+		m.failures.WithLabelValues(op) // export every op at 0
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.commits, m.commitFailures, m.commitSeconds, m.activeRuns, m.leaseLost,
+		m.recovered, m.failures, m.cancelsSeen} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("host: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// failed counts a failure of op.
+func (m *metrics) failed(op string) { m.failures.WithLabelValues(op).Inc() }

@@ -1,0 +1,106 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"iter"
+
+	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/store"
+)
+
+// responseNotFound is the error for an unknown or invisible response.
+func responseNotFound(id string) error {
+	return fmt.Errorf("%w: response with id '%s' not found", store.ErrNotFound, id)
+}
+
+func (h *Host) get(ctx context.Context, id, owner string) (*store.Response, error) {
+	r, err := h.store.ResponseGet(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("host: get response %s: %w", id, err)
+	}
+	if r.Owner != owner {
+		return nil, responseNotFound(id)
+	}
+	return r, nil
+}
+
+func (h *Host) wait(ctx context.Context, id, owner string) (*store.Response, error) {
+	for {
+		r, err := h.get(ctx, id, owner)
+		if err != nil {
+			return nil, err
+		}
+		if r.Status.Terminal() {
+			return r, nil
+		}
+		if err := h.store.EventWait(ctx, id, r.NextSeq-1); err != nil {
+			return nil, fmt.Errorf("host: wait for response %s: %w", id, err)
+		}
+	}
+}
+
+func (h *Host) events(ctx context.Context, id, owner string, after int64) iter.Seq2[store.Event, error] {
+	return func(yield func(store.Event, error) bool) {
+		if _, err := h.get(ctx, id, owner); err != nil {
+			yield(store.Event{}, err)
+			return
+		}
+		if after < -1 {
+			after = -1
+		}
+		for {
+			evs, err := h.store.EventList(ctx, &store.EventListParams{ResponseID: id, After: after})
+			if err != nil {
+				yield(store.Event{}, fmt.Errorf("host: events of response %s: %w", id, err))
+				return
+			}
+			for _, ev := range evs {
+				if err := h.publishFault(ctx, &ev); err != nil {
+					yield(store.Event{}, err)
+					return
+				}
+				if !yield(ev, nil) || wire.IsTerminal(ev.Type) {
+					return
+				}
+				after = ev.Seq
+			}
+			if len(evs) > 0 {
+				continue // a full page: read on before waiting
+			}
+			if done, err := h.logEnded(ctx, id, after); done || err != nil {
+				if err != nil {
+					yield(store.Event{}, err)
+				}
+				return
+			}
+			if err := h.store.EventWait(ctx, id, after); err != nil {
+				yield(store.Event{}, fmt.Errorf("host: events of response %s: %w", id, err))
+				return
+			}
+		}
+	}
+}
+
+// logEnded reports whether a reader positioned after `after` has seen
+// everything: the response is terminal and its log holds nothing more (the
+// cursor was at or past the terminal event).
+func (h *Host) logEnded(ctx context.Context, id string, after int64) (bool, error) {
+	r, err := h.store.ResponseGet(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("host: events of response %s: %w", id, err)
+	}
+	return r.Status.Terminal() && after >= r.NextSeq-1, nil
+}
+
+// publishFault is the FaultPublish point before ev is handed to a reader.
+func (h *Host) publishFault(ctx context.Context, ev *store.Event) error {
+	err := h.fault(ctx, &Fault{Point: FaultPublish, ResponseID: ev.ResponseID, Seq: ev.Seq})
+	if err != nil {
+		h.metrics.failed(opPublish)
+		h.log.Warn("host: publishing an event failed; the reader must resume", "response_id", ev.ResponseID,
+			"seq", ev.Seq, "err", err)
+		return fmt.Errorf("host: events of response %s at %d: %w", ev.ResponseID, ev.Seq, err)
+	}
+	return nil
+}

@@ -1,0 +1,465 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/superstep/superstep/agent"
+	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/workflow"
+)
+
+// Reasons a run's goroutine stops without finishing its response.
+var (
+	errRunCancelled = errors.New("host: response cancelled")
+	errDraining     = errors.New("host: shutting down")
+	errLeaseLost    = errors.New("host: lease lost")
+)
+
+// run is a run this host drives: its lease, its head response's state as of
+// the last commit, and the goroutine that advances it.
+type run struct {
+	id    string
+	model *model
+	epoch int64
+	info  RunInfo
+
+	ctx    context.Context // cancelled on cancel, fencing and hard stop
+	cancel context.CancelCauseFunc
+	done   chan struct{} // closed when the goroutine exited
+
+	// mu serialises commits with Cancel: once cancelled is set, no
+	// superstep commits any more, only the cancelled terminal event.
+	live bool // publication mode live (see PublicationLive)
+
+	mu        sync.Mutex
+	liveSt    liveState // live items of the running superstep
+	cancelled bool
+	fenced    bool
+	finished  bool           // the head response reached a terminal status
+	resp      *wire.Response // snapshot as of the last commit
+	nextSeq   int64
+	lastStep  int64
+	lastParts []store.Part
+}
+
+// responseID returns the run's head response id.
+func (r *run) responseID() string { return r.info.ResponseID }
+
+// requestCancel stops the run at its next boundary; it returns false when
+// the response already finished.
+func (r *run) requestCancel() bool {
+	r.mu.Lock()
+	finished := r.finished
+	r.cancelled = true
+	r.mu.Unlock()
+	r.cancel(errRunCancelled)
+	return !finished
+}
+
+// startRun registers r and starts its goroutine, which calls drive. When
+// the run's previous driver is still registered (it finished the previous
+// response and is releasing its lease, or it was fenced), startRun waits for
+// it to exit first: the store already made sure it commits nothing more.
+func (h *Host) startRun(r *run, drive func(ctx context.Context) error) error {
+	for {
+		h.mu.Lock()
+		if h.mu.closed {
+			h.mu.Unlock()
+			return ErrHostClosed
+		}
+		old, ok := h.mu.runs[r.id]
+		if !ok {
+			break
+		}
+		h.mu.Unlock()
+		<-old.done
+	}
+	h.mu.runs[r.id] = r
+	h.runWG.Add(1)
+	h.mu.Unlock()
+	h.metrics.activeRuns.Inc()
+	go func() {
+		defer h.runWG.Done()
+		defer close(r.done)
+		defer h.test.runExited.Signal(r.id)
+		defer h.metrics.activeRuns.Dec()
+		defer h.forgetRun(r)
+		err := drive(r.ctx)
+		h.afterDrive(r, err)
+	}()
+	return nil
+}
+
+// newRun returns a run driven under epoch, positioned after lastStep.
+func (h *Host) newRun(m *model, rr *store.Response, snap *wire.Response, runID string, epoch, lastStep int64, parts []store.Part) *run {
+	info := RunInfo{ResponseID: rr.ID, RunID: runID, Metadata: snap.Metadata, MaxSupersteps: h.cfg.MaxSupersteps}
+	ctx, cancel := context.WithCancelCause(WithRunInfo(h.runCtx, info))
+	return &run{id: runID, model: m, epoch: epoch, info: info, ctx: ctx, cancel: cancel,
+		live: snap.Metadata[PublicationMetadataKey] == PublicationLive,
+		done: make(chan struct{}), resp: snap, nextSeq: rr.NextSeq, lastStep: lastStep, lastParts: parts}
+}
+
+// forgetRun removes r from the host's runs.
+func (h *Host) forgetRun(r *run) {
+	h.mu.Lock()
+	if h.mu.runs[r.id] == r {
+		delete(h.mu.runs, r.id)
+	}
+	h.mu.Unlock()
+	r.cancel(context.Canceled)
+	if h.cfg.MaxRuns > 0 {
+		h.kickClaim() // a slot freed: claim queued runs
+	}
+}
+
+// lookupRun returns the run driven here whose head is responseID.
+func (h *Host) lookupRun(runID, responseID string) *run {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.mu.runs[runID]
+	if r == nil || r.responseID() != responseID {
+		return nil
+	}
+	return r
+}
+
+// driveWorkflow runs wr until it finishes, idles, fails, is cancelled or
+// the host stops it; every superstep is committed by commitStep.
+func (h *Host) driveWorkflow(r *run, wr *workflow.Run) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		return wr.Run(ctx, func(_ context.Context, s *workflow.Step) error {
+			return h.commitStep(r, s)
+		}, &workflow.RunOptions{MaxSupersteps: int64(h.cfg.MaxSupersteps), Live: h.liveHook(r)})
+	}
+}
+
+// afterDrive finishes a run whose driver returned err: commits the
+// cancelled terminal event, fails the response loudly, or hands the run
+// back for recovery; then releases the lease.
+func (h *Host) afterDrive(r *run, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	log := h.log.With("run_id", r.id, "response_id", r.responseID())
+	switch {
+	case r.finished:
+		if err != nil && !errors.Is(err, errDraining) {
+			log.Debug("host: run finished", "err", err)
+		}
+	case r.fenced || errors.Is(err, store.ErrFenced):
+		r.fenced = true
+		h.metrics.leaseLost.Inc()
+		h.test.leaseLost.Signal(r.id)
+		log.Warn("host: lease lost; another owner drives the run now", "err", err)
+		return
+	case r.cancelled:
+		err = h.finishLocked(r, wire.StatusCancelled, nil)
+	case errors.Is(err, errDraining) || context.Cause(r.ctx) == errDraining || h.runCtx.Err() != nil:
+		log.Info("host: run stopped for shutdown; left for recovery", "step", r.lastStep)
+		err = nil
+	case errors.Is(err, store.ErrNotFound):
+		log.Info("host: response deleted while running; run stopped")
+		return
+	default:
+		log.Error("host: run failed", "err", err, "step", r.lastStep)
+		err = h.finishLocked(r, wire.StatusFailed, &wire.Error{Code: "server_error", Message: err.Error()})
+	}
+	if err != nil && !r.finished {
+		h.metrics.failed(opFinish)
+		log.Error("host: cannot finish the response; handing the run back for recovery", "err", err)
+	}
+	h.releaseLease(r)
+}
+
+// releaseLease gives r's lease up so the run can be claimed at once.
+func (h *Host) releaseLease(r *run) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 5*time.Second)
+	defer cancel()
+	err := h.store.LeaseRelease(ctx, &store.LeaseParams{RunID: r.id, Owner: h.cfg.HostID, Epoch: r.epoch})
+	if err != nil && !errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrNotFound) {
+		h.metrics.failed(opLeaseRelease)
+		h.log.Warn("host: lease release failed", "run_id", r.id, "err", err)
+	}
+}
+
+// commitStep is the workflow's commit hook: it translates the step's events
+// into wire events, commits them with the checkpoint, and only then updates
+// the in-memory state.
+func (h *Host) commitStep(r *run, s *workflow.Step) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fenced {
+		return errLeaseLost
+	}
+	if r.cancelled {
+		return errRunCancelled
+	}
+	resp := r.resp.Clone()
+	seq := &wire.Seq{Next: r.nextSeq}
+	if err := h.beginResponse(seq, resp); err != nil {
+		return err
+	}
+	st := r.liveSt
+	if err := translateCommitted(seq, resp, s, r.live, &st); err != nil {
+		return err
+	}
+	status, werr := stepStatus(s)
+	if status != wire.StatusInProgress {
+		resp.Finish(status, time.Now(), werr)
+		if err := seq.Lifecycle(wire.TerminalEventType(status), resp); err != nil {
+			return err
+		}
+	}
+	if err := h.commitLocked(r, s.Number, toStoreParts(s.Checkpoint), seq, resp); err != nil {
+		return err
+	}
+	if !r.finished && h.isDraining() {
+		return errDraining
+	}
+	return nil
+}
+
+// beginResponse adds response.in_progress when the response has no event
+// past response.created yet.
+func (h *Host) beginResponse(seq *wire.Seq, resp *wire.Response) error {
+	resp.Status = wire.StatusInProgress
+	if seq.Next > 1 {
+		return nil // response.in_progress is in the log (committed or live)
+	}
+	return seq.Lifecycle(wire.EventResponseInProgress, resp.Clone())
+}
+
+// stepStatus maps a step's run status to the response status.
+func stepStatus(s *workflow.Step) (string, *wire.Error) {
+	switch s.Status {
+	case workflow.Running:
+		return wire.StatusInProgress, nil
+	case workflow.Idle, workflow.Completed:
+		return wire.StatusCompleted, nil
+	}
+	msg := "workflow failed"
+	if s.Err != nil {
+		msg = s.Err.Error()
+	}
+	return wire.StatusFailed, &wire.Error{Code: "server_error", Message: msg}
+}
+
+// translateCommitted appends the wire events of a committed step: in live
+// mode they close the live items opened in the log.
+func translateCommitted(seq *wire.Seq, resp *wire.Response, s *workflow.Step, live bool, st *liveState) error {
+	if live {
+		return translateLiveStep(seq, resp, s, st)
+	}
+	return translateStep(seq, resp, s)
+}
+
+// translateStep appends the wire events of a step's outputs and requests,
+// mapped exactly as agent.FromWorkflow maps them (agent.UpdateFromEvent).
+func translateStep(seq *wire.Seq, resp *wire.Response, s *workflow.Step) error {
+	for _, ev := range s.Events {
+		if u, ok := agent.UpdateFromEvent(ev); ok {
+			if err := appendUpdate(seq, resp, u); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// appendUpdate appends one complete output item for u: a message for text,
+// a function_call (call_id = request id) for a request.
+func appendUpdate(seq *wire.Seq, resp *wire.Response, u agent.Update) error {
+	var (
+		item wire.Item
+		err  error
+	)
+	idx := len(resp.Output)
+	switch u.Kind {
+	case agent.UpdateText:
+		item, err = seq.Message(wire.MessageID(resp.ID, idx), idx, u.Text)
+	case agent.UpdateFunctionCall:
+		item, err = seq.FunctionCall(wire.FunctionCallID(resp.ID, idx), idx, u.CallID, u.Name, u.Arguments)
+	default:
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	resp.Output = append(resp.Output, item)
+	return nil
+}
+
+// finishLocked commits a terminal event for r's response with no workflow
+// step behind it (cancel, unrecoverable failure): the checkpoint repeats the
+// last committed one at the next step.
+func (h *Host) finishLocked(r *run, status string, e *wire.Error) error {
+	if r.finished {
+		return nil
+	}
+	resp := r.resp.Clone()
+	seq := &wire.Seq{Next: r.nextSeq}
+	if status != wire.StatusCancelled {
+		if err := h.beginResponse(seq, resp); err != nil {
+			return err
+		}
+	}
+	resp.Finish(status, time.Now(), e)
+	if err := seq.Lifecycle(wire.TerminalEventType(status), resp); err != nil {
+		return err
+	}
+	return h.commitLocked(r, r.lastStep+1, r.lastParts, seq, resp)
+}
+
+// commitLocked commits one step of r and, on success, makes it r's state.
+func (h *Host) commitLocked(r *run, step int64, parts []store.Part, seq *wire.Seq, resp *wire.Response) error {
+	snap, err := json.Marshal(resp)
+	if err != nil {
+		return fmt.Errorf("host: encode response snapshot: %w", err)
+	}
+	p := &store.CommitParams{RunID: r.id, Epoch: r.epoch, Step: step, Checkpoint: parts,
+		ResponseID: resp.ID, Events: toEventInputs(seq.Frames), Status: store.Status(resp.Status),
+		Snapshot: snap}
+	if resp.Error != nil {
+		p.Error, _ = json.Marshal(resp.Error)
+	}
+	if resp.Usage != nil {
+		p.Usage, _ = json.Marshal(resp.Usage)
+	}
+	if err := h.commit(r, p, seq.Next); err != nil {
+		if errors.Is(err, store.ErrFenced) {
+			r.fenced = true
+		}
+		return err
+	}
+	r.resp, r.nextSeq, r.lastStep, r.lastParts = resp, seq.Next, step, parts
+	r.liveSt = liveState{} // the step's live items are closed (or void)
+	r.finished = store.Status(resp.Status).Terminal()
+	h.test.committed.Signal(step)
+	return nil
+}
+
+// commit writes p, retrying transient failures with exponential backoff;
+// nextSeq is the response's NextSeq once p is committed. Fencing, conflicts
+// and deleted responses are not retried. A conflict after a failed attempt
+// is checked against the store: the earlier attempt may have committed
+// after all (the failure was in reporting it).
+func (h *Host) commit(r *run, p *store.CommitParams, nextSeq int64) error {
+	ctx := h.runCtx // a cancel must not abort a commit; a hard stop does
+	backoff := h.cfg.CommitBackoff
+	for attempt := 0; ; attempt++ {
+		err := h.commitAttempt(ctx, p)
+		if err == nil {
+			h.metrics.commits.Inc()
+			return nil
+		}
+		h.metrics.commitFailures.Inc()
+		h.metrics.failed(opCommit)
+		retryable := !errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrNotFound)
+		if errors.Is(err, store.ErrConflict) {
+			// A conflict is final unless the store still fits p (a
+			// transient serialization failure) or already holds it (an
+			// earlier attempt committed after all).
+			committed, fits := h.commitState(ctx, p, nextSeq)
+			if committed {
+				h.log.Info("host: an earlier commit attempt had succeeded", "run_id", p.RunID, "step", p.Step)
+				h.metrics.commits.Inc()
+				return nil
+			}
+			retryable = fits
+		}
+		if !retryable || attempt >= h.cfg.CommitRetries {
+			h.log.Error("host: commit failed", "run_id", p.RunID, "step", p.Step, "attempt", attempt+1, "err", err)
+			return fmt.Errorf("host: commit run %s step %d: %w", p.RunID, p.Step, err)
+		}
+		h.log.Warn("host: commit failed; retrying", "run_id", p.RunID, "step", p.Step, "attempt", attempt+1,
+			"backoff", backoff, "err", err)
+		if !sleepCtx(h.runCtx, backoff) {
+			return fmt.Errorf("host: commit run %s step %d: %w (stopped: %w)", p.RunID, p.Step, err, h.runCtx.Err())
+		}
+		backoff *= 2
+	}
+}
+
+// commitAttempt makes one attempt to write p, with the fault points around
+// the store call.
+func (h *Host) commitAttempt(ctx context.Context, p *store.CommitParams) error {
+	f := &Fault{Point: FaultCommitBefore, RunID: p.RunID, ResponseID: p.ResponseID, Step: p.Step}
+	if err := h.fault(ctx, f); err != nil {
+		return err
+	}
+	start := time.Now()
+	_, err := h.store.Commit(ctx, p)
+	h.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return err
+	}
+	f.Point = FaultCommitAfter
+	return h.fault(ctx, f)
+}
+
+// commitState compares the store with p, made under p.Epoch: committed
+// when the run's last step is p's and the response's log ends where p's
+// events end (an attempt that reported failure committed after all); fits
+// when the run is still at the step before p and the log where p's events
+// begin (the attempt can be made again).
+func (h *Host) commitState(ctx context.Context, p *store.CommitParams, nextSeq int64) (committed, fits bool) {
+	run, err := h.store.RunGet(ctx, p.RunID)
+	if err != nil || run.Lease.Epoch != p.Epoch {
+		return false, false
+	}
+	resp, err := h.store.ResponseGet(ctx, p.ResponseID)
+	if err != nil {
+		return false, false
+	}
+	switch run.LastStep {
+	case p.Step:
+		return resp.NextSeq == nextSeq, false
+	case p.Step - 1:
+		return false, resp.NextSeq == nextSeq-int64(len(p.Events))
+	}
+	return false, false
+}
+
+// sleepCtx waits d or until ctx ends; it reports whether d elapsed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// toStoreParts converts workflow checkpoint parts to store parts.
+func toStoreParts(ps []workflow.Part) []store.Part {
+	out := make([]store.Part, len(ps))
+	for i, p := range ps {
+		out[i] = store.Part{Name: p.Name, Data: p.Data}
+	}
+	return out
+}
+
+// toWorkflowParts converts store checkpoint parts to workflow parts.
+func toWorkflowParts(ps []store.Part) []workflow.Part {
+	out := make([]workflow.Part, len(ps))
+	for i, p := range ps {
+		out[i] = workflow.Part{Name: p.Name, Data: p.Data}
+	}
+	return out
+}
+
+// toEventInputs converts wire frames to store events.
+func toEventInputs(fs []wire.Frame) []store.EventInput {
+	out := make([]store.EventInput, len(fs))
+	for i, f := range fs {
+		out[i] = store.EventInput{Seq: f.Seq, Type: f.Type, Payload: f.Payload}
+	}
+	return out
+}

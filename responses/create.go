@@ -1,0 +1,80 @@
+package responses
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/store"
+)
+
+// handleCreate serves POST /v1/responses. The reply depends on the flags:
+// stream → SSE from sequence 0 following the log until the terminal event;
+// background → the created Response at once; otherwise the handler waits
+// for the terminal status and replies with the final Response. The run
+// does not depend on this connection: a client that goes away leaves it
+// running on the host.
+func (s *server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r, s.opts.MaxBodyBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	p, err := parseCreate(body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	p.Owner = ownerFrom(r.Context())
+	resp, err := s.host.Create(r.Context(), p)
+	if err != nil {
+		s.writeError(w, r, createError(err, p))
+		return
+	}
+	switch {
+	case p.Stream:
+		s.streamEvents(w, r, resp.ID, p.Owner, -1)
+	case p.Background:
+		writeRawJSON(w, http.StatusOK, resp.Snapshot)
+	default:
+		final, err := s.host.Wait(r.Context(), resp.ID, p.Owner)
+		if err != nil {
+			s.writeError(w, r, mapNotFound(err, resp.ID))
+			return
+		}
+		writeRawJSON(w, http.StatusOK, final.Snapshot)
+	}
+}
+
+// createError adds what the request knows to the host's error: which model
+// or previous response was not found.
+func createError(err error, p *host.CreateParams) error {
+	switch {
+	case errors.Is(err, host.ErrModelNotFound):
+		return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found", Param: "model",
+			Message: fmt.Sprintf("The model '%s' does not exist. GET /v1/models lists the hosted workflows and agents.", truncate(p.Model, 200))}
+	case p.PreviousResponseID != "" && (errors.Is(err, store.ErrNotFound) || isInputError(err, "previous_response_id", "not_found")):
+		// OpenAI answers an unknown previous_response_id with a 400: the
+		// URL is fine, a body field is not.
+		return badRequest("previous_response_id", "previous_response_not_found",
+			"Previous response with id '%s' not found.", truncate(p.PreviousResponseID, 200))
+	case errors.Is(err, store.ErrConflict):
+		return &apiError{Status: http.StatusConflict, Type: typeInvalidRequest, Code: "conflict", Param: "previous_response_id",
+			Message: conflictMessage(err, p)}
+	}
+	return err
+}
+
+func conflictMessage(err error, p *host.CreateParams) string {
+	if p.PreviousResponseID == "" {
+		return "The request conflicts with the current state: " + err.Error()
+	}
+	return fmt.Sprintf("Cannot continue from response '%s': it is not the head of its run or its requests are already answered (%v).",
+		truncate(p.PreviousResponseID, 200), err)
+}
+
+func isInputError(err error, param, code string) bool {
+	var ie *host.InputError
+	return errors.As(err, &ie) && ie.Param == param && ie.Code == code
+}

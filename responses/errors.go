@@ -1,0 +1,126 @@
+package responses
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/store"
+)
+
+// Error types of the OpenAI wire format.
+const (
+	typeInvalidRequest = "invalid_request_error"
+	typeServer         = "server_error"
+)
+
+// apiError is an error with everything an OpenAI error body needs. The
+// handlers build one wherever they know more than a sentinel says (the id,
+// the param); writeError maps the rest.
+type apiError struct {
+	Status  int
+	Type    string
+	Code    string
+	Param   string
+	Message string
+}
+
+func (e *apiError) Error() string { return "responses: " + e.Message }
+
+// badRequest returns a 400 invalid_request_error.
+func badRequest(param, code, format string, args ...any) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Type: typeInvalidRequest, Code: code, Param: param,
+		Message: fmt.Sprintf(format, args...)}
+}
+
+// responseNotFound is the 404 for an unknown (or another owner's) response.
+func responseNotFound(id string) *apiError {
+	return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
+		Message: fmt.Sprintf("Response with id '%s' not found.", id)}
+}
+
+// mapNotFound turns store.ErrNotFound into the 404 naming id; other errors
+// pass through.
+func mapNotFound(err error, id string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return responseNotFound(id)
+	}
+	return err
+}
+
+// errorBody is the JSON body of every error reply.
+type errorBody struct {
+	Error errorObject `json:"error"`
+}
+
+type errorObject struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func (e *apiError) body() errorBody {
+	return errorBody{Error: errorObject{Message: e.Message, Type: e.Type, Param: nullable(e.Param), Code: nullable(e.Code)}}
+}
+
+// toAPIError maps any error of a handler to the reply the client gets.
+// Unknown errors become a 500 whose message does not leak internals.
+func toAPIError(err error) *apiError {
+	var ae *apiError
+	var ie *host.InputError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &ie):
+		return badRequest(ie.Param, ie.Code, "%s", ie.Message)
+	case errors.As(err, &mbe):
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large",
+			Message: fmt.Sprintf("Request body too large: the limit is %d bytes.", mbe.Limit)}
+	case errors.Is(err, host.ErrModelNotFound):
+		return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found", Param: "model",
+			Message: "The requested model does not exist."}
+	case errors.Is(err, store.ErrNotFound):
+		return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found", Message: "Not found."}
+	case errors.Is(err, store.ErrConflict):
+		return &apiError{Status: http.StatusConflict, Type: typeInvalidRequest, Code: "conflict", Message: err.Error()}
+	case errors.Is(err, host.ErrHostClosed):
+		return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "shutting_down",
+			Message: "The server is shutting down; retry shortly."}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "timeout", Message: "The request timed out."}
+	}
+	return &apiError{Status: http.StatusInternalServerError, Type: typeServer, Code: "server_error",
+		Message: "The server had an error while processing your request."}
+}
+
+// writeError writes err as an OpenAI-format error reply. 4xx replies carry
+// x-should-retry: false because SDKs retry 409 by default and a retry of a
+// deterministic failure only repeats it; 5xx are logged with the cause.
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && isContextErr(err) {
+		return // the client went away; nobody reads a reply
+	}
+	ae := toAPIError(err)
+	if ae.Status >= 500 {
+		s.log.LogAttrs(r.Context(), slog.LevelError, "responses: request failed",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+	} else {
+		w.Header().Set("X-Should-Retry", "false")
+	}
+	if ae.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, ae.Status, ae.body())
+}

@@ -1,0 +1,109 @@
+package responses
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// getQuery are the parameters of GET /v1/responses/{id}.
+type getQuery struct {
+	stream        bool
+	startingAfter int64 // -1: from sequence 0
+}
+
+// parseGetQuery reads stream and starting_after from the query and from a
+// JSON body: openai-go's GetStreaming sends {"stream":true} in the body of
+// the GET with no Content-Type (responses-api.md §0.1), the other SDKs use
+// ?stream=true. include[] / include and include_obfuscation are accepted
+// and have nothing to change here.
+func parseGetQuery(r *http.Request, body []byte) (getQuery, error) {
+	q := getQuery{startingAfter: -1}
+	vals := r.URL.Query()
+	if v := vals.Get("stream"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return q, badRequest("stream", codeInvalidValue, "Invalid value for 'stream': expected true or false, got '%s'.", truncate(v, 64))
+		}
+		q.stream = b
+	}
+	if v := vals.Get("starting_after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < -1 {
+			return q, badRequest("starting_after", codeInvalidValue,
+				"Invalid value for 'starting_after': expected a sequence number (an integer >= 0), got '%s'.", truncate(v, 64))
+		}
+		q.startingAfter = n
+	}
+	return q, parseGetBody(body, &q)
+}
+
+// parseGetBody reads stream (and starting_after) from a GET body when it
+// holds a JSON object; a flag in the body or the query turns streaming on.
+func parseGetBody(body []byte, q *getQuery) error {
+	if len(body) == 0 || isNull(body) {
+		return nil
+	}
+	fields, err := decodeObject(body)
+	if err != nil {
+		return err
+	}
+	stream, err := boolField(fields, "stream", false)
+	if err != nil {
+		return err
+	}
+	q.stream = q.stream || stream
+	if raw := fields["starting_after"]; !isNull(raw) {
+		var n int64
+		if err := json.Unmarshal(raw, &n); err != nil || n < -1 {
+			return typeError("starting_after", "an integer", raw)
+		}
+		q.startingAfter = n
+	}
+	return nil
+}
+
+// handleGet serves GET /v1/responses/{id}: the Response, or with stream
+// its events after starting_after (replay, then live until the terminal
+// event). Only a response created with stream:true can be streamed.
+func (s *server) handleGet(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	body, err := readBody(w, r, s.opts.MaxBodyBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q, err := parseGetQuery(r, body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	owner := ownerFrom(r.Context())
+	resp, err := s.host.Get(r.Context(), id, owner)
+	if err != nil {
+		s.writeError(w, r, mapNotFound(err, id))
+		return
+	}
+	if !q.stream {
+		writeRawJSON(w, http.StatusOK, resp.Snapshot)
+		return
+	}
+	if !createdWithStream(resp.Request) {
+		s.writeError(w, r, badRequest("stream", codeInvalidValue,
+			"Response '%s' was not created with stream=true, so it cannot be streamed; retrieve it without stream.", id))
+		return
+	}
+	s.streamEvents(w, r, id, owner, q.startingAfter)
+}
+
+// createdWithStream reports whether the stored create request asked for a
+// stream.
+func createdWithStream(request []byte) bool {
+	var req struct {
+		Stream *bool `json:"stream"`
+	}
+	if err := json.Unmarshal(request, &req); err != nil || req.Stream == nil {
+		return false
+	}
+	return *req.Stream
+}

@@ -1,0 +1,118 @@
+package responses
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/superstep/superstep/host"
+)
+
+// Defaults of Options.
+const (
+	MaxBodyBytesDefault = 8 << 20
+	KeepAliveDefault    = 15 * time.Second
+	WriteTimeoutDefault = time.Minute
+)
+
+// Options configure the handler. A nil *Options and zero fields take the
+// defaults.
+type Options struct {
+	// MaxBodyBytes caps request bodies; larger ones get 413. Default 8 MiB.
+	MaxBodyBytes int64
+	// KeepAlive is the idle time after which a stream gets a keep-alive
+	// comment line. Default 15s.
+	KeepAlive time.Duration
+	// WriteTimeout bounds each write of a stream, so a client that stopped
+	// reading does not hold its handler forever. Default 1 minute.
+	WriteTimeout time.Duration
+	// APIKeys maps each accepted bearer key to the owner identity stored
+	// with the responses it creates. Empty: authentication is off and every
+	// response belongs to the owner "".
+	APIKeys map[string]string
+	// Logger receives request failures; default slog.Default().
+	Logger *slog.Logger
+	// Registry receives the HTTP metrics and is served at /metrics. Nil: a
+	// fresh registry with the Go and process collectors.
+	Registry *prometheus.Registry
+}
+
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = MaxBodyBytesDefault
+	}
+	if c.KeepAlive <= 0 {
+		c.KeepAlive = KeepAliveDefault
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = WriteTimeoutDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+		c.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	}
+	return c
+}
+
+// server holds what every handler needs.
+type server struct {
+	host    *host.Host
+	opts    Options
+	log     *slog.Logger
+	metrics *httpMetrics
+}
+
+// NewHandler returns the HTTP handler of the Responses API over h. The
+// routes are under /v1 (SDKs are configured with a base URL ending in /v1),
+// plus /healthz and /metrics, which need no key. It returns an error only
+// when the metrics cannot be registered (e.g. twice on one registry).
+func NewHandler(h *host.Host, opts *Options) (http.Handler, error) {
+	o := opts.withDefaults()
+	m, err := newHTTPMetrics(o.Registry)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{host: h, opts: o, log: o.Logger, metrics: m}
+	return s.routes(), nil
+}
+
+func (s *server) routes() http.Handler {
+	mux := http.NewServeMux()
+	api := func(pattern string, fn http.HandlerFunc) {
+		mux.Handle(pattern, s.instrument(s.authenticate(fn)))
+	}
+	api("POST /v1/responses", s.handleCreate)
+	api("GET /v1/responses/{id}", s.handleGet)
+	api("POST /v1/responses/{id}/cancel", s.handleCancel)
+	api("DELETE /v1/responses/{id}", s.handleDelete)
+	api("GET /v1/responses/{id}/input_items", s.handleInputItems)
+	api("GET /v1/models", s.handleModels)
+	api("GET /v1/models/{model}", s.handleModel)
+	api("GET /v1/hosts", s.handleHosts)
+	api("/v1/", s.handleUnknownRoute)
+	mux.Handle("GET /healthz", s.instrument(http.HandlerFunc(handleHealthz)))
+	mux.Handle("GET /metrics", s.metricsHandler())
+	return mux
+}
+
+// handleUnknownRoute answers paths under /v1 that match no route (and
+// wrong methods on known paths are answered by the mux with 405).
+func (s *server) handleUnknownRoute(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, r, &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unknown_url",
+		Message: "Unknown request URL: " + r.Method + " " + r.URL.Path + "."})
+}
+
+func handleHealthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ok\n")
+}

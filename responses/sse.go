@@ -1,0 +1,92 @@
+package responses
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// sseWriter writes Server-Sent Events: one frame per write and flush, so a
+// frame is never split across flushes nor held back in a buffer.
+type sseWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	// writeTimeout bounds each write, so a reader that stopped reading
+	// cannot hold the handler forever; 0 means none.
+	writeTimeout time.Duration
+	buf          bytes.Buffer
+}
+
+// newSSEWriter sends the SSE response headers (status 200) and flushes
+// them, so the client sees the stream open before the first event.
+func newSSEWriter(w http.ResponseWriter, writeTimeout time.Duration) (*sseWriter, error) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &sseWriter{w: w, rc: http.NewResponseController(w), writeTimeout: writeTimeout}
+	return s, s.flush()
+}
+
+// event writes one "event:"/"data:" frame. Data that holds newlines is
+// split over several data lines, as the SSE format requires; the JSON the
+// host logs has none, so normally it is one line.
+func (s *sseWriter) event(name string, data []byte) error {
+	s.buf.Reset()
+	if name != "" {
+		s.buf.WriteString("event: ")
+		s.buf.WriteString(name)
+		s.buf.WriteByte('\n')
+	}
+	for {
+		line, rest, more := bytes.Cut(data, []byte("\n"))
+		s.buf.WriteString("data: ")
+		s.buf.Write(bytes.TrimSuffix(line, []byte("\r")))
+		s.buf.WriteByte('\n')
+		if !more {
+			break
+		}
+		data = rest
+	}
+	s.buf.WriteByte('\n')
+	return s.send()
+}
+
+// comment writes an SSE comment line (ignored by clients); used as a
+// keep-alive on idle streams.
+func (s *sseWriter) comment(text string) error {
+	s.buf.Reset()
+	s.buf.WriteString(": ")
+	s.buf.WriteString(text)
+	s.buf.WriteString("\n\n")
+	return s.send()
+}
+
+// done writes the final "data: [DONE]" frame.
+func (s *sseWriter) done() error {
+	s.buf.Reset()
+	s.buf.WriteString("data: [DONE]\n\n")
+	return s.send()
+}
+
+func (s *sseWriter) send() error {
+	if s.writeTimeout > 0 {
+		err := s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+		if err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+	}
+	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+func (s *sseWriter) flush() error {
+	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,189 @@
+package responses
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/superstep/superstep/store"
+)
+
+// terminalEvents are the event types after which a response's log ends.
+var terminalEvents = map[string]bool{
+	"response.completed":  true,
+	"response.failed":     true,
+	"response.incomplete": true,
+	"response.cancelled":  true,
+}
+
+// streamItem is one step of the host's event iterator, carried from the
+// goroutine that follows the log to the handler that writes the stream.
+type streamItem struct {
+	ev  store.Event
+	err error
+}
+
+// streamEvents replies with the response's events after `after` as SSE:
+// the stored log first, then live events, until the terminal event; then
+// "data: [DONE]" and the handler returns, which ends the body. The caller
+// has checked that the response exists and may be streamed, so every
+// error from here on is written as an error frame.
+func (s *server) streamEvents(w http.ResponseWriter, r *http.Request, id, owner string, after int64) {
+	sw, err := newSSEWriter(w, s.opts.WriteTimeout)
+	if err != nil {
+		return
+	}
+	s.metrics.streams.Inc()
+	defer s.metrics.streams.Dec()
+
+	ctx, cancel := context.WithCancel(r.Context())
+	items := make(chan streamItem)
+	var wg sync.WaitGroup
+	// The follower goroutine is owned by this handler: cancel stops it and
+	// the handler waits for it before returning.
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { s.follow(ctx, id, owner, after, items) })
+
+	last, ended := s.pump(ctx, sw, items, after)
+	if ended {
+		last.err = s.checkEnd(r.Context(), id, owner, last, after)
+		if last.err == nil {
+			_ = sw.done()
+			return
+		}
+	}
+	if r.Context().Err() == nil && last.err != nil && !isContextErr(last.err) {
+		s.writeErrorFrame(sw, mapNotFound(last.err, id), last.ev.Seq)
+		return
+	}
+	// The stream stopped short of its terminal event: the client went
+	// away, or the server is shutting down (which cancels the request
+	// context too). Break the connection rather than end the body cleanly,
+	// so a client still reading sees an unexpected EOF and resumes from its
+	// cursor instead of taking the end for completion.
+	s.log.LogAttrs(ctx, slog.LevelDebug, "responses: stream ended before the terminal event; aborting the connection",
+		slog.String("response_id", id), slog.Any("err", last.err))
+	cancel()
+	wg.Wait()
+	panic(http.ErrAbortHandler)
+}
+
+// errStreamCut marks a log that ended short of its terminal event for no
+// reason a client can act on; the connection is broken so it resumes.
+var errStreamCut = fmt.Errorf("responses: event log ended before the terminal event: %w", context.Canceled)
+
+// checkEnd decides whether a stream whose event sequence ended may close
+// cleanly (nil): its last event was terminal, or nothing was left to send
+// after the cursor of a terminal response. A response deleted meanwhile
+// gives a not-found error frame; anything else breaks the connection.
+func (s *server) checkEnd(ctx context.Context, id, owner string, last streamItem, after int64) error {
+	if terminalEvents[last.ev.Type] {
+		return nil
+	}
+	resp, err := s.host.Get(ctx, id, owner)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return responseNotFound(id)
+	case err != nil:
+		return err
+	case last.ev.Seq == after && resp.Status.Terminal():
+		return nil
+	}
+	return errStreamCut
+}
+
+// follow sends the host's events to items until the iterator ends or ctx
+// ends, then closes items.
+func (s *server) follow(ctx context.Context, id, owner string, after int64, items chan<- streamItem) {
+	defer close(items)
+	for ev, err := range s.host.Events(ctx, id, owner, after) {
+		select {
+		case items <- streamItem{ev: ev, err: err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// pump writes events as they arrive and a keep-alive comment whenever the
+// stream was idle for KeepAlive. It reports whether the host's sequence
+// ended (after the terminal event, or at once when nothing was left);
+// otherwise last.err holds what stopped it. last.ev is the last event
+// written (Seq = after when none was).
+func (s *server) pump(ctx context.Context, sw *sseWriter, items <-chan streamItem, after int64) (last streamItem, ended bool) {
+	last.ev.Seq = after
+	keepAlive := time.NewTicker(s.opts.KeepAlive)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case it, open := <-items:
+			if !open {
+				return last, ctx.Err() == nil
+			}
+			if it.err != nil {
+				last.err = it.err
+				return last, false
+			}
+			if err := sw.event(it.ev.Type, it.ev.Payload); err != nil {
+				last.err = err
+				return last, false
+			}
+			s.metrics.events.Inc()
+			last.ev = it.ev
+			if terminalEvents[it.ev.Type] {
+				return last, true
+			}
+			keepAlive.Reset(s.opts.KeepAlive)
+		case <-keepAlive.C:
+			if err := sw.comment("keep-alive"); err != nil {
+				last.err = err
+				return last, false
+			}
+		case <-ctx.Done():
+			last.err = ctx.Err()
+			return last, false
+		}
+	}
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// errorEvent is the data of an "event: error" frame. It has the flat
+// fields the OpenAPI schema requires and a nested "error" object, because
+// openai-go and openai-python only treat a frame with a top-level "error"
+// key as an error (responses-api.md §0.5).
+type errorEvent struct {
+	Type           string      `json:"type"`
+	SequenceNumber int64       `json:"sequence_number"`
+	Code           *string     `json:"code"`
+	Message        string      `json:"message"`
+	Param          *string     `json:"param"`
+	Error          errorObject `json:"error"`
+}
+
+// writeErrorFrame writes err as an error frame. The error is not part of
+// the response's log, so it does not take a new sequence number: it
+// repeats the last one written (a raw client that keeps it as its cursor
+// resumes without a gap), or 0 when nothing was written yet.
+func (s *server) writeErrorFrame(sw *sseWriter, err error, lastSeq int64) {
+	ae := toAPIError(err)
+	if ae.Status >= 500 {
+		s.log.Error("responses: stream failed", slog.Any("err", err))
+	}
+	seq := max(lastSeq, 0)
+	body := ae.body()
+	data, _ := json.Marshal(errorEvent{Type: "error", SequenceNumber: seq, Code: body.Error.Code,
+		Message: body.Error.Message, Param: body.Error.Param, Error: body.Error})
+	_ = sw.event("error", data)
+}

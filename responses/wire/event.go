@@ -1,0 +1,233 @@
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Stream event types.
+const (
+	EventResponseCreated      = "response.created"
+	EventResponseQueued       = "response.queued"
+	EventResponseInProgress   = "response.in_progress"
+	EventResponseCompleted    = "response.completed"
+	EventResponseFailed       = "response.failed"
+	EventResponseIncomplete   = "response.incomplete"
+	EventResponseCancelled    = "response.cancelled"
+	EventOutputItemAdded      = "response.output_item.added"
+	EventOutputItemDone       = "response.output_item.done"
+	EventContentPartAdded     = "response.content_part.added"
+	EventContentPartDone      = "response.content_part.done"
+	EventOutputTextDelta      = "response.output_text.delta"
+	EventOutputTextDone       = "response.output_text.done"
+	EventFunctionCallArgDelta = "response.function_call_arguments.delta"
+	EventFunctionCallArgDone  = "response.function_call_arguments.done"
+	EventError                = "error"
+)
+
+// IsTerminal reports whether an event of type t ends a response's stream.
+func IsTerminal(t string) bool {
+	switch t {
+	case EventResponseCompleted, EventResponseFailed, EventResponseIncomplete, EventResponseCancelled:
+		return true
+	}
+	return false
+}
+
+// TerminalEventType returns the terminal event type for a terminal response
+// status ("" for a non-terminal one).
+func TerminalEventType(status string) string {
+	switch status {
+	case StatusCompleted:
+		return EventResponseCompleted
+	case StatusFailed:
+		return EventResponseFailed
+	case StatusIncomplete:
+		return EventResponseIncomplete
+	case StatusCancelled:
+		return EventResponseCancelled
+	}
+	return ""
+}
+
+// Frame is one stream event ready for the log: its type (the SSE event
+// name) and its payload (the SSE data JSON, with type and sequence_number).
+type Frame struct {
+	Type    string
+	Seq     int64
+	Payload []byte
+}
+
+// LifecycleEvent is a response.* event carrying the whole Response.
+type LifecycleEvent struct {
+	Type           string    `json:"type"`
+	SequenceNumber int64     `json:"sequence_number"`
+	Response       *Response `json:"response"`
+}
+
+// OutputItemEvent is response.output_item.added / .done.
+type OutputItemEvent struct {
+	Type           string `json:"type"`
+	SequenceNumber int64  `json:"sequence_number"`
+	OutputIndex    int    `json:"output_index"`
+	Item           Item   `json:"item"`
+}
+
+// ContentPartEvent is response.content_part.added / .done.
+type ContentPartEvent struct {
+	Type           string      `json:"type"`
+	SequenceNumber int64       `json:"sequence_number"`
+	ItemID         string      `json:"item_id"`
+	OutputIndex    int         `json:"output_index"`
+	ContentIndex   int         `json:"content_index"`
+	Part           ContentPart `json:"part"`
+}
+
+// OutputTextEvent is response.output_text.delta (Delta) / .done (Text).
+type OutputTextEvent struct {
+	Type           string            `json:"type"`
+	SequenceNumber int64             `json:"sequence_number"`
+	ItemID         string            `json:"item_id"`
+	OutputIndex    int               `json:"output_index"`
+	ContentIndex   int               `json:"content_index"`
+	Delta          *string           `json:"delta,omitempty"`
+	Text           *string           `json:"text,omitempty"`
+	Logprobs       []json.RawMessage `json:"logprobs"`
+}
+
+// FunctionCallArgumentsEvent is response.function_call_arguments.delta
+// (Delta) / .done (Name, Arguments).
+type FunctionCallArgumentsEvent struct {
+	Type           string  `json:"type"`
+	SequenceNumber int64   `json:"sequence_number"`
+	ItemID         string  `json:"item_id"`
+	OutputIndex    int     `json:"output_index"`
+	Delta          *string `json:"delta,omitempty"`
+	Name           string  `json:"name,omitempty"`
+	Arguments      *string `json:"arguments,omitempty"`
+}
+
+// ErrorEvent is the error stream event, with both the flat fields and a
+// nested error object so that every SDK recognises it (responses-api §0.5).
+type ErrorEvent struct {
+	Type           string      `json:"type"`
+	SequenceNumber int64       `json:"sequence_number"`
+	Code           *string     `json:"code"`
+	Message        string      `json:"message"`
+	Param          *string     `json:"param"`
+	Error          ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the nested error of an ErrorEvent.
+type ErrorDetail struct {
+	Type    string  `json:"type"`
+	Code    *string `json:"code"`
+	Message string  `json:"message"`
+	Param   *string `json:"param"`
+}
+
+// NewErrorEvent returns an error event.
+func NewErrorEvent(seq int64, errType, code, message string) ErrorEvent {
+	c := &code
+	if code == "" {
+		c = nil
+	}
+	return ErrorEvent{Type: EventError, SequenceNumber: seq, Code: c, Message: message,
+		Error: ErrorDetail{Type: errType, Code: c, Message: message}}
+}
+
+// Seq numbers events of one response contiguously.
+type Seq struct {
+	Next   int64   // the next event's sequence number
+	Frames []Frame // the frames built so far
+}
+
+// add marshals ev (which must carry seq) into a frame.
+func (s *Seq) add(typ string, ev any) error {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("wire: encode %s: %w", typ, err)
+	}
+	s.Frames = append(s.Frames, Frame{Type: typ, Seq: s.Next, Payload: data})
+	s.Next++
+	return nil
+}
+
+// Lifecycle appends a response.* event carrying r.
+func (s *Seq) Lifecycle(typ string, r *Response) error {
+	return s.add(typ, LifecycleEvent{Type: typ, SequenceNumber: s.Next, Response: r})
+}
+
+// Message appends the events of one complete message item holding text at
+// outputIndex (output_item.added, content_part.added, output_text.delta with
+// the whole text, output_text.done, content_part.done, output_item.done) and
+// returns the final item.
+func (s *Seq) Message(id string, outputIndex int, text string) (Item, error) {
+	if err := s.MessageStart(id, outputIndex); err != nil {
+		return Item{}, err
+	}
+	if err := s.MessageDelta(id, outputIndex, text); err != nil {
+		return Item{}, err
+	}
+	return s.MessageFinish(id, outputIndex, text)
+}
+
+// MessageStart appends the events that open a message item at outputIndex
+// (output_item.added, content_part.added), for text streamed with
+// MessageDelta and closed with MessageFinish.
+func (s *Seq) MessageStart(id string, outputIndex int) error {
+	item := Item{ID: id, Type: ItemMessage, Status: ItemInProgress, Role: "assistant"}
+	if err := s.add(EventOutputItemAdded, OutputItemEvent{EventOutputItemAdded, s.Next, outputIndex, item}); err != nil {
+		return err
+	}
+	part := ContentPartEvent{EventContentPartAdded, s.Next, id, outputIndex, 0, OutputText("")}
+	return s.add(EventContentPartAdded, part)
+}
+
+// MessageDelta appends an output_text.delta of the open message item id.
+func (s *Seq) MessageDelta(id string, outputIndex int, delta string) error {
+	ev := OutputTextEvent{Type: EventOutputTextDelta, SequenceNumber: s.Next, ItemID: id,
+		OutputIndex: outputIndex, Delta: &delta, Logprobs: []json.RawMessage{}}
+	return s.add(EventOutputTextDelta, ev)
+}
+
+// MessageFinish appends the events that close the open message item id
+// with its whole text (output_text.done, content_part.done,
+// output_item.done) and returns the final item.
+func (s *Seq) MessageFinish(id string, outputIndex int, text string) (Item, error) {
+	done := OutputTextEvent{Type: EventOutputTextDone, SequenceNumber: s.Next, ItemID: id,
+		OutputIndex: outputIndex, Text: &text, Logprobs: []json.RawMessage{}}
+	if err := s.add(EventOutputTextDone, done); err != nil {
+		return Item{}, err
+	}
+	part := ContentPartEvent{EventContentPartDone, s.Next, id, outputIndex, 0, OutputText(text)}
+	if err := s.add(EventContentPartDone, part); err != nil {
+		return Item{}, err
+	}
+	item := Item{ID: id, Type: ItemMessage, Status: ItemCompleted, Role: "assistant",
+		Content: []ContentPart{OutputText(text)}}
+	return item, s.add(EventOutputItemDone, OutputItemEvent{EventOutputItemDone, s.Next, outputIndex, item})
+}
+
+// FunctionCall appends the events of one complete function_call item
+// (output_item.added with arguments "", function_call_arguments.delta and
+// .done, output_item.done) and returns the final item.
+func (s *Seq) FunctionCall(id string, outputIndex int, callID, name, arguments string) (Item, error) {
+	item := Item{ID: id, Type: ItemFunctionCall, Status: ItemInProgress, CallID: callID, Name: name}
+	if err := s.add(EventOutputItemAdded, OutputItemEvent{EventOutputItemAdded, s.Next, outputIndex, item}); err != nil {
+		return Item{}, err
+	}
+	delta := FunctionCallArgumentsEvent{Type: EventFunctionCallArgDelta, SequenceNumber: s.Next,
+		ItemID: id, OutputIndex: outputIndex, Delta: &arguments}
+	if err := s.add(EventFunctionCallArgDelta, delta); err != nil {
+		return Item{}, err
+	}
+	done := FunctionCallArgumentsEvent{Type: EventFunctionCallArgDone, SequenceNumber: s.Next,
+		ItemID: id, OutputIndex: outputIndex, Name: name, Arguments: &arguments}
+	if err := s.add(EventFunctionCallArgDone, done); err != nil {
+		return Item{}, err
+	}
+	item.Status = ItemCompleted
+	item.Arguments = arguments
+	return item, s.add(EventOutputItemDone, OutputItemEvent{EventOutputItemDone, s.Next, outputIndex, item})
+}

@@ -1,0 +1,113 @@
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Item types.
+const (
+	ItemMessage      = "message"
+	ItemFunctionCall = "function_call"
+)
+
+// Item statuses.
+const (
+	ItemInProgress = "in_progress"
+	ItemCompleted  = "completed"
+	ItemIncomplete = "incomplete"
+)
+
+// Item is an output item: a message (Role, Content) or a function call
+// (CallID, Name, Arguments). MarshalJSON emits only the fields of its type,
+// always with id, type and status.
+type Item struct {
+	ID        string        `json:"id"`
+	Type      string        `json:"type"`
+	Status    string        `json:"status"`
+	Role      string        `json:"role,omitempty"`
+	Content   []ContentPart `json:"content,omitempty"`
+	CallID    string        `json:"call_id,omitempty"`
+	Name      string        `json:"name,omitempty"`
+	Arguments string        `json:"arguments,omitempty"`
+}
+
+type messageJSON struct {
+	ID      string        `json:"id"`
+	Type    string        `json:"type"`
+	Status  string        `json:"status"`
+	Role    string        `json:"role"`
+	Content []ContentPart `json:"content"`
+}
+
+type functionCallJSON struct {
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	Status    string `json:"status"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// MarshalJSON emits the fields of the item's type ("content": [] for an
+// empty message, "arguments": "" for a function call being opened).
+func (it Item) MarshalJSON() ([]byte, error) {
+	switch it.Type {
+	case ItemMessage:
+		c := it.Content
+		if c == nil {
+			c = []ContentPart{}
+		}
+		return json.Marshal(messageJSON{it.ID, it.Type, it.Status, it.Role, c})
+	case ItemFunctionCall:
+		return json.Marshal(functionCallJSON{it.ID, it.Type, it.Status, it.CallID, it.Name, it.Arguments})
+	}
+	return nil, fmt.Errorf("wire: unknown item type %q", it.Type)
+}
+
+// ContentPart is an output_text content part.
+type ContentPart struct {
+	Type        string            `json:"type"`
+	Text        string            `json:"text"`
+	Annotations []json.RawMessage `json:"annotations"`
+	Logprobs    []json.RawMessage `json:"logprobs"`
+}
+
+// MarshalJSON emits annotations and logprobs as [] when empty.
+func (c ContentPart) MarshalJSON() ([]byte, error) {
+	type plain ContentPart
+	p := plain(c)
+	if p.Annotations == nil {
+		p.Annotations = []json.RawMessage{}
+	}
+	if p.Logprobs == nil {
+		p.Logprobs = []json.RawMessage{}
+	}
+	return json.Marshal(p)
+}
+
+// OutputText returns an output_text part holding text.
+func OutputText(text string) ContentPart {
+	return ContentPart{Type: "output_text", Text: text}
+}
+
+// MessageID is the deterministic id of the message at outputIndex of the
+// response: recovery and replay give the same ids.
+func MessageID(responseID string, outputIndex int) string {
+	return fmt.Sprintf("msg_%s_%d", idSuffix(responseID), outputIndex)
+}
+
+// FunctionCallID is the deterministic id of the function_call item at
+// outputIndex of the response.
+func FunctionCallID(responseID string, outputIndex int) string {
+	return fmt.Sprintf("fc_%s_%d", idSuffix(responseID), outputIndex)
+}
+
+// idSuffix drops the "resp_" prefix of a response id.
+func idSuffix(responseID string) string {
+	const p = "resp_"
+	if len(responseID) > len(p) && responseID[:len(p)] == p {
+		return responseID[len(p):]
+	}
+	return responseID
+}

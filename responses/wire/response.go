@@ -1,0 +1,231 @@
+package wire
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Response statuses.
+const (
+	StatusQueued     = "queued"
+	StatusInProgress = "in_progress"
+	StatusCompleted  = "completed"
+	StatusFailed     = "failed"
+	StatusCancelled  = "cancelled"
+	StatusIncomplete = "incomplete"
+)
+
+// Response is the Response object (object "response"). Every field is always
+// emitted; nullable ones as null.
+type Response struct {
+	ID                 string             `json:"id"`
+	Object             string             `json:"object"`
+	CreatedAt          int64              `json:"created_at"`
+	CompletedAt        *int64             `json:"completed_at"`
+	Status             string             `json:"status"`
+	IncompleteDetails  *IncompleteDetails `json:"incomplete_details"`
+	Model              string             `json:"model"`
+	PreviousResponseID *string            `json:"previous_response_id"`
+	Instructions       json.RawMessage    `json:"instructions"`
+	Output             []Item             `json:"output"`
+	Error              *Error             `json:"error"`
+	Tools              json.RawMessage    `json:"tools"`
+	ToolChoice         json.RawMessage    `json:"tool_choice"`
+	Truncation         string             `json:"truncation"`
+	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
+	Text               json.RawMessage    `json:"text"`
+	TopP               *float64           `json:"top_p"`
+	PresencePenalty    *float64           `json:"presence_penalty"`
+	FrequencyPenalty   *float64           `json:"frequency_penalty"`
+	TopLogprobs        *int64             `json:"top_logprobs"`
+	Temperature        *float64           `json:"temperature"`
+	Reasoning          json.RawMessage    `json:"reasoning"`
+	User               *string            `json:"user"`
+	Usage              *Usage             `json:"usage"`
+	MaxOutputTokens    *int64             `json:"max_output_tokens"`
+	MaxToolCalls       *int64             `json:"max_tool_calls"`
+	Store              bool               `json:"store"`
+	Background         bool               `json:"background"`
+	ServiceTier        string             `json:"service_tier"`
+	Metadata           map[string]string  `json:"metadata"`
+	SafetyIdentifier   *string            `json:"safety_identifier"`
+	PromptCacheKey     *string            `json:"prompt_cache_key"`
+}
+
+// IncompleteDetails says why a response is incomplete.
+type IncompleteDetails struct {
+	Reason string `json:"reason"`
+}
+
+// Error is a response's error (status failed).
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Usage is a response's token usage.
+type Usage struct {
+	InputTokens         int64               `json:"input_tokens"`
+	InputTokensDetails  InputTokensDetails  `json:"input_tokens_details"`
+	OutputTokens        int64               `json:"output_tokens"`
+	OutputTokensDetails OutputTokensDetails `json:"output_tokens_details"`
+	TotalTokens         int64               `json:"total_tokens"`
+}
+
+// InputTokensDetails breaks input tokens down.
+type InputTokensDetails struct {
+	CachedTokens int64 `json:"cached_tokens"`
+}
+
+// OutputTokensDetails breaks output tokens down.
+type OutputTokensDetails struct {
+	ReasoningTokens int64 `json:"reasoning_tokens"`
+}
+
+// MarshalJSON emits the response with object "response" and non-nil
+// collections ("output": [], "metadata": {}), as clients expect.
+func (r Response) MarshalJSON() ([]byte, error) {
+	type plain Response
+	p := plain(r)
+	p.Object = "response"
+	if p.Output == nil {
+		p.Output = []Item{}
+	}
+	if p.Metadata == nil {
+		p.Metadata = map[string]string{}
+	}
+	return json.Marshal(p)
+}
+
+// NewResponseParams are the arguments of NewResponse.
+type NewResponseParams struct {
+	ID                 string
+	Model              string
+	Status             string
+	CreatedAt          time.Time
+	PreviousResponseID string
+	Instructions       *string
+	Metadata           map[string]string
+	Background         bool
+	Store              bool
+	// Request is the raw create request; the echo fields (tools,
+	// temperature, text, ...) are copied from it, with the documented
+	// defaults where it omits them or cannot be parsed.
+	Request []byte
+}
+
+// requestEcho is the subset of a create request echoed in the Response.
+type requestEcho struct {
+	Tools             json.RawMessage `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	Truncation        *string         `json:"truncation"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	Text              json.RawMessage `json:"text"`
+	TopP              *float64        `json:"top_p"`
+	PresencePenalty   *float64        `json:"presence_penalty"`
+	FrequencyPenalty  *float64        `json:"frequency_penalty"`
+	TopLogprobs       *int64          `json:"top_logprobs"`
+	Temperature       *float64        `json:"temperature"`
+	Reasoning         json.RawMessage `json:"reasoning"`
+	User              *string         `json:"user"`
+	MaxOutputTokens   *int64          `json:"max_output_tokens"`
+	MaxToolCalls      *int64          `json:"max_tool_calls"`
+	ServiceTier       *string         `json:"service_tier"`
+	SafetyIdentifier  *string         `json:"safety_identifier"`
+	PromptCacheKey    *string         `json:"prompt_cache_key"`
+}
+
+// NewResponse returns the Response object of a newly created response:
+// output empty, usage null, echo fields from the request or their defaults.
+func NewResponse(p *NewResponseParams) *Response {
+	var e requestEcho
+	_ = json.Unmarshal(p.Request, &e) // R validated it; defaults on failure
+	r := &Response{
+		ID:                p.ID,
+		Object:            "response",
+		CreatedAt:         p.CreatedAt.Unix(),
+		Status:            p.Status,
+		Model:             p.Model,
+		Output:            []Item{},
+		Tools:             rawOr(e.Tools, `[]`),
+		ToolChoice:        rawOr(e.ToolChoice, `"auto"`),
+		Truncation:        strOr(e.Truncation, "disabled"),
+		ParallelToolCalls: e.ParallelToolCalls == nil || *e.ParallelToolCalls,
+		Text:              rawOr(e.Text, `{"format":{"type":"text"}}`),
+		TopP:              floatOr(e.TopP, 1),
+		PresencePenalty:   floatOr(e.PresencePenalty, 0),
+		FrequencyPenalty:  floatOr(e.FrequencyPenalty, 0),
+		TopLogprobs:       intOr(e.TopLogprobs, 0),
+		Temperature:       floatOr(e.Temperature, 1),
+		Reasoning:         rawOr(e.Reasoning, `{"effort":null,"summary":null}`),
+		User:              e.User,
+		MaxOutputTokens:   e.MaxOutputTokens,
+		MaxToolCalls:      e.MaxToolCalls,
+		Store:             p.Store,
+		Background:        p.Background,
+		ServiceTier:       strOr(e.ServiceTier, "default"),
+		Metadata:          map[string]string{},
+		SafetyIdentifier:  e.SafetyIdentifier,
+		PromptCacheKey:    e.PromptCacheKey,
+	}
+	if p.PreviousResponseID != "" {
+		r.PreviousResponseID = &p.PreviousResponseID
+	}
+	if p.Instructions != nil {
+		r.Instructions, _ = json.Marshal(*p.Instructions)
+	}
+	for k, v := range p.Metadata {
+		r.Metadata[k] = v
+	}
+	return r
+}
+
+// Clone returns a deep enough copy of r to change its status and output
+// without touching r.
+func (r *Response) Clone() *Response {
+	c := *r
+	c.Output = append([]Item(nil), r.Output...)
+	return &c
+}
+
+// Finish sets the terminal fields of r: status, completed_at (completed
+// only), usage, and error for failed.
+func (r *Response) Finish(status string, at time.Time, e *Error) {
+	r.Status = status
+	if status == StatusCompleted {
+		ts := at.Unix()
+		r.CompletedAt = &ts
+	}
+	r.Usage = &Usage{}
+	if status == StatusFailed {
+		r.Error = e
+	}
+}
+
+func rawOr(v json.RawMessage, def string) json.RawMessage {
+	if len(v) == 0 || string(v) == "null" {
+		return json.RawMessage(def)
+	}
+	return v
+}
+
+func strOr(v *string, def string) string {
+	if v == nil {
+		return def
+	}
+	return *v
+}
+
+func floatOr(v *float64, def float64) *float64 {
+	if v == nil {
+		return &def
+	}
+	return v
+}
+
+func intOr(v *int64, def int64) *int64 {
+	if v == nil {
+		return &def
+	}
+	return v
+}

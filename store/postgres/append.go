@@ -1,0 +1,202 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/superstep/superstep/store"
+)
+
+// appender group-commits EventAppend calls: a few worker goroutines each
+// take the waiting calls (up to appendBatchMax) and write them in one
+// transaction, so concurrent live appends share one round trip and one WAL
+// flush. Each call still succeeds or fails alone.
+type appender struct {
+	s       *Store
+	queue   chan *appendReq
+	stopped chan struct{} // closed by stop
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	batches, calls atomic.Int64 // written so far, for benchmarks
+}
+
+const (
+	appendWorkers  = 4
+	appendBatchMax = 128
+)
+
+// appendReq is one queued EventAppend call. state moves from queued to
+// taken (by a worker) or abandoned (by its caller, whose ctx ended first),
+// so that an abandoned call is never written.
+type appendReq struct {
+	ctx   context.Context
+	p     *store.EventAppendParams
+	now   time.Time
+	state atomic.Int32
+	done  chan error
+}
+
+const (
+	reqQueued int32 = iota
+	reqTaken
+	reqAbandoned
+)
+
+func startAppender(s *Store) *appender {
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &appender{s: s, queue: make(chan *appendReq, appendBatchMax), stopped: make(chan struct{}), cancel: cancel}
+	for range appendWorkers {
+		a.wg.Add(1)
+		go a.run(ctx)
+	}
+	return a
+}
+
+// stop ends the workers; calls still queued fail with ErrClosed.
+func (a *appender) stop() {
+	a.cancel()
+	a.wg.Wait()
+	close(a.stopped)
+	for {
+		select {
+		case r := <-a.queue:
+			if r.state.CompareAndSwap(reqQueued, reqTaken) {
+				r.done <- store.ErrClosed
+			}
+		default:
+			return
+		}
+	}
+}
+
+// do queues one call and waits for its result.
+func (a *appender) do(ctx context.Context, p *store.EventAppendParams, now time.Time) error {
+	r := &appendReq{ctx: ctx, p: p, now: now, done: make(chan error, 1)}
+	select {
+	case a.queue <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-a.stopped:
+		return store.ErrClosed
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
+			return ctx.Err()
+		}
+	case <-a.stopped:
+		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
+			return store.ErrClosed
+		}
+	}
+	return <-r.done // already being written: its outcome is the answer
+}
+
+// run takes one call, then every other call waiting, and writes them.
+func (a *appender) run(ctx context.Context) {
+	defer a.wg.Done()
+	for {
+		var batch []*appendReq
+		select {
+		case r := <-a.queue:
+			batch = a.take(batch, r)
+		case <-ctx.Done():
+			return
+		}
+	drain:
+		for len(batch) < appendBatchMax {
+			select {
+			case r := <-a.queue:
+				batch = a.take(batch, r)
+			default:
+				break drain
+			}
+		}
+		if len(batch) > 0 {
+			a.batches.Add(1)
+			a.calls.Add(int64(len(batch)))
+			a.write(batch)
+		}
+	}
+}
+
+func (a *appender) take(batch []*appendReq, r *appendReq) []*appendReq {
+	if r.state.CompareAndSwap(reqQueued, reqTaken) {
+		batch = append(batch, r)
+	}
+	return batch
+}
+
+// appendBatchSQL calls superstep_append_batch.
+const appendBatchSQL = `SELECT o_code, o_detail FROM superstep_append_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+
+// write appends a batch in one transaction and answers each call.
+func (a *appender) write(batch []*appendReq) {
+	var runs, resps, types []string
+	var epochs, seqs []int64
+	var offsets, counts []int32
+	var payloads [][]byte
+	var nows []time.Time
+	for _, r := range batch {
+		runs, epochs, resps = append(runs, r.p.RunID), append(epochs, r.p.Epoch), append(resps, r.p.ResponseID)
+		offsets, counts = append(offsets, int32(len(seqs))), append(counts, int32(len(r.p.Events)))
+		nows = append(nows, r.now)
+		for _, ev := range r.p.Events {
+			seqs, types, payloads = append(seqs, ev.Seq), append(types, ev.Type), append(payloads, ev.Payload)
+		}
+	}
+	codes := make([]string, 0, len(batch))
+	details := make([]string, 0, len(batch))
+	// The batch is not cancelled by any one caller's ctx (see Store.write);
+	// the first call's ctx carries test-only values such as fault injectors.
+	err := a.s.write(batch[0].ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		rows, err := conn.Query(ctx, appendBatchSQL, runs, epochs, resps, offsets, counts, seqs, types, payloads, nows, a.s.txChannel())
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var code, detail string
+			if err := rows.Scan(&code, &detail); err != nil {
+				return err
+			}
+			codes, details = append(codes, code), append(details, detail)
+		}
+		return rows.Err()
+	})
+	for i, r := range batch {
+		r.done <- a.result(r, i, codes, details, err)
+	}
+}
+
+// result is call i's answer.
+func (a *appender) result(r *appendReq, i int, codes, details []string, err error) error {
+	op := "append events to " + r.p.ResponseID
+	switch {
+	case err != nil:
+		return mapError(op, r.p.RunID, r.p.Epoch, err)
+	case i >= len(codes):
+		return fmt.Errorf("store/postgres: %s: batch returned %d results for %d calls", op, len(codes), i+1)
+	}
+	switch codes[i] {
+	case "":
+		a.s.announce(r.p.ResponseID)
+		return nil
+	case codeFenced:
+		current, _ := strconv.ParseInt(details[i], 10, 64)
+		return fmt.Errorf("store/postgres: %s: %w", op, &store.FencedError{RunID: r.p.RunID, Epoch: r.p.Epoch, CurrentEpoch: current})
+	case codeNotFound:
+		return fmt.Errorf("store/postgres: %s: %s: %w", op, details[i], store.ErrNotFound)
+	default:
+		return fmt.Errorf("store/postgres: %s: %s: %w", op, details[i], store.ErrConflict)
+	}
+}

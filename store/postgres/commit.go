@@ -1,0 +1,105 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/superstep/superstep/store"
+)
+
+// commitSQL calls the migration's superstep_commit: one statement, so one
+// round trip and one transaction in autocommit mode.
+const commitSQL = `SELECT o_next_seq, o_bytes FROM superstep_commit($1, $2, $3, $4, $5, $6, $7, $8, $9,
+	$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
+
+// Commit atomically writes one superstep: the checkpoint, the step's events
+// and the head response's status and snapshot, in one transaction made by
+// one SQL function call. See store.Store.
+func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.CommitResult, error) {
+	now, err := s.begin(p.Now)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateWrite("commit", p.Status, p.Events, true); err != nil {
+		return nil, err
+	}
+	ev := encodeEvents(p.Events)
+	known := s.parts.known(p.RunID)
+	for attempt := 0; ; attempt++ {
+		enc := encodeParts(p.Checkpoint, known)
+		res, err := s.commitOnce(ctx, p, ev, enc, now)
+		if errors.Is(err, errMissingBlob) && attempt == 0 {
+			s.parts.forget(p.RunID)
+			known = nil
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.parts.set(p.RunID, enc.all)
+		if len(p.Events) > 0 || p.Status.Terminal() {
+			s.announce(p.ResponseID)
+		}
+		return res, nil
+	}
+}
+
+// commitOnce runs the commit function once.
+func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encodedEvents, enc *encodedParts, now time.Time) (*store.CommitResult, error) {
+	failAt, injected := commitFault(ctx)
+	var res store.CommitResult
+	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		return conn.QueryRow(ctx, commitSQL, p.RunID, p.Epoch, p.Step, p.ResponseID,
+			ev.seqs, ev.types, ev.payloads,
+			enc.names, enc.hashes, enc.blobHashes, enc.blobData, enc.refHashes, enc.size,
+			string(p.Status), p.Snapshot, p.Error, p.Usage, now, p.Status.Terminal(), s.txChannel(), failAt,
+		).Scan(&res.NextSeq, &res.BytesWritten)
+	})
+	if err != nil {
+		if injected != nil && isInjected(err) {
+			return nil, fmt.Errorf("store/postgres: commit run %s step %d: %w", p.RunID, p.Step, injected)
+		}
+		return nil, mapError(fmt.Sprintf("commit run %s step %d", p.RunID, p.Step), p.RunID, p.Epoch, err)
+	}
+	if injected != nil {
+		return nil, fmt.Errorf("store/postgres: commit run %s step %d: fault %s armed but not raised: %w", p.RunID, p.Step, failAt, injected)
+	}
+	return &res, nil
+}
+
+// encodedEvents are events as the arrays the SQL functions take.
+type encodedEvents struct {
+	seqs     []int64
+	types    []string
+	payloads [][]byte
+}
+
+func encodeEvents(events []store.EventInput) *encodedEvents {
+	e := &encodedEvents{seqs: make([]int64, len(events)), types: make([]string, len(events)),
+		payloads: make([][]byte, len(events))}
+	for i, ev := range events {
+		e.seqs[i], e.types[i], e.payloads[i] = ev.Seq, ev.Type, ev.Payload
+	}
+	return e
+}
+
+// validateWrite checks what the store can check without the database:
+// a known status (when withStatus) and contiguous sequence numbers.
+func validateWrite(op string, status store.Status, events []store.EventInput, withStatus bool) error {
+	if withStatus && !status.Valid() {
+		return fmt.Errorf("store/postgres: %s: invalid status %q", op, status)
+	}
+	for i, ev := range events {
+		if i > 0 && ev.Seq != events[0].Seq+int64(i) {
+			return fmt.Errorf("store/postgres: %s: event seq %d does not follow %d: %w", op, ev.Seq, events[i-1].Seq, store.ErrConflict)
+		}
+	}
+	if len(events) > 0 && events[0].Seq < 0 {
+		return fmt.Errorf("store/postgres: %s: negative event seq %d: %w", op, events[0].Seq, store.ErrConflict)
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+// Package postgres is superstep's PostgreSQL store, for several hosts sharing
+// one database.
+//
+// Open connects a pgx pool, applies the embedded migrations
+// (migration/NNN_name.up.sql, recorded in superstep_schema_version) to the
+// schema named in Options, and starts one listener connection that receives
+// LISTEN/NOTIFY announcements of new events for EventWait. A schema written
+// by a newer superstep, or holding tables named like superstep's without its
+// version table, is refused.
+//
+// # Commit
+//
+// A superstep commit is one call of the SQL function superstep_commit, sent
+// as one statement in autocommit mode: one round trip and one WAL flush. The
+// function updates the run conditional on the lease epoch and the step
+// (fencing), updates the response, appends the events, stores new checkpoint
+// parts and the checkpoint row; an error anywhere rolls all of it back.
+// Checkpoint parts are content-addressed per run (sha256): the store
+// remembers the parts of each run's last commit and sends only the parts
+// that changed; unchanged parts are stored by reference. Once a write may
+// have been sent, its context's cancellation no longer interrupts it, so an
+// error means nothing was written (Options.WriteTimeout still bounds it).
+//
+// EventAppend calls (live publication) are group-committed: concurrent calls
+// are written in one transaction, each succeeding or failing alone.
+//
+// # Notifications
+//
+// By default new events are announced with NOTIFY right after their commit,
+// in batches (Options.NotifyInterval), because a NOTIFY inside a transaction
+// holds PostgreSQL's notify-queue lock across its commit and so serialises
+// every notifying commit of the database. Readers in the same process are
+// woken at once. Options.NotifyInCommit moves the NOTIFY into the commit
+// transaction. EventWait also re-checks every Options.PollInterval, which
+// bounds the delay when an announcement was lost to a crash or a broken
+// listener connection.
+//
+// # Leases
+//
+// A run is owned through (owner, epoch, expiry). LeaseClaim takes active runs
+// that are unowned or expired with FOR UPDATE SKIP LOCKED, so several hosts
+// claiming at once never block each other nor claim the same run.
+package postgres

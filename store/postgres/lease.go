@@ -1,0 +1,126 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/superstep/superstep/store"
+)
+
+// LeaseClaim claims active runs that are unowned or whose lease expired,
+// incrementing their epoch. Rows locked by another claimer are skipped (FOR
+// UPDATE SKIP LOCKED), so concurrent claimers never wait for each other nor
+// claim one run twice.
+func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]*store.Run, error) {
+	now, err := s.begin(p.Now)
+	if err != nil {
+		return nil, err
+	}
+	if p.Owner == "" {
+		return nil, errors.New("store/postgres: claim leases: empty owner")
+	}
+	var limit *int
+	if p.Limit > 0 {
+		limit = &p.Limit
+	}
+	var runs []*store.Run
+	err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		rows, err := conn.Query(ctx, `WITH c AS (
+			SELECT id FROM runs
+			WHERE active AND (lease_owner = '' OR lease_expires_at <= $1)
+			ORDER BY lease_expires_at, id
+			LIMIT $2
+			FOR UPDATE SKIP LOCKED)
+		UPDATE runs r SET lease_owner = $3, lease_epoch = r.lease_epoch + 1,
+			lease_expires_at = $4, updated_at = $1
+		FROM c WHERE r.id = c.id
+		RETURNING `+qualify("r", runColumns), now, limit, p.Owner, now.Add(p.Duration))
+		if err != nil {
+			return err
+		}
+		runs, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Run, error) { return scanRun(row) })
+		return err
+	})
+	if err != nil {
+		return nil, mapError("claim leases", "", 0, err)
+	}
+	return runs, nil
+}
+
+// LeaseRenew extends a lease still held at p.Epoch by p.Owner.
+func (s *Store) LeaseRenew(ctx context.Context, p *store.LeaseParams) (time.Time, error) {
+	now, err := s.begin(p.Now)
+	if err != nil {
+		return time.Time{}, err
+	}
+	expires := now.Add(p.Duration)
+	tag, err := s.execWrite(ctx, `UPDATE runs SET lease_expires_at = $4, updated_at = $3
+		WHERE id = $1 AND lease_epoch = $2 AND lease_owner = $5 AND lease_owner <> '' AND lease_expires_at > $3`,
+		p.RunID, p.Epoch, now, expires, p.Owner)
+	if err != nil {
+		return time.Time{}, mapError("renew lease of run "+p.RunID, p.RunID, p.Epoch, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return time.Time{}, s.fenced(ctx, "renew lease", p.RunID, p.Epoch)
+	}
+	return expires, nil
+}
+
+// LeaseRelease gives up a lease still held at p.Epoch by p.Owner, so that
+// another host can claim the run at once.
+func (s *Store) LeaseRelease(ctx context.Context, p *store.LeaseParams) error {
+	now, err := s.begin(p.Now)
+	if err != nil {
+		return err
+	}
+	tag, err := s.execWrite(ctx, `UPDATE runs SET lease_owner = '', lease_expires_at = $3, updated_at = $3
+		WHERE id = $1 AND lease_epoch = $2 AND lease_owner = $4 AND lease_owner <> '' AND lease_expires_at > $3`,
+		p.RunID, p.Epoch, now, p.Owner)
+	if err != nil {
+		return mapError("release lease of run "+p.RunID, p.RunID, p.Epoch, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return s.fenced(ctx, "release lease", p.RunID, p.Epoch)
+	}
+	return nil
+}
+
+// fenced explains a lease write that matched no row: the run is gone
+// (ErrNotFound) or the lease was lost (FencedError).
+func (s *Store) fenced(ctx context.Context, op, runID string, epoch int64) error {
+	var current int64
+	err := s.pool.QueryRow(ctx, "SELECT lease_epoch FROM runs WHERE id = $1", runID).Scan(&current)
+	if err != nil {
+		return mapError(op+" of run "+runID, runID, epoch, err)
+	}
+	return fmt.Errorf("store/postgres: %s: %w", op, &store.FencedError{RunID: runID, Epoch: epoch, CurrentEpoch: current})
+}
+
+// qualify prefixes each column of a comma-separated list with alias.
+func qualify(alias, columns string) string {
+	out := ""
+	for i, c := range splitColumns(columns) {
+		if i > 0 {
+			out += ", "
+		}
+		out += alias + "." + c
+	}
+	return out
+}
+
+// execWrite runs one statement under write's rules.
+func (s *Store) execWrite(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	var tag pgconn.CommandTag
+	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		var err error
+		tag, err = conn.Exec(ctx, sql, args...)
+		return err
+	})
+	return tag, err
+}

@@ -1,0 +1,116 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migration/*.up.sql
+var migrationFS embed.FS
+
+// migration is one embedded schema change, applied once in version order.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// superstepTables are the tables of a superstep schema; finding any of them
+// without the version table means the schema is not superstep's.
+var superstepTables = []string{"runs", "responses", "events", "blobs", "checkpoints"}
+
+// loadMigrations reads migration/NNN_name.up.sql in version order.
+func loadMigrations() ([]migration, error) {
+	names, err := fs.Glob(migrationFS, "migration/*.up.sql")
+	if err != nil {
+		return nil, fmt.Errorf("store/postgres: migrations: %w", err)
+	}
+	var ms []migration
+	for _, path := range names {
+		base := strings.TrimSuffix(strings.TrimPrefix(path, "migration/"), ".up.sql")
+		num, name, _ := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if err != nil {
+			return nil, fmt.Errorf("store/postgres: migration %s: bad version: %w", path, err)
+		}
+		b, err := migrationFS.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("store/postgres: migration %s: %w", path, err)
+		}
+		ms = append(ms, migration{version: v, name: name, sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	return ms, nil
+}
+
+// migrate brings the schema up to the newest embedded migration in one
+// transaction, serialised across hosts by an advisory lock.
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	ms, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	latest := ms[len(ms)-1].version
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('superstep.migrate.' || current_schema()))"); err != nil {
+			return fmt.Errorf("store/postgres: migrate: lock: %w", err)
+		}
+		current, err := schemaVersion(ctx, tx, schema)
+		if err != nil {
+			return err
+		}
+		if current > latest {
+			return fmt.Errorf("store/postgres: schema %q is at version %d, newer than this superstep supports (%d): upgrade superstep", schema, current, latest)
+		}
+		for _, m := range ms {
+			if m.version <= current {
+				continue
+			}
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return fmt.Errorf("store/postgres: migration %03d_%s: %w", m.version, m.name, err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO superstep_schema_version (version, name, applied_at) VALUES ($1, $2, now())", m.version, m.name); err != nil {
+				return fmt.Errorf("store/postgres: migration %03d_%s: record: %w", m.version, m.name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// schemaVersion returns the schema's migration version, creating the
+// version table in an empty schema; 0 means nothing applied yet.
+func schemaVersion(ctx context.Context, tx pgx.Tx, schema string) (int, error) {
+	var hasVersion bool
+	var foreign int
+	err := tx.QueryRow(ctx, `SELECT
+		EXISTS (SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'superstep_schema_version'),
+		(SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ANY ($1))`,
+		superstepTables).Scan(&hasVersion, &foreign)
+	if err != nil {
+		return 0, fmt.Errorf("store/postgres: migrate: inspect schema: %w", err)
+	}
+	if !hasVersion {
+		if foreign > 0 {
+			return 0, fmt.Errorf("store/postgres: schema %q has tables named like superstep's but no superstep_schema_version table: not a superstep database", schema)
+		}
+		_, err := tx.Exec(ctx, `CREATE TABLE superstep_schema_version (
+			version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)`)
+		if err != nil {
+			return 0, fmt.Errorf("store/postgres: migrate: create version table: %w", err)
+		}
+		return 0, nil
+	}
+	var v int
+	if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM superstep_schema_version").Scan(&v); err != nil {
+		return 0, fmt.Errorf("store/postgres: migrate: read version: %w", err)
+	}
+	return v, nil
+}

@@ -1,0 +1,113 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Options configure Open. The zero value (or nil) gives the defaults.
+type Options struct {
+	// Schema is the PostgreSQL schema holding superstep's tables. It is
+	// created if missing and set as search_path on every pooled connection.
+	// Default "": the connection's own search_path (normally public).
+	Schema string
+	// MaxConns is the pool size. Default 0: pgx's default, max(4, CPUs).
+	MaxConns int32
+	// Channel is the LISTEN/NOTIFY channel announcing new events. Every
+	// host using one schema must use the same channel. Default
+	// "superstep_events" followed by "_" and Schema when Schema is set.
+	Channel string
+	// CacheRuns is how many runs' last checkpoint part hashes are
+	// remembered so that Commit sends only changed parts. Default 4096.
+	CacheRuns int
+	// NotifyInCommit sends the NOTIFY announcing new events inside the
+	// writing transaction, so an announcement can never be lost, at the
+	// price of serialising every notifying commit of the database
+	// (PostgreSQL holds its notify-queue lock across the commit's WAL
+	// flush). Default false: announce right after the commit, in batches.
+	NotifyInCommit bool
+	// PollInterval bounds how long EventWait sleeps without a
+	// notification before it returns (callers re-read), covering
+	// announcements lost to a crash or a broken listener connection.
+	// Default 2s.
+	PollInterval time.Duration
+	// NotifyInterval is the least time between two NOTIFY statements of
+	// this store (announcements made meanwhile are sent together), when
+	// NotifyInCommit is false. Default 5ms; readers in this process are
+	// woken at once regardless.
+	NotifyInterval time.Duration
+	// WriteTimeout bounds a write once it may have been sent. A write is
+	// not interrupted by its context's cancellation after that point, so
+	// that an error always means nothing was written. Default 30s.
+	WriteTimeout time.Duration
+}
+
+const (
+	defaultChannel        = "superstep_events"
+	defaultCacheRuns      = 4096
+	defaultPollInterval   = 2 * time.Second
+	defaultWriteTimeout   = 30 * time.Second
+	defaultNotifyInterval = 5 * time.Millisecond
+	maxIdentifierLen      = 63 // PostgreSQL's NAMEDATALEN-1
+)
+
+var identifierRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// withDefaults returns a copy of o (nil allowed) with defaults filled in.
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.Channel == "" {
+		c.Channel = defaultChannel
+		if c.Schema != "" {
+			c.Channel += "_" + c.Schema
+		}
+		if len(c.Channel) > maxIdentifierLen {
+			c.Channel = c.Channel[:maxIdentifierLen]
+		}
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = defaultPollInterval
+	}
+	if c.NotifyInterval == 0 {
+		c.NotifyInterval = defaultNotifyInterval
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = defaultWriteTimeout
+	}
+	if c.CacheRuns == 0 {
+		c.CacheRuns = defaultCacheRuns
+	}
+	return c
+}
+
+// validate names the first bad field.
+func (o *Options) validate() error {
+	var errs []error
+	if o.Schema != "" && (!identifierRE.MatchString(o.Schema) || len(o.Schema) > maxIdentifierLen) {
+		errs = append(errs, fmt.Errorf("store/postgres: Options.Schema %q is not a plain identifier", o.Schema))
+	}
+	if o.MaxConns < 0 {
+		errs = append(errs, fmt.Errorf("store/postgres: Options.MaxConns %d is negative", o.MaxConns))
+	}
+	if len(o.Channel) > maxIdentifierLen {
+		errs = append(errs, fmt.Errorf("store/postgres: Options.Channel %q is longer than %d bytes", o.Channel, maxIdentifierLen))
+	}
+	if o.PollInterval < 0 {
+		errs = append(errs, fmt.Errorf("store/postgres: Options.PollInterval %v is negative", o.PollInterval))
+	}
+	if o.NotifyInterval < 0 {
+		errs = append(errs, fmt.Errorf("store/postgres: Options.NotifyInterval %v is negative", o.NotifyInterval))
+	}
+	if o.WriteTimeout < 0 {
+		errs = append(errs, fmt.Errorf("store/postgres: Options.WriteTimeout %v is negative", o.WriteTimeout))
+	}
+	if o.CacheRuns < 0 {
+		errs = append(errs, fmt.Errorf("store/postgres: Options.CacheRuns %d is negative", o.CacheRuns))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,184 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/superstep/superstep/store"
+)
+
+// ResponseCreate durably creates a response (and its run, for a new run)
+// with its first events, optional step-0 checkpoint and lease claim, in one
+// transaction. See store.Store.
+func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParams) (*store.ResponseCreateResult, error) {
+	now, err := s.begin(p.Now)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateCreate(p); err != nil {
+		return nil, err
+	}
+	var res *store.ResponseCreateResult
+	var enc *encodedParts
+	err = s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		run, created, err := createOrContinueRun(ctx, tx, p, now)
+		if err != nil {
+			return err
+		}
+		resp, err := insertResponse(ctx, tx, p, run, now)
+		if err != nil {
+			return err
+		}
+		if created && p.Checkpoint != nil {
+			if enc, err = insertInitialCheckpoint(ctx, tx, p.RunID, p.Checkpoint, now); err != nil {
+				return err
+			}
+		}
+		res = &store.ResponseCreateResult{Response: resp, Run: run}
+		return nil
+	})
+	if err != nil {
+		return nil, mapError("create response "+p.Response.ID, p.RunID, 0, err)
+	}
+	if enc != nil {
+		s.parts.set(p.RunID, enc.all)
+	}
+	// No announcement: nobody can wait on a response before it exists.
+	return res, nil
+}
+
+func validateCreate(p *store.ResponseCreateParams) error {
+	if p.Response == nil || p.Response.ID == "" || p.RunID == "" {
+		return errors.New("store/postgres: create response: Response, Response.ID and RunID are required")
+	}
+	if err := validateWrite("create response", p.Response.Status, p.Events, true); err != nil {
+		return err
+	}
+	if len(p.Events) > 0 && p.Events[0].Seq != 0 {
+		return fmt.Errorf("store/postgres: create response: first event seq %d, want 0: %w", p.Events[0].Seq, store.ErrConflict)
+	}
+	return nil
+}
+
+// createOrContinueRun inserts a new run headed by the response, or moves an
+// existing inactive run whose head is PreviousResponseID to it.
+func createOrContinueRun(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParams, now time.Time) (run *store.Run, created bool, err error) {
+	r := p.Response
+	active := !r.Status.Terminal()
+	claim := p.LeaseOwner != ""
+	expires := now.Add(p.LeaseDuration)
+	run, err = scanRun(tx.QueryRow(ctx, `INSERT INTO runs AS r (id, model, head_response_id, active,
+			lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, CASE WHEN $6 THEN 1 ELSE 0 END,
+			CASE WHEN $6 THEN $7 ELSE 'epoch'::timestamptz END, $8, $8)
+		ON CONFLICT (id) DO NOTHING RETURNING `+runColumns,
+		p.RunID, r.Model, r.ID, active, p.LeaseOwner, claim, expires, now))
+	if err == nil {
+		return run, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, err
+	}
+	// The run exists: continue it.
+	run, err = scanRun(tx.QueryRow(ctx, `UPDATE runs SET head_response_id = $2, active = $3,
+			lease_owner = CASE WHEN $4 THEN $5 ELSE lease_owner END,
+			lease_epoch = CASE WHEN $4 THEN lease_epoch + 1 ELSE lease_epoch END,
+			lease_expires_at = CASE WHEN $4 THEN $6 ELSE lease_expires_at END,
+			updated_at = $7
+		WHERE id = $1 AND head_response_id = $8 AND NOT active AND $8 <> ''
+		RETURNING `+runColumns,
+		p.RunID, r.ID, active, claim, p.LeaseOwner, expires, now, r.PreviousResponseID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, fmt.Errorf("store/postgres: run %s is active or its head is not %q: %w", p.RunID, r.PreviousResponseID, store.ErrConflict)
+	}
+	return run, false, err
+}
+
+// insertResponse inserts the response and its first events.
+func insertResponse(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParams, run *store.Run, now time.Time) (*store.Response, error) {
+	r := p.Response
+	created := r.CreatedAt
+	if created.IsZero() {
+		created = now
+	} else {
+		created = normTime(created)
+	}
+	var completed *time.Time
+	if r.Status.Terminal() {
+		completed = &now
+	}
+	resp, err := scanResponse(tx.QueryRow(ctx, `INSERT INTO responses (id, run_id, previous_response_id,
+			model, owner, status, request, snapshot, error, usage, next_seq, commit_step, cancel_requested,
+			created_at, updated_at, completed_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+		RETURNING `+responseColumns,
+		r.ID, p.RunID, r.PreviousResponseID, r.Model, r.Owner, string(r.Status), r.Request, r.Snapshot,
+		r.Error, r.Usage, int64(len(p.Events)), run.LastStep, r.CancelRequested, created, now, completed))
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Events) > 0 {
+		ev := encodeEvents(p.Events)
+		_, err = tx.Exec(ctx, `INSERT INTO events (response_id, seq, type, payload, step)
+			SELECT $1, u.s, u.t, u.p, 0 FROM unnest($2::bigint[], $3::text[], $4::bytea[]) AS u(s, t, p)`,
+			r.ID, ev.seqs, ev.types, ev.payloads)
+	}
+	return resp, err
+}
+
+// insertInitialCheckpoint writes the step-0 checkpoint of a new run.
+func insertInitialCheckpoint(ctx context.Context, tx pgx.Tx, runID string, parts []store.Part, now time.Time) (*encodedParts, error) {
+	enc := encodeParts(parts, nil)
+	_, err := tx.Exec(ctx, `INSERT INTO blobs (run_id, hash, size, data)
+		SELECT $1, u.h, octet_length(u.d), u.d FROM unnest($2::bytea[], $3::bytea[]) AS u(h, d)
+		ON CONFLICT DO NOTHING`, runID, enc.blobHashes, enc.blobData)
+	if err != nil {
+		return nil, err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO checkpoints (run_id, step, parent_step, part_names, part_hashes, size, created_at)
+		VALUES ($1, 0, -1, $2, $3, $4, $5)`, runID, enc.names, enc.hashes, enc.size, now)
+	return enc, err
+}
+
+// ResponseGet returns a response by ID.
+func (s *Store) ResponseGet(ctx context.Context, id string) (*store.Response, error) {
+	if _, err := s.begin(time.Time{}); err != nil {
+		return nil, err
+	}
+	r, err := scanResponse(s.pool.QueryRow(ctx, "SELECT "+responseColumns+" FROM responses WHERE id = $1", id))
+	return r, mapError("get response "+id, "", 0, err)
+}
+
+// ResponseListByRun returns the responses of a run, oldest first.
+func (s *Store) ResponseListByRun(ctx context.Context, runID string) ([]*store.Response, error) {
+	if _, err := s.begin(time.Time{}); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, "SELECT "+responseColumns+" FROM responses WHERE run_id = $1 ORDER BY ord", runID)
+	if err != nil {
+		return nil, mapError("list responses of run "+runID, runID, 0, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Response, error) { return scanResponse(row) })
+	return out, mapError("list responses of run "+runID, runID, 0, err)
+}
+
+// ResponseCancel durably sets the response's cancel flag; idempotent.
+func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response, error) {
+	now, err := s.begin(time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	var r *store.Response
+	err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		r, err = scanResponse(conn.QueryRow(ctx, `UPDATE responses SET cancel_requested = true,
+			updated_at = CASE WHEN cancel_requested THEN updated_at ELSE $2 END
+			WHERE id = $1 RETURNING `+responseColumns, id, now))
+		return err
+	})
+	return r, mapError("cancel response "+id, "", 0, err)
+}

@@ -1,0 +1,240 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/superstep/superstep/internal/fault"
+	"github.com/superstep/superstep/store"
+)
+
+// querier is what both *sql.DB and *sql.Tx offer.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// entry is one part of a checkpoint manifest: its name, the SHA-256 of its
+// bytes (the blob's key) and its size. A part of at most inlineMax bytes is
+// kept in the manifest itself (inline) instead of in blobs: small parts
+// are the common change of a superstep, and inline they cost the commit no
+// blob row and no extra page.
+type entry struct {
+	name   string
+	hash   [sha256.Size]byte
+	size   int64
+	inline []byte // the part's bytes when inline, nil otherwise
+}
+
+// inlineMax is the largest part kept inline in a manifest.
+const inlineMax = 256
+
+// hashedPart is a part with its manifest entry, hashed by the caller's
+// goroutine before the write reaches the writer.
+type hashedPart struct {
+	entry
+	data []byte
+}
+
+// hashParts hashes parts.
+func hashParts(parts []store.Part) []hashedPart {
+	hs := make([]hashedPart, len(parts))
+	for i, p := range parts {
+		hs[i] = hashedPart{entry: entry{name: p.Name, hash: sha256.Sum256(p.Data), size: int64(len(p.Data))}, data: p.Data}
+		if len(p.Data) <= inlineMax {
+			hs[i].inline = nonNil(p.Data)
+		}
+	}
+	return hs
+}
+
+// encodeManifest encodes entries as: uvarint count, then per entry uvarint
+// name length, name, 32-byte hash, uvarint size, a byte 1 if inline (then
+// the size bytes follow) or 0.
+func encodeManifest(parts []hashedPart) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(parts)))
+	for _, p := range parts {
+		b = binary.AppendUvarint(b, uint64(len(p.name)))
+		b = append(b, p.name...)
+		b = append(b, p.hash[:]...)
+		b = binary.AppendUvarint(b, uint64(p.size))
+		if p.inline == nil {
+			b = append(b, 0)
+			continue
+		}
+		b = append(append(b, 1), p.inline...)
+	}
+	return b
+}
+
+// decodeManifest decodes what encodeManifest wrote (store.ErrCorrupt when
+// it cannot).
+func decodeManifest(b []byte) ([]entry, error) {
+	r := bytes.NewReader(b)
+	n, err := binary.ReadUvarint(r)
+	if err != nil || n > uint64(len(b)) {
+		return nil, store.Corruptf("sqlite: checkpoint manifest: bad count")
+	}
+	es := make([]entry, n)
+	for i := range es {
+		l, err := binary.ReadUvarint(r)
+		if err != nil || l > uint64(r.Len()) {
+			return nil, store.Corruptf("sqlite: checkpoint manifest: bad name length")
+		}
+		name := make([]byte, l)
+		r.Read(name)
+		es[i].name = string(name)
+		if _, err := r.Read(es[i].hash[:]); err != nil {
+			return nil, store.Corruptf("sqlite: checkpoint manifest: short hash")
+		}
+		size, err := binary.ReadUvarint(r)
+		if err != nil {
+			return nil, store.Corruptf("sqlite: checkpoint manifest: bad size")
+		}
+		es[i].size = int64(size)
+		if es[i].inline, err = readInline(r, size); err != nil {
+			return nil, err
+		}
+	}
+	if r.Len() != 0 {
+		return nil, store.Corruptf("sqlite: checkpoint manifest: %d trailing bytes", r.Len())
+	}
+	return es, nil
+}
+
+// readInline reads an entry's inline flag and, if set, its bytes.
+func readInline(r *bytes.Reader, size uint64) ([]byte, error) {
+	flag, err := r.ReadByte()
+	switch {
+	case err != nil || flag > 1:
+		return nil, store.Corruptf("sqlite: checkpoint manifest: bad inline flag")
+	case flag == 0:
+		return nil, nil
+	case size > inlineMax || size > uint64(r.Len()):
+		return nil, store.Corruptf("sqlite: checkpoint manifest: bad inline size %d", size)
+	}
+	data := make([]byte, size)
+	r.Read(data)
+	return data, nil
+}
+
+// writeCheckpoint stores the checkpoint at step with the given parent:
+// the blobs of parts not in the parent's manifest (unless the run already
+// has them), then the manifest row. It returns the blob bytes written.
+func writeCheckpoint(ctx context.Context, tx querier, runID string, runNum, step, parent int64, parts []hashedPart, now time.Time) (int64, error) {
+	if err := checkLow("checkpoint", "step", step); err != nil {
+		return 0, err
+	}
+	have := map[[sha256.Size]byte]bool{}
+	if parent >= 0 {
+		var m []byte
+		err := tx.QueryRowContext(ctx, "SELECT manifest FROM checkpoints WHERE k = ?", logKey(runNum, parent)).Scan(&m)
+		if err != nil {
+			return 0, mapError("read parent checkpoint", err)
+		}
+		es, err := decodeManifest(m)
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range es {
+			have[e.hash] = true
+		}
+	}
+	var written, size int64
+	for _, p := range parts {
+		size += p.size
+		if p.inline != nil {
+			written += p.size // rewritten in every manifest
+			continue
+		}
+		if have[p.hash] {
+			continue
+		}
+		have[p.hash] = true
+		res, err := tx.ExecContext(ctx, "INSERT INTO blobs (run_id, hash, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING", runID, p.hash[:], nonNil(p.data))
+		if err != nil {
+			return 0, mapError("insert blob", err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			written += p.size
+		}
+		if err := fault.Point(ctx, "checkpoint.blob_inserted"); err != nil {
+			return 0, err
+		}
+	}
+	if err := fault.Point(ctx, "checkpoint.blobs_inserted"); err != nil {
+		return 0, err
+	}
+	_, err := tx.ExecContext(ctx, "INSERT INTO checkpoints (k, parent_step, size, manifest, created_at) VALUES (?, ?, ?, ?, ?)",
+		logKey(runNum, step), parent, size, encodeManifest(parts), now.UnixNano())
+	return written, mapError("insert checkpoint", err)
+}
+
+// readCheckpoint reads the checkpoint at step with its parts, verifying
+// each part's hash (store.ErrCorrupt on mismatch or a missing blob).
+func readCheckpoint(ctx context.Context, q querier, runID string, step int64) (*store.Checkpoint, error) {
+	c := &store.Checkpoint{RunID: runID, Step: step}
+	var m []byte
+	var created int64
+	if step < 0 || step > lowMax {
+		return nil, fmt.Errorf("sqlite: %w: checkpoint %s/%d", store.ErrNotFound, runID, step)
+	}
+	err := q.QueryRowContext(ctx, "SELECT parent_step, manifest, created_at FROM checkpoints WHERE k = "+runKeyLo+" | ?2", runID, step).
+		Scan(&c.ParentStep, &m, &created)
+	if err != nil {
+		return nil, mapError(fmt.Sprintf("checkpoint %s/%d", runID, step), err)
+	}
+	c.CreatedAt = fromNanos(created)
+	es, err := decodeManifest(m)
+	if err != nil {
+		return nil, err
+	}
+	c.Parts = make([]store.Part, len(es))
+	for i, e := range es {
+		data := e.inline
+		if data != nil {
+			if sha256.Sum256(data) != e.hash {
+				return nil, store.Corruptf("sqlite: checkpoint %s/%d: inline part %q does not match its hash", runID, step, e.name)
+			}
+			c.Parts[i] = store.Part{Name: e.name, Data: data}
+			continue
+		}
+		err := q.QueryRowContext(ctx, "SELECT data FROM blobs WHERE run_id = ? AND hash = ?", runID, e.hash[:]).Scan(&data)
+		if err == sql.ErrNoRows {
+			return nil, store.Corruptf("sqlite: checkpoint %s/%d: part %q: blob missing", runID, step, e.name)
+		}
+		if err != nil {
+			return nil, mapError("read blob", err)
+		}
+		if int64(len(data)) != e.size || sha256.Sum256(data) != e.hash {
+			return nil, store.Corruptf("sqlite: checkpoint %s/%d: part %q: bytes do not match their hash", runID, step, e.name)
+		}
+		c.Parts[i] = store.Part{Name: e.name, Data: data}
+	}
+	return c, nil
+}
+
+// nonNil returns b, or an empty non-nil slice (SQLite would store NULL).
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// fromNanos converts stored Unix nanoseconds to a UTC time.
+func fromNanos(ns int64) time.Time { return time.Unix(0, ns).UTC() }
+
+// timeOrZero converts stored Unix nanoseconds, 0 meaning the zero time.
+func timeOrZero(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return fromNanos(ns)
+}

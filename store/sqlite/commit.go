@@ -1,0 +1,206 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/superstep/superstep/internal/fault"
+	"github.com/superstep/superstep/store"
+)
+
+// Commit atomically writes one superstep: the checkpoint (parts unchanged
+// since the parent are kept by reference), the step's events and the head
+// response's status and snapshot. It is group-committed with concurrent
+// writes of other runs in one transaction. After an error none of it is
+// visible. Errors: store.ErrFenced (*store.FencedError: stale epoch,
+// released or expired lease), store.ErrConflict (Step is not LastStep+1,
+// the run is not active, the response is not the head, or the events' Seq
+// do not continue the log), store.ErrNotFound (unknown run). The store does
+// not keep p or its slices after Commit returns.
+func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.CommitResult, error) {
+	if p == nil || !p.Status.Valid() {
+		return nil, errors.New("sqlite: commit: a valid Status is required")
+	}
+	now := orNow(p.Now)
+	parts := hashParts(p.Checkpoint)
+	res := &store.CommitResult{}
+	err := s.writeWake(ctx, "commit", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Tx) error {
+		return commitTx(ctx, tx, p, parts, now, res)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// commitTx is Commit inside the writer's transaction.
+func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []hashedPart, now time.Time, res *store.CommitResult) error {
+	run, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now)
+	if err != nil {
+		return err
+	}
+	if err := checkLow("commit", "step", p.Step); err != nil {
+		return err
+	}
+	if p.Step != run.LastStep+1 {
+		return fmt.Errorf("%w: run %s: step %d is not the next step after %d", store.ErrConflict, p.RunID, p.Step, run.LastStep)
+	}
+	if err := fault.Point(ctx, "commit.checked"); err != nil {
+		return err
+	}
+	if res.BytesWritten, err = writeCheckpoint(ctx, tx, p.RunID, run.num, p.Step, run.checkpointStep, parts, now); err != nil {
+		return err
+	}
+	if err := fault.Point(ctx, "commit.checkpoint_inserted"); err != nil {
+		return err
+	}
+	if err := insertEvents(ctx, tx, respNum, p.Step, p.Events); err != nil {
+		return err
+	}
+	if err := fault.Point(ctx, "commit.events_inserted"); err != nil {
+		return err
+	}
+	res.NextSeq = next + int64(len(p.Events))
+	var completed any
+	if p.Status.Terminal() {
+		completed = now.UnixNano()
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE responses SET status = ?, snapshot = ?, error = ?, usage = ?, next_seq = ?,
+		commit_step = ?, updated_at = ?, completed_at = ? WHERE id = ?`,
+		p.Status, p.Snapshot, p.Error, p.Usage, res.NextSeq, p.Step, now.UnixNano(), completed, p.ResponseID)
+	if err != nil {
+		return mapError("update response", err)
+	}
+	if err := fault.Point(ctx, "commit.response_updated"); err != nil {
+		return err
+	}
+	// checkWrite found the run active. Setting active (even to 1) would
+	// make SQLite rewrite the run's entry in the partial index
+	// runs_claimable, one more page per commit, so only the commit that
+	// ends the run names it.
+	q := "UPDATE runs SET last_step = ?1, checkpoint_step = ?1, updated_at = ?2 WHERE id = ?3"
+	if p.Status.Terminal() {
+		q = "UPDATE runs SET last_step = ?1, checkpoint_step = ?1, updated_at = ?2, active = 0 WHERE id = ?3"
+	}
+	_, err = tx.ExecContext(ctx, q, p.Step, now.UnixNano(), p.RunID)
+	if err != nil {
+		return mapError("update run", err)
+	}
+	return fault.Point(ctx, "commit.run_updated")
+}
+
+// checkWrite checks that a write to runID's response at epoch is allowed
+// now: the run exists (ErrNotFound), the lease is held at epoch and
+// unexpired (ErrFenced), the run is active and responseID is its head, and
+// events continue the response's log (ErrConflict). It returns the run and
+// the response's NextSeq and number (for event keys).
+func checkWrite(ctx context.Context, tx *sql.Tx, runID string, epoch int64, responseID string, events []store.EventInput, now time.Time) (run *runRow, next, num int64, err error) {
+	var nextSeq, respNum sql.NullInt64
+	row := tx.QueryRowContext(ctx, "SELECT "+runColumns+", (SELECT next_seq FROM responses WHERE id = ?1), (SELECT num FROM responses WHERE id = ?1) FROM runs WHERE id = ?2", responseID, runID)
+	run, err = scanRun(row, &nextSeq, &respNum)
+	if err != nil {
+		return nil, 0, 0, mapError("run "+runID, err)
+	}
+	if epoch != run.Lease.Epoch || run.Lease.Owner == "" || !now.Before(run.Lease.ExpiresAt) {
+		return nil, 0, 0, &store.FencedError{RunID: runID, Epoch: epoch, CurrentEpoch: run.Lease.Epoch}
+	}
+	if !run.Active || responseID != run.HeadResponseID || !nextSeq.Valid || !respNum.Valid {
+		return nil, 0, 0, fmt.Errorf("%w: run %s: response %s is not the active head (head %s, active %v)",
+			store.ErrConflict, runID, responseID, run.HeadResponseID, run.Active)
+	}
+	if err := checkSeq("write", events, nextSeq.Int64); err != nil {
+		return nil, 0, 0, err
+	}
+	return run, nextSeq.Int64, respNum.Int64, nil
+}
+
+// insertEvents appends events to the log of the response numbered
+// respNum, written at step, with one multi-row INSERT per eventsPerInsert
+// events.
+func insertEvents(ctx context.Context, tx *sql.Tx, respNum, step int64, events []store.EventInput) error {
+	for len(events) > 0 {
+		n := min(len(events), eventsPerInsert)
+		q := "INSERT INTO events (k, step, type, payload) VALUES (?, ?, ?, ?)" + strings.Repeat(", (?, ?, ?, ?)", n-1)
+		args := make([]any, 0, 4*n)
+		for _, ev := range events[:n] {
+			args = append(args, logKey(respNum, ev.Seq), step, ev.Type, nonNil(ev.Payload))
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return mapError("insert events", err)
+		}
+		events = events[n:]
+	}
+	return nil
+}
+
+// eventsPerInsert caps the rows of one INSERT (4 variables each).
+const eventsPerInsert = 64
+
+// EventAppend appends events outside a commit (live publication), fenced
+// like Commit and group-committed with other writes. The events get Step
+// -1. Errors: store.ErrFenced, store.ErrConflict, store.ErrNotFound.
+func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) error {
+	now := orNow(p.Now)
+	return s.writeWake(ctx, "event append", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Tx) error {
+		_, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now)
+		if err != nil {
+			return err
+		}
+		if err := insertEvents(ctx, tx, respNum, -1, p.Events); err != nil {
+			return err
+		}
+		if err := fault.Point(ctx, "append.events_inserted"); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, "UPDATE responses SET next_seq = ?, updated_at = ? WHERE id = ?",
+			next+int64(len(p.Events)), now.UnixNano(), p.ResponseID)
+		if err != nil {
+			return err
+		}
+		return fault.Point(ctx, "append.response_updated")
+	})
+}
+
+// EventList returns the response's events with Seq > p.After, in order, at
+// most p.Limit (default store.EventListLimitDefault); store.ErrNotFound for
+// an unknown response.
+func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]store.Event, error) {
+	if err := s.checkOpen("event list"); err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = store.EventListLimitDefault
+	}
+	tx, err := s.rdb.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, mapError("event list", err)
+	}
+	defer tx.Rollback()
+	var num int64
+	if err := tx.QueryRowContext(ctx, "SELECT num FROM responses WHERE id = ?", p.ResponseID).Scan(&num); err != nil {
+		return nil, mapError("event list "+p.ResponseID, err)
+	}
+	if p.After >= lowMax {
+		return nil, nil
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT seq, step, type, payload FROM events WHERE k > ? AND k <= ? ORDER BY k LIMIT ?",
+		logKey(num, max(p.After, -1)), logKey(num, lowMax), limit)
+	if err != nil {
+		return nil, mapError("event list", err)
+	}
+	defer rows.Close()
+	var out []store.Event
+	for rows.Next() {
+		ev := store.Event{ResponseID: p.ResponseID}
+		if err := rows.Scan(&ev.Seq, &ev.Step, &ev.Type, &ev.Payload); err != nil {
+			return nil, mapError("event list", err)
+		}
+		out = append(out, ev)
+	}
+	return out, mapError("event list", rows.Err())
+}

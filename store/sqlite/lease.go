@@ -1,0 +1,97 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/superstep/superstep/internal/fault"
+	"github.com/superstep/superstep/store"
+)
+
+// LeaseClaim claims Active runs that are unowned or whose lease expired,
+// oldest lease first, incrementing their epoch, and returns them.
+func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]*store.Run, error) {
+	if p.Owner == "" || p.Duration <= 0 {
+		return nil, errors.New("sqlite: lease claim: Owner and a Duration > 0 are required")
+	}
+	now := orNow(p.Now)
+	limit := int64(p.Limit)
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	var runs []*store.Run
+	err := s.write(ctx, "lease claim", func(ctx context.Context, tx *sql.Tx) error {
+		runs = nil
+		rows, err := tx.QueryContext(ctx, `UPDATE runs SET lease_owner = ?, lease_epoch = lease_epoch + 1, lease_expires_at = ?,
+			updated_at = ? WHERE id IN (SELECT id FROM runs WHERE active = 1 AND (lease_owner = '' OR lease_expires_at <= ?)
+			ORDER BY lease_expires_at, id LIMIT ?) RETURNING `+runColumns,
+			p.Owner, now.Add(p.Duration).UnixNano(), now.UnixNano(), now.UnixNano(), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanRun(rows)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, &r.Run)
+		}
+		return rows.Err()
+	})
+	return runs, err
+}
+
+// LeaseRenew extends a lease held at p.Epoch by p.Duration from p.Now and
+// returns the new expiry (store.ErrFenced when the lease was lost: another
+// epoch, released, or expired; store.ErrNotFound).
+func (s *Store) LeaseRenew(ctx context.Context, p *store.LeaseParams) (time.Time, error) {
+	if p.Duration <= 0 {
+		return time.Time{}, errors.New("sqlite: lease renew: Duration must be > 0")
+	}
+	now := orNow(p.Now)
+	expires := now.Add(p.Duration)
+	err := s.write(ctx, "lease renew", func(ctx context.Context, tx *sql.Tx) error {
+		if err := checkLease(ctx, tx, p, now); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE runs SET lease_expires_at = ? WHERE id = ?", expires.UnixNano(), p.RunID)
+		return err
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return expires, nil
+}
+
+// LeaseRelease gives a lease up so another host can claim the run at once
+// (store.ErrFenced when it was already lost; store.ErrNotFound).
+func (s *Store) LeaseRelease(ctx context.Context, p *store.LeaseParams) error {
+	now := orNow(p.Now)
+	return s.write(ctx, "lease release", func(ctx context.Context, tx *sql.Tx) error {
+		if err := checkLease(ctx, tx, p, now); err != nil {
+			return err
+		}
+		if err := fault.Point(ctx, "lease.checked"); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE runs SET lease_owner = '', lease_expires_at = 0 WHERE id = ?", p.RunID)
+		return err
+	})
+}
+
+// checkLease returns a *store.FencedError unless p.Owner holds the run's
+// lease at p.Epoch and it has not expired at now.
+func checkLease(ctx context.Context, tx *sql.Tx, p *store.LeaseParams, now time.Time) error {
+	run, err := getRunRow(ctx, tx, p.RunID)
+	if err != nil {
+		return err
+	}
+	l := run.Lease
+	if l.Epoch != p.Epoch || l.Owner == "" || l.Owner != p.Owner || !now.Before(l.ExpiresAt) {
+		return &store.FencedError{RunID: p.RunID, Epoch: p.Epoch, CurrentEpoch: l.Epoch}
+	}
+	return nil
+}

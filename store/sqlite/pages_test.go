@@ -1,0 +1,59 @@
+package sqlite_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/sqlite"
+	"github.com/superstep/superstep/store/storetest"
+)
+
+// TestCommitWALFrames guards the page layout of the commit path: a typical
+// superstep (two events, a 1 KB snapshot, a four-part checkpoint of which
+// one small part changes) of a lone run must append at most maxFrames WAL
+// frames (dirty pages) per commit on average. It was 8.2 when events and
+// checkpoints were keyed WITHOUT ROWID tables and every commit rewrote the
+// run's entry in runs_claimable; 5.0 since (docs/benchmarks.md). The count
+// is deterministic for a given SQLite version.
+func TestCommitWALFrames(t *testing.T) {
+	t.Parallel()
+	const commits, maxFrames = 40, 5.5
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "frames.db")
+	// No WAL checkpoint during the test, so the WAL holds every frame.
+	s, err := sqlite.Open(ctx, path, &sqlite.Options{WALAutocheckpoint: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := storetest.CreateResponse(ctx, t, s, &storetest.ResponseOpts{Checkpoint: storetest.Parts(4, 1024, 0)})
+	parts := storetest.Parts(4, 1024, 0)
+	snap := make([]byte, 1024)
+	walSize := func() int64 {
+		fi, err := os.Stat(path + "-wal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	w0 := walSize()
+	for step := int64(1); step <= commits; step++ {
+		parts[0].Data = fmt.Appendf(nil, "counter %d", step)
+		p := &store.CommitParams{RunID: c.Run.ID, Epoch: c.Run.Lease.Epoch, Step: step, ResponseID: c.Response.ID,
+			Status: store.StatusInProgress, Snapshot: snap, Checkpoint: parts, Events: []store.EventInput{
+				{Seq: 2*step - 1, Type: "response.output_text.delta", Payload: fmt.Appendf(nil, `{"sequence_number":%d}`, 2*step-1)},
+				{Seq: 2 * step, Type: "response.output_text.delta", Payload: fmt.Appendf(nil, `{"sequence_number":%d}`, 2*step)}}}
+		if _, err := s.Commit(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	frames := float64(walSize()-w0) / float64(sqlite.PageSizeDefault+24) / commits
+	t.Logf("%.2f WAL frames per commit", frames)
+	if frames > maxFrames {
+		t.Fatalf("%.2f WAL frames per commit, want at most %.1f", frames, maxFrames)
+	}
+}

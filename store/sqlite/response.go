@@ -1,0 +1,311 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/superstep/superstep/internal/fault"
+	"github.com/superstep/superstep/store"
+)
+
+const responseColumns = `id, run_id, previous_response_id, model, owner, status, request, snapshot, error, usage,
+	next_seq, commit_step, cancel_requested, created_at, updated_at, completed_at`
+
+// scanResponse scans a row of responseColumns.
+func scanResponse(row interface{ Scan(...any) error }) (*store.Response, error) {
+	var r store.Response
+	var created, updated int64
+	var completed sql.NullInt64
+	err := row.Scan(&r.ID, &r.RunID, &r.PreviousResponseID, &r.Model, &r.Owner, &r.Status, &r.Request, &r.Snapshot,
+		&r.Error, &r.Usage, &r.NextSeq, &r.CommitStep, &r.CancelRequested, &created, &updated, &completed)
+	if err != nil {
+		return nil, err
+	}
+	r.CreatedAt, r.UpdatedAt = fromNanos(created), fromNanos(updated)
+	if completed.Valid {
+		t := fromNanos(completed.Int64)
+		r.CompletedAt = &t
+	}
+	return &r, nil
+}
+
+// ResponseCreate durably creates a response (and its run, for a new run)
+// with its first events, an optional step-0 checkpoint and an optional
+// lease claim, in one transaction. Errors: store.ErrConflict when the ID
+// exists, when the events do not start at 0 contiguously, or when
+// continuing a run whose head is not PreviousResponseID or that is Active.
+func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParams) (*store.ResponseCreateResult, error) {
+	if err := validateCreate(p); err != nil {
+		return nil, err
+	}
+	now := orNow(p.Now)
+	parts := hashParts(p.Checkpoint)
+	resp := *p.Response
+	resp.RunID, resp.NextSeq, resp.CreatedAt, resp.UpdatedAt = p.RunID, int64(len(p.Events)), now, now
+	if resp.CreatedAt = p.Response.CreatedAt; resp.CreatedAt.IsZero() {
+		resp.CreatedAt = now
+	}
+	resp.CompletedAt, resp.CancelRequested = nil, false
+	if resp.Status.Terminal() {
+		resp.CompletedAt = &now
+	}
+	var run *store.Run
+	err := s.writeWake(ctx, "response create", nil, func(ctx context.Context, tx *sql.Tx) (err error) {
+		run, err = createTx(ctx, tx, p, &resp, parts, now)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &store.ResponseCreateResult{Response: &resp, Run: run}, nil
+}
+
+// validateCreate checks the parameters that need no database.
+func validateCreate(p *store.ResponseCreateParams) error {
+	switch {
+	case p == nil || p.Response == nil || p.Response.ID == "" || p.RunID == "":
+		return errors.New("sqlite: response create: Response.ID and RunID are required")
+	case !p.Response.Status.Valid():
+		return fmt.Errorf("sqlite: response create: invalid status %q", p.Response.Status)
+	case p.LeaseOwner != "" && p.LeaseDuration <= 0:
+		return errors.New("sqlite: response create: LeaseDuration must be > 0 with LeaseOwner")
+	}
+	return checkSeq("response create", p.Events, 0)
+}
+
+// checkSeq checks that events continue a log whose next seq is next.
+func checkSeq(op string, events []store.EventInput, next int64) error {
+	for i, ev := range events {
+		if ev.Seq != next+int64(i) {
+			return fmt.Errorf("sqlite: %s: %w: event %d has seq %d, want %d", op, store.ErrConflict, i, ev.Seq, next+int64(i))
+		}
+	}
+	if len(events) > 0 {
+		return checkLow(op, "event seq", events[len(events)-1].Seq)
+	}
+	return nil
+}
+
+// createTx is ResponseCreate inside the writer's transaction.
+func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, now time.Time) (*store.Run, error) {
+	var exists int
+	err := tx.QueryRowContext(ctx, "SELECT count(*) FROM responses WHERE id = ?", resp.ID).Scan(&exists)
+	if err != nil {
+		return nil, mapError("response create", err)
+	}
+	if exists > 0 {
+		return nil, fmt.Errorf("sqlite: response create: %w: response %s exists", store.ErrConflict, resp.ID)
+	}
+	run, err := getRun(ctx, tx, p.RunID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		run, err = createRun(ctx, tx, p, resp, parts, now)
+	case err == nil:
+		err = continueRun(ctx, tx, p, run, resp, now)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := fault.Point(ctx, "create.run_written"); err != nil {
+		return nil, err
+	}
+	num, err := insertResponse(ctx, tx, resp)
+	if err != nil {
+		return nil, err
+	}
+	if err := fault.Point(ctx, "create.response_inserted"); err != nil {
+		return nil, err
+	}
+	if err := insertEvents(ctx, tx, num, 0, p.Events); err != nil {
+		return nil, err
+	}
+	return run, fault.Point(ctx, "create.events_inserted")
+}
+
+// createRun inserts a new run headed by resp, with its step-0 checkpoint.
+func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, now time.Time) (*store.Run, error) {
+	if resp.PreviousResponseID != "" {
+		return nil, fmt.Errorf("sqlite: response create: %w: run %s of previous response %s does not exist", store.ErrConflict, p.RunID, resp.PreviousResponseID)
+	}
+	resp.CommitStep = 0
+	run := &store.Run{ID: p.RunID, Model: resp.Model, HeadResponseID: resp.ID, Active: !resp.Status.Terminal(), CreatedAt: now, UpdatedAt: now}
+	claimLease(run, p.LeaseOwner, p.LeaseDuration, now)
+	var num int64
+	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(num), 0) + 1 FROM runs").Scan(&num); err != nil {
+		return nil, mapError("number run", err)
+	}
+	cpStep := int64(-1)
+	if p.Checkpoint != nil {
+		cpStep = 0
+		if _, err := writeCheckpoint(ctx, tx, run.ID, num, 0, -1, parts, now); err != nil {
+			return nil, err
+		}
+		if err := fault.Point(ctx, "create.checkpoint_inserted"); err != nil {
+			return nil, err
+		}
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO runs (id, num, model, head_response_id, last_step, checkpoint_step, lease_owner,
+		lease_epoch, lease_expires_at, active, created_at, updated_at) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)`,
+		run.ID, num, run.Model, run.HeadResponseID, cpStep, run.Lease.Owner, run.Lease.Epoch, nanos(run.Lease.ExpiresAt),
+		run.Active, now.UnixNano(), now.UnixNano())
+	return run, mapError("insert run", err)
+}
+
+// continueRun makes resp the head of an existing, inactive run whose head
+// is resp.PreviousResponseID.
+func continueRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, run *store.Run, resp *store.Response, now time.Time) error {
+	if run.HeadResponseID != resp.PreviousResponseID || run.Active {
+		return fmt.Errorf("sqlite: response create: %w: run %s has head %s (active %v), not continuable from %q",
+			store.ErrConflict, run.ID, run.HeadResponseID, run.Active, resp.PreviousResponseID)
+	}
+	run.HeadResponseID, run.Active, run.UpdatedAt = resp.ID, !resp.Status.Terminal(), now
+	resp.CommitStep = run.LastStep
+	claimLease(run, p.LeaseOwner, p.LeaseDuration, now)
+	_, err := tx.ExecContext(ctx, `UPDATE runs SET head_response_id = ?, active = ?, lease_owner = ?, lease_epoch = ?,
+		lease_expires_at = ?, updated_at = ? WHERE id = ?`,
+		run.HeadResponseID, run.Active, run.Lease.Owner, run.Lease.Epoch, nanos(run.Lease.ExpiresAt), now.UnixNano(), run.ID)
+	return mapError("update run", err)
+}
+
+// claimLease sets run's lease to owner for d (epoch+1) when owner is set.
+func claimLease(run *store.Run, owner string, d time.Duration, now time.Time) {
+	if owner == "" {
+		return
+	}
+	run.Lease = store.Lease{Owner: owner, Epoch: run.Lease.Epoch + 1, ExpiresAt: now.Add(d)}
+}
+
+// insertResponse inserts resp and returns its number (for event keys).
+func insertResponse(ctx context.Context, tx *sql.Tx, r *store.Response) (int64, error) {
+	res, err := tx.ExecContext(ctx, `INSERT INTO responses (`+responseColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, r.RunID, r.PreviousResponseID, r.Model, r.Owner, r.Status, r.Request, r.Snapshot, r.Error, r.Usage,
+		r.NextSeq, r.CommitStep, r.CancelRequested, r.CreatedAt.UnixNano(), r.UpdatedAt.UnixNano(), nullNanos(r.CompletedAt))
+	if err != nil {
+		return 0, mapError("insert response", err)
+	}
+	num, err := res.LastInsertId()
+	return num, mapError("insert response", err)
+}
+
+// ResponseGet returns a response by ID (store.ErrNotFound).
+func (s *Store) ResponseGet(ctx context.Context, id string) (*store.Response, error) {
+	if err := s.checkOpen("response get"); err != nil {
+		return nil, err
+	}
+	r, err := scanResponse(s.rdb.QueryRowContext(ctx, "SELECT "+responseColumns+" FROM responses WHERE id = ?", id))
+	return r, mapError("response get "+id, err)
+}
+
+// ResponseListByRun returns the responses of a run, oldest first (an empty
+// list for an unknown run).
+func (s *Store) ResponseListByRun(ctx context.Context, runID string) ([]*store.Response, error) {
+	if err := s.checkOpen("response list"); err != nil {
+		return nil, err
+	}
+	rows, err := s.rdb.QueryContext(ctx, "SELECT "+responseColumns+" FROM responses WHERE run_id = ? ORDER BY rowid", runID)
+	if err != nil {
+		return nil, mapError("response list", err)
+	}
+	defer rows.Close()
+	var out []*store.Response
+	for rows.Next() {
+		r, err := scanResponse(rows)
+		if err != nil {
+			return nil, mapError("response list", err)
+		}
+		out = append(out, r)
+	}
+	return out, mapError("response list", rows.Err())
+}
+
+// ResponseCancel durably sets the response's cancel flag and returns it;
+// idempotent; the status is unchanged (store.ErrNotFound).
+func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response, error) {
+	err := s.writeWake(ctx, "response cancel", []string{id}, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "UPDATE responses SET cancel_requested = 1 WHERE id = ?", id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("response %s: %w", id, store.ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.ResponseGet(ctx, id)
+}
+
+// ResponseDelete deletes a response and its events; when it was the last
+// response of its run, the run, its checkpoints and blobs go too. Deleting
+// the head of a run that has other responses makes the newest remaining
+// response the head and the run inactive (nothing is left to drive)
+// (store.ErrNotFound).
+func (s *Store) ResponseDelete(ctx context.Context, id string) error {
+	return s.writeWake(ctx, "response delete", []string{id}, func(ctx context.Context, tx *sql.Tx) error {
+		var runID string
+		var num int64
+		if err := tx.QueryRowContext(ctx, "SELECT run_id, num FROM responses WHERE id = ?", id).Scan(&runID, &num); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM events WHERE k BETWEEN ? AND ?", logKey(num, 0), logKey(num, lowMax)); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM responses WHERE id = ?", id); err != nil {
+			return err
+		}
+		if err := fault.Point(ctx, "delete.response_deleted"); err != nil {
+			return err
+		}
+		var left int
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM responses WHERE run_id = ?", runID).Scan(&left); err != nil {
+			return err
+		}
+		if left > 0 {
+			// The newest remaining response becomes the head; it is
+			// terminal (only a head can be live), so the run is inactive.
+			_, err := tx.ExecContext(ctx, `UPDATE runs SET active = 0,
+				head_response_id = (SELECT id FROM responses WHERE run_id = ?1 ORDER BY rowid DESC LIMIT 1)
+				WHERE id = ?1 AND head_response_id = ?2`, runID, id)
+			return err
+		}
+		for _, q := range []string{"DELETE FROM checkpoints WHERE k BETWEEN " + runKeyLo + " AND " + runKeyHi,
+			"DELETE FROM blobs WHERE run_id = ?1", "DELETE FROM runs WHERE id = ?1"} {
+			if _, err := tx.ExecContext(ctx, q, runID); err != nil {
+				return err
+			}
+			if err := fault.Point(ctx, "delete.run_statement"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// orNow returns t, or the current time when t is zero.
+func orNow(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Now()
+	}
+	return t
+}
+
+// nanos returns t as Unix nanoseconds, 0 for the zero time.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// nullNanos returns *t as Unix nanoseconds, or NULL.
+func nullNanos(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixNano()
+}

@@ -1,0 +1,178 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"errors"
+
+	"github.com/superstep/superstep/internal/fault"
+	"github.com/superstep/superstep/store"
+)
+
+// CheckpointGet returns the run's checkpoint at step with its parts
+// (store.ErrNotFound; store.ErrCorrupt when a part does not match its
+// hash).
+func (s *Store) CheckpointGet(ctx context.Context, runID string, step int64) (*store.Checkpoint, error) {
+	if err := s.checkOpen("checkpoint get"); err != nil {
+		return nil, err
+	}
+	tx, err := s.rdb.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, mapError("checkpoint get", err)
+	}
+	defer tx.Rollback()
+	return readCheckpoint(ctx, tx, runID, step)
+}
+
+// CheckpointGetLast returns the checkpoint of the run's last commit, found
+// through the run record (store.ErrNotFound when the run is unknown or has
+// no checkpoint).
+func (s *Store) CheckpointGetLast(ctx context.Context, runID string) (*store.Checkpoint, error) {
+	if err := s.checkOpen("checkpoint get last"); err != nil {
+		return nil, err
+	}
+	tx, err := s.rdb.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, mapError("checkpoint get last", err)
+	}
+	defer tx.Rollback()
+	run, err := getRunRow(ctx, tx, runID)
+	if err != nil {
+		return nil, err
+	}
+	return readCheckpoint(ctx, tx, runID, run.LastStep)
+}
+
+// CheckpointList returns the run's checkpoint history, oldest first
+// (store.ErrNotFound for an unknown run).
+func (s *Store) CheckpointList(ctx context.Context, runID string) ([]store.CheckpointInfo, error) {
+	if err := s.checkOpen("checkpoint list"); err != nil {
+		return nil, err
+	}
+	tx, err := s.rdb.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, mapError("checkpoint list", err)
+	}
+	defer tx.Rollback()
+	run, err := getRunRow(ctx, tx, runID)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT step, parent_step, size, created_at FROM checkpoints WHERE k BETWEEN ? AND ? ORDER BY k",
+		logKey(run.num, 0), logKey(run.num, lowMax))
+	if err != nil {
+		return nil, mapError("checkpoint list", err)
+	}
+	defer rows.Close()
+	var out []store.CheckpointInfo
+	for rows.Next() {
+		c := store.CheckpointInfo{RunID: runID}
+		var created int64
+		if err := rows.Scan(&c.Step, &c.ParentStep, &c.Size, &created); err != nil {
+			return nil, mapError("checkpoint list", err)
+		}
+		c.CreatedAt = fromNanos(created)
+		out = append(out, c)
+	}
+	return out, mapError("checkpoint list", rows.Err())
+}
+
+// CheckpointPrune deletes the run's checkpoints except the newest
+// p.KeepLast (at least 1) and those a response of the run still needs (its
+// CommitStep), then deletes the blobs no remaining checkpoint references.
+// It returns how many checkpoints were deleted (store.ErrNotFound).
+func (s *Store) CheckpointPrune(ctx context.Context, p *store.CheckpointPruneParams) (int, error) {
+	keep := max(p.KeepLast, 1)
+	var deleted int
+	err := s.write(ctx, "checkpoint prune", func(ctx context.Context, tx *sql.Tx) (err error) {
+		deleted, err = pruneTx(ctx, tx, p.RunID, keep)
+		return err
+	})
+	return deleted, err
+}
+
+// pruneTx is CheckpointPrune inside the writer's transaction.
+func pruneTx(ctx context.Context, tx *sql.Tx, runID string, keep int) (int, error) {
+	run, err := getRunRow(ctx, tx, runID)
+	if err != nil {
+		return 0, err
+	}
+	_, err = tx.ExecContext(ctx, `DELETE FROM checkpoints WHERE k BETWEEN ?3 AND ?4
+		AND k NOT IN (SELECT k FROM checkpoints WHERE k BETWEEN ?3 AND ?4 ORDER BY k DESC LIMIT ?2)
+		AND step NOT IN (SELECT commit_step FROM responses WHERE run_id = ?1)`, runID, keep, logKey(run.num, 0), logKey(run.num, lowMax))
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT changes()").Scan(&n); err != nil {
+		return 0, err
+	}
+	if err := fault.Point(ctx, "prune.checkpoints_deleted"); err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return n, collectBlobs(ctx, tx, runID, run.num)
+}
+
+// collectBlobs deletes the run's blobs that no checkpoint of the run
+// references (blobs are shared only within a run).
+func collectBlobs(ctx context.Context, tx *sql.Tx, runID string, runNum int64) error {
+	rows, err := tx.QueryContext(ctx, "SELECT manifest FROM checkpoints WHERE k BETWEEN ? AND ?", logKey(runNum, 0), logKey(runNum, lowMax))
+	if err != nil {
+		return err
+	}
+	live := map[[sha256.Size]byte]bool{}
+	for rows.Next() {
+		var m []byte
+		if err := rows.Scan(&m); err != nil {
+			rows.Close()
+			return err
+		}
+		es, err := decodeManifest(m)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		for _, e := range es {
+			live[e.hash] = true
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	return deleteDeadBlobs(ctx, tx, runID, live)
+}
+
+// deleteDeadBlobs deletes the run's blobs whose hash is not live.
+func deleteDeadBlobs(ctx context.Context, tx *sql.Tx, runID string, live map[[sha256.Size]byte]bool) error {
+	rows, err := tx.QueryContext(ctx, "SELECT hash FROM blobs WHERE run_id = ?", runID)
+	if err != nil {
+		return err
+	}
+	var dead [][]byte
+	for rows.Next() {
+		var h []byte
+		if err := rows.Scan(&h); err != nil {
+			rows.Close()
+			return err
+		}
+		if len(h) != sha256.Size || !live[[sha256.Size]byte(h)] {
+			dead = append(dead, h)
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	for _, h := range dead {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM blobs WHERE run_id = ? AND hash = ?", runID, h); err != nil {
+			return err
+		}
+		if err := fault.Point(ctx, "prune.blob_deleted"); err != nil {
+			return err
+		}
+	}
+	return nil
+}

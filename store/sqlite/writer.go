@@ -1,0 +1,223 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/superstep/superstep/store"
+)
+
+// request is one write waiting in the write queue.
+type request struct {
+	op string
+	// ctx carries the caller's values (fault injectors); its cancellation
+	// is ignored once a leader took the request, so a write is either
+	// wholly applied and reported or not taken at all.
+	ctx context.Context
+	// apply runs inside the batch's transaction (in a SAVEPOINT when the
+	// batch holds several writes).
+	apply func(ctx context.Context, tx *sql.Tx) error
+	// wake lists the responses whose waiters to wake after the commit.
+	wake []string
+	// done receives the outcome, or errLead when the request's goroutine
+	// is to lead the next batch.
+	done chan error
+	// taken and lead are guarded by Store.mu: a leader took the request
+	// into a batch; the request was named the next leader.
+	taken, lead bool
+}
+
+// errLead tells a waiting writer that it leads the next batch.
+var errLead = errors.New("sqlite: lead the next batch")
+
+// write queues apply and waits for the outcome of the transaction that
+// carried it. If ctx ends before a batch took the request, nothing is
+// written and ctx's error is returned.
+func (s *Store) write(ctx context.Context, op string, apply func(ctx context.Context, tx *sql.Tx) error) error {
+	return s.writeWake(ctx, op, nil, apply)
+}
+
+// writeWake is write that also wakes the EventWait callers of the given
+// responses (and of any the apply function adds) after the commit.
+//
+// There is no writer goroutine: the caller that finds no batch in flight
+// leads, i.e. commits the queue (itself first) in its own goroutine, so a
+// lone writer pays no goroutine handoff. Writes that arrive meanwhile
+// queue; when the leader's batch is committed, it names the oldest of them
+// the next leader, which commits all those queued (up to MaxBatch) in one
+// transaction and one fsync: group commit, with each leader committing
+// one batch only.
+func (s *Store) writeWake(ctx context.Context, op string, wake []string, apply func(ctx context.Context, tx *sql.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	r := &request{op: op, ctx: context.WithoutCancel(ctx), apply: apply, wake: wake, done: make(chan error, 1)}
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		return fmt.Errorf("sqlite: %s: %w", op, store.ErrClosed)
+	}
+	s.queue = append(s.queue, r)
+	lead := !s.leading
+	s.leading = true
+	s.mu.Unlock()
+	if !lead {
+		var err error
+		if lead, err = s.await(ctx, r); !lead {
+			return err
+		}
+	}
+	s.lead()
+	return <-r.done
+}
+
+// await waits for r's outcome or for r to be named leader (lead true). If
+// ctx ends while r is still queued and not named leader, r leaves the
+// queue and ctx's error is returned.
+func (s *Store) await(ctx context.Context, r *request) (lead bool, err error) {
+	select {
+	case err := <-r.done:
+		return err == errLead, err
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	if !r.taken && !r.lead {
+		s.queue = slices.DeleteFunc(s.queue, func(q *request) bool { return q == r })
+		s.mu.Unlock()
+		return false, fmt.Errorf("sqlite: %s: %w", r.op, ctx.Err())
+	}
+	s.mu.Unlock()
+	err = <-r.done
+	return err == errLead, err
+}
+
+// lead commits one batch from the head of the queue (which holds the
+// leader's own request), then names the next leader, or, when the queue is
+// empty or the store closed, ends the leadership. After Close every queued
+// request fails with store.ErrClosed.
+func (s *Store) lead() {
+	if s.opts.BatchDelay > 0 {
+		time.Sleep(s.opts.BatchDelay)
+	}
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.endLead()
+		s.mu.Unlock()
+		return
+	}
+	n := min(len(s.queue), s.opts.MaxBatch)
+	batch := slices.Clone(s.queue[:n])
+	s.queue = slices.Delete(s.queue, 0, n)
+	for _, r := range batch {
+		r.taken = true
+	}
+	s.mu.Unlock()
+	s.runBatch(batch)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) == 0 || s.closed.Load() {
+		s.endLead()
+		return
+	}
+	next := s.queue[0]
+	next.lead = true
+	next.done <- errLead
+}
+
+// endLead ends the leadership, failing what is still queued (only after
+// Close can anything be), and wakes Close. s.mu is held.
+func (s *Store) endLead() {
+	for _, r := range s.queue {
+		r.done <- fmt.Errorf("sqlite: %s: %w", r.op, store.ErrClosed)
+	}
+	s.queue = nil
+	s.leading = false
+	s.idle.Broadcast()
+}
+
+// runBatch applies each request of the batch (a batch of several in a
+// SAVEPOINT each) in one transaction, so a failing request is undone alone, then commits (one
+// fsync) and reports to every request. A SQLite error other than a
+// constraint violation may have rolled the whole transaction back, so it
+// fails the whole batch: nothing of it is committed.
+func (s *Store) runBatch(batch []*request) {
+	errs := make([]error, len(batch))
+	s.stats.transactions.Add(1)
+	s.stats.writes.Add(int64(len(batch)))
+	tx, err := s.wdb.BeginTx(context.Background(), nil)
+	if err != nil {
+		s.finish(batch, errs, mapError("begin", err))
+		return
+	}
+	if len(batch) == 1 {
+		// Alone in its transaction, a write needs no SAVEPOINT (two
+		// statements fewer): on error the whole transaction rolls back.
+		r := batch[0]
+		if errs[0] = mapError(r.op, r.apply(r.ctx, tx)); errs[0] != nil {
+			tx.Rollback()
+			s.finish(batch, errs, nil)
+			return
+		}
+		s.finish(batch, errs, mapError("commit", tx.Commit()))
+		return
+	}
+	for i, r := range batch {
+		var poisoned bool
+		errs[i], poisoned = applyOne(tx, r)
+		if poisoned {
+			tx.Rollback()
+			s.finish(batch, errs, fmt.Errorf("batch aborted: %w", errs[i]))
+			return
+		}
+	}
+	s.finish(batch, errs, mapError("commit", tx.Commit()))
+}
+
+// applyOne runs r inside a savepoint, rolling back to it on error. It
+// reports whether the error may have ended the transaction.
+func applyOne(tx *sql.Tx, r *request) (error, bool) {
+	bg := context.Background()
+	if _, err := tx.ExecContext(bg, "SAVEPOINT w"); err != nil {
+		return mapError(r.op, err), true
+	}
+	err := r.apply(r.ctx, tx)
+	if err != nil {
+		if _, rerr := tx.ExecContext(bg, "ROLLBACK TO w"); rerr != nil {
+			return mapError(r.op, fmt.Errorf("%w (and rollback to savepoint: %v)", err, rerr)), true
+		}
+	}
+	if _, rerr := tx.ExecContext(bg, "RELEASE w"); rerr != nil {
+		return mapError(r.op, errors.Join(err, rerr)), true
+	}
+	return mapError(r.op, err), err != nil && poisons(err)
+}
+
+// poisons reports whether a failed request's error came from SQLite in a
+// way that may have rolled back the transaction (anything but a
+// constraint violation).
+func poisons(err error) bool {
+	var serr sqlite3.Error
+	return errors.As(err, &serr) && serr.Code != sqlite3.ErrConstraint
+}
+
+// finish reports each request's outcome; a failed commit fails them all.
+func (s *Store) finish(batch []*request, errs []error, commitErr error) {
+	for i, r := range batch {
+		err := errs[i]
+		if commitErr != nil && (err == nil || errors.Is(commitErr, err)) {
+			err = fmt.Errorf("sqlite: %s: %w", r.op, commitErr)
+		}
+		if err == nil {
+			for _, id := range r.wake {
+				s.notify.wake(id)
+			}
+		}
+		r.done <- err
+	}
+}

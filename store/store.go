@@ -1,0 +1,332 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Status is the lifecycle state of a response, using the OpenAI Responses
+// API's names.
+type Status string
+
+// Response statuses.
+const (
+	StatusQueued     Status = "queued"
+	StatusInProgress Status = "in_progress"
+	StatusCompleted  Status = "completed"
+	StatusFailed     Status = "failed"
+	StatusCancelled  Status = "cancelled"
+	StatusIncomplete Status = "incomplete"
+)
+
+// Terminal reports whether s is a final status: no event follows the one
+// that set it.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusCompleted, StatusFailed, StatusCancelled, StatusIncomplete:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the known statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusQueued, StatusInProgress:
+		return true
+	}
+	return s.Terminal()
+}
+
+// Response is one turn of a run as the Responses API shows it: its request,
+// its status and the snapshot of the Response object at its last commit.
+//
+// A run spans one or more responses: a follow-up request naming
+// previous_response_id continues the same run (human in the loop) under a
+// new response whose event log starts again at sequence 0.
+type Response struct {
+	ID                 string
+	RunID              string
+	PreviousResponseID string // "" for the first response of a run
+	Model              string
+	Owner              string // API key identity; "" when auth is off
+	Status             Status
+	// Request is the create request as received (opaque JSON).
+	Request []byte
+	// Snapshot is the Response object at the last commit (opaque JSON),
+	// written by ResponseCreate and replaced by every Commit.
+	Snapshot []byte
+	// Error and Usage are opaque JSON copies of the snapshot's fields, kept
+	// apart for inspection tools; nil when absent.
+	Error []byte
+	Usage []byte
+	// NextSeq is the sequence number the next event of this response gets;
+	// events 0..NextSeq-1 are in the log.
+	NextSeq int64
+	// CommitStep is the run step of the last commit that wrote this
+	// response's events (the step a continuation resumes from); the step
+	// the run was at when the response was created until then.
+	CommitStep      int64
+	CancelRequested bool
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	CompletedAt     *time.Time // set when Status became terminal
+}
+
+// Run is the durable identity of one workflow execution: which response is
+// its head, its last committed step, and who owns it.
+type Run struct {
+	ID             string
+	Model          string
+	HeadResponseID string
+	// LastStep is the step of the last commit; 0 before the first commit
+	// (the checkpoint written by ResponseCreate, if any, is step 0).
+	LastStep int64
+	Lease    Lease
+	// Active is true while the head response is not terminal: the run needs
+	// a host driving it.
+	Active    bool
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Lease names the host that owns a run and the epoch its writes are made
+// under. Epoch grows by one on every claim; a zero Owner means unowned.
+type Lease struct {
+	Owner     string
+	Epoch     int64
+	ExpiresAt time.Time
+}
+
+// Event is one entry of a response's event log. Payload is opaque (the SSE
+// data the host will publish); Seq is its sequence number.
+type Event struct {
+	ResponseID string
+	Seq        int64
+	Type       string
+	Payload    []byte
+	// Step is the run step whose commit wrote the event; 0 for events
+	// written by ResponseCreate, -1 for events appended by EventAppend
+	// (live publication) before their step committed.
+	Step int64
+}
+
+// EventInput is an event to be written; its sequence number is chosen by the
+// caller (the owner of the run) and checked by the store.
+type EventInput struct {
+	Seq     int64
+	Type    string
+	Payload []byte
+}
+
+// Part is one named piece of a checkpoint. The store treats Data as opaque
+// and keeps parts whose bytes did not change since the parent checkpoint by
+// reference, so the bytes written per commit grow with what changed.
+type Part struct {
+	Name string
+	Data []byte
+}
+
+// Checkpoint is one entry of a run's checkpoint history.
+type Checkpoint struct {
+	RunID      string
+	Step       int64
+	ParentStep int64 // -1 for the first checkpoint of a run
+	Parts      []Part
+	CreatedAt  time.Time
+}
+
+// CheckpointInfo describes a checkpoint without its parts.
+type CheckpointInfo struct {
+	RunID      string
+	Step       int64
+	ParentStep int64
+	Size       int64 // total bytes of its parts
+	CreatedAt  time.Time
+}
+
+// ResponseCreateParams are the arguments of ResponseCreate.
+type ResponseCreateParams struct {
+	Response *Response // ID, Model, Owner, Status, Request, Snapshot; CreatedAt defaults to Now
+	// RunID names the run. When the run does not exist it is created with
+	// Response as its head; when it exists, PreviousResponseID must be its
+	// current head and the run must not be Active (ErrConflict otherwise).
+	RunID string
+	// Checkpoint, if not nil, is written as the checkpoint at the run's
+	// current step (step 0 for a new run); ignored for an existing run.
+	Checkpoint []Part
+	// Events are written as the response's first events (normally
+	// response.created with Seq 0), in the same transaction.
+	Events []EventInput
+	// LeaseOwner, when not empty, claims the run for that owner for
+	// LeaseDuration in the same transaction (epoch incremented).
+	LeaseOwner    string
+	LeaseDuration time.Duration
+	Now           time.Time // zero means time.Now()
+}
+
+// ResponseCreateResult is returned by ResponseCreate.
+type ResponseCreateResult struct {
+	Response *Response
+	Run      *Run
+}
+
+// CommitParams are the arguments of Commit.
+type CommitParams struct {
+	RunID string
+	// Epoch is the lease epoch the commit is made under (ErrFenced when it
+	// is not the run's current epoch or the lease expired).
+	Epoch int64
+	// Step must be the run's LastStep+1 (ErrConflict otherwise).
+	Step       int64
+	Checkpoint []Part
+	// ResponseID is the response whose log receives Events; it must be the
+	// run's head.
+	ResponseID string
+	// Events are appended to the response's log; the first Seq must equal
+	// the response's NextSeq and the rest follow contiguously.
+	Events []EventInput
+	// Status, Snapshot, Error and Usage replace the response's fields.
+	Status   Status
+	Snapshot []byte
+	Error    []byte
+	Usage    []byte
+	Now      time.Time
+}
+
+// CommitResult is returned by Commit.
+type CommitResult struct {
+	NextSeq int64 // the response's NextSeq after the commit
+	// BytesWritten is the number of checkpoint bytes actually stored by
+	// this commit (parts already stored are not counted).
+	BytesWritten int64
+}
+
+// EventAppendParams are the arguments of EventAppend.
+type EventAppendParams struct {
+	RunID      string
+	Epoch      int64
+	ResponseID string
+	Events     []EventInput
+	Now        time.Time
+}
+
+// EventListParams are the arguments of EventList.
+type EventListParams struct {
+	ResponseID string
+	After      int64 // exclusive; -1 lists from sequence 0
+	Limit      int   // at most this many; <= 0 means EventListLimitDefault
+}
+
+// EventListLimitDefault is the page size of EventList when Limit is <= 0.
+const EventListLimitDefault = 1000
+
+// LeaseClaimParams are the arguments of LeaseClaim.
+type LeaseClaimParams struct {
+	Owner    string
+	Duration time.Duration
+	// Limit caps how many runs are claimed; <= 0 means no limit.
+	Limit int
+	Now   time.Time
+}
+
+// LeaseParams name a lease held by Owner at Epoch.
+type LeaseParams struct {
+	RunID    string
+	Owner    string
+	Epoch    int64
+	Duration time.Duration // for LeaseRenew
+	Now      time.Time
+}
+
+// CheckpointPruneParams are the arguments of CheckpointPrune.
+type CheckpointPruneParams struct {
+	RunID string
+	// KeepLast keeps the newest KeepLast checkpoints (at least 1). Any
+	// checkpoint a response of the run still needs (its CommitStep) is kept
+	// too.
+	KeepLast int
+}
+
+// RunListParams are the arguments of RunList.
+type RunListParams struct {
+	After string // list runs with ID > After
+	Limit int    // <= 0 means 100
+}
+
+// Store is the durable state of superstep: responses, their event logs, runs,
+// checkpoint history and leases. Every method is safe for concurrent use.
+//
+// Methods return errors that match ErrNotFound, ErrFenced, ErrConflict or
+// ErrCorrupt with errors.Is where those conditions apply; any other error is
+// a failure of the backend, after which nothing of the call is visible.
+type Store interface {
+	// ResponseCreate durably creates a response (and its run, for a new
+	// run) together with its first events. The host replies
+	// response.created only after it returns nil. ErrConflict when the ID
+	// exists, or when continuing a run whose head is not
+	// PreviousResponseID or that is still Active.
+	ResponseCreate(ctx context.Context, p *ResponseCreateParams) (*ResponseCreateResult, error)
+	// ResponseGet returns a response by ID (ErrNotFound).
+	ResponseGet(ctx context.Context, id string) (*Response, error)
+	// ResponseListByRun returns the responses of a run, oldest first.
+	ResponseListByRun(ctx context.Context, runID string) ([]*Response, error)
+	// ResponseCancel durably sets the response's cancel flag and returns the
+	// response. It is idempotent and does not change the status: the run's
+	// owner finishes the response (ErrNotFound).
+	ResponseCancel(ctx context.Context, id string) (*Response, error)
+	// ResponseDelete deletes a response and its events; when it was the
+	// last response of its run, the run and its checkpoints go too
+	// (ErrNotFound).
+	ResponseDelete(ctx context.Context, id string) error
+
+	// Commit atomically writes one superstep: the checkpoint, the step's
+	// events and the head response's status and snapshot. After an error
+	// none of it is visible. Errors: ErrFenced (stale epoch or expired
+	// lease), ErrConflict (Step is not LastStep+1, the response is not the
+	// head, or the events' Seq do not continue the log), ErrNotFound.
+	// The store does not keep p or its slices after Commit returns.
+	Commit(ctx context.Context, p *CommitParams) (*CommitResult, error)
+	// EventAppend appends events outside a commit (live publication),
+	// group-committed and fenced like Commit (ErrFenced, ErrConflict,
+	// ErrNotFound).
+	EventAppend(ctx context.Context, p *EventAppendParams) error
+	// EventList returns the response's events with Seq > After, in order,
+	// at most Limit of them (ErrNotFound for an unknown response).
+	EventList(ctx context.Context, p *EventListParams) ([]Event, error)
+	// EventWait blocks until the response has an event with Seq > after,
+	// the response is deleted, or ctx ends. It returns nil in the first two
+	// cases (callers re-read), ctx.Err() otherwise. It may return nil
+	// spuriously.
+	EventWait(ctx context.Context, responseID string, after int64) error
+
+	// RunGet returns a run by ID (ErrNotFound).
+	RunGet(ctx context.Context, id string) (*Run, error)
+	// RunList returns runs in ID order, for inspection and Check.
+	RunList(ctx context.Context, p *RunListParams) ([]*Run, error)
+
+	// CheckpointGet returns the run's checkpoint at step (ErrNotFound).
+	CheckpointGet(ctx context.Context, runID string, step int64) (*Checkpoint, error)
+	// CheckpointGetLast returns the checkpoint of the run's last commit,
+	// found through the run record in time independent of history length
+	// (ErrNotFound).
+	CheckpointGetLast(ctx context.Context, runID string) (*Checkpoint, error)
+	// CheckpointList returns the run's checkpoint history, oldest first.
+	CheckpointList(ctx context.Context, runID string) ([]CheckpointInfo, error)
+	// CheckpointPrune deletes old checkpoints of a run per p and returns how
+	// many were deleted.
+	CheckpointPrune(ctx context.Context, p *CheckpointPruneParams) (int, error)
+
+	// LeaseClaim claims Active runs that are unowned or whose lease expired,
+	// incrementing their epoch, and returns them.
+	LeaseClaim(ctx context.Context, p *LeaseClaimParams) ([]*Run, error)
+	// LeaseRenew extends a lease held at p.Epoch (ErrFenced when lost) and
+	// returns the new expiry.
+	LeaseRenew(ctx context.Context, p *LeaseParams) (time.Time, error)
+	// LeaseRelease gives a lease up so another host can claim the run at
+	// once (ErrFenced when it was already lost).
+	LeaseRelease(ctx context.Context, p *LeaseParams) error
+
+	// Close releases the store's resources. Calls after Close fail.
+	Close() error
+}

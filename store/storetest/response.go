@@ -1,0 +1,174 @@
+package storetest
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/superstep/superstep/store"
+)
+
+func testResponse(t *testing.T, h Harness) {
+	t.Parallel()
+
+	t.Run("CreateNewRun", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		now := testNow().Truncate(time.Microsecond)
+		p := ResponseParams(&ResponseOpts{Owner: "key-1", Now: now})
+		res, err := b.s.ResponseCreate(b.ctx, p)
+		requireNoError(t, err, "ResponseCreate")
+		st := ReadRunState(b.ctx, t, b.s, p.RunID)
+		run, resp := st.Run, st.Responses[0]
+		if run.HeadResponseID != p.Response.ID || run.LastStep != 0 || !run.Active || run.Lease.Owner != LeaseOwnerDefault ||
+			run.Lease.Epoch != 1 || !run.Lease.ExpiresAt.Equal(now.Add(LeaseDurationDefault)) || run.Model != "test-model" {
+			t.Fatalf("run = %+v", run)
+		}
+		if resp.NextSeq != 1 || resp.CommitStep != 0 || resp.Owner != "key-1" || resp.RunID != p.RunID || resp.CancelRequested ||
+			!bytes.Equal(resp.Request, p.Response.Request) || !bytes.Equal(resp.Snapshot, p.Response.Snapshot) || !resp.CreatedAt.Equal(now) {
+			t.Fatalf("response = %+v", resp)
+		}
+		if res.Response.NextSeq != 1 || res.Run.Lease.Epoch != 1 || res.Run.HeadResponseID != p.Response.ID {
+			t.Fatalf("result = %+v / %+v", res.Response, res.Run)
+		}
+		evs := st.Events[resp.ID]
+		if len(evs) != 1 || evs[0].Type != "response.created" || evs[0].Step != 0 || !bytes.Equal(evs[0].Payload, p.Events[0].Payload) {
+			t.Fatalf("events = %+v", evs)
+		}
+		if len(st.Checkpoints) != 1 || st.Checkpoints[0].Step != 0 || st.Checkpoints[0].ParentStep != -1 {
+			t.Fatalf("checkpoints = %+v", st.Checkpoints)
+		}
+		requireParts(t, st.Last.Parts, p.Checkpoint)
+	})
+
+	t.Run("CreateRejectsDuplicateID", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		before := ReadRunState(b.ctx, t, b.s, c.Run.ID)
+		_, err := b.s.ResponseCreate(b.ctx, ResponseParams(&ResponseOpts{ID: c.Response.ID}))
+		requireIs(t, err, store.ErrConflict, "ResponseCreate with an existing ID (new run)")
+		_, err = b.s.ResponseCreate(b.ctx, ResponseParams(&ResponseOpts{ID: c.Response.ID, RunID: c.Run.ID}))
+		requireIs(t, err, store.ErrConflict, "ResponseCreate with an existing ID (same run)")
+		requireSameState(t, ReadRunState(b.ctx, t, b.s, c.Run.ID), before, "rejected creates")
+	})
+
+	t.Run("CreateWithoutCheckpointOrLease", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, &ResponseOpts{NoCheckpoint: true, NoLease: true})
+		cps, err := b.s.CheckpointList(b.ctx, c.Run.ID)
+		requireNoError(t, err, "CheckpointList")
+		if len(cps) != 0 || c.Run.Lease.Owner != "" {
+			t.Fatalf("checkpoints %+v, lease %+v", cps, c.Run.Lease)
+		}
+		_, err = b.s.CheckpointGetLast(b.ctx, c.Run.ID)
+		requireIs(t, err, store.ErrNotFound, "CheckpointGetLast of a run without checkpoints")
+	})
+
+	t.Run("ContinuationNamesHeadOfInactiveRun", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		Commit(b.ctx, t, b.s, c.Run.ID, nil)
+		cont := ResponseParams(&ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
+		_, err := b.s.ResponseCreate(b.ctx, cont)
+		requireIs(t, err, store.ErrConflict, "continuing an active run")
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+		res, err := b.s.ResponseCreate(b.ctx, cont)
+		requireNoError(t, err, "continuing the completed head")
+		if res.Run.HeadResponseID != cont.Response.ID || !res.Run.Active || res.Run.LastStep != 2 || res.Run.Lease.Epoch != 2 ||
+			res.Response.CommitStep != 2 || res.Response.NextSeq != 1 {
+			t.Fatalf("after continuing: run %+v, response %+v", res.Run, res.Response)
+		}
+		cps, err := b.s.CheckpointList(b.ctx, c.Run.ID)
+		requireNoError(t, err, "CheckpointList")
+		if len(cps) != 3 {
+			t.Fatalf("continuation wrote a checkpoint: %+v", cps)
+		}
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+		stale := ResponseParams(&ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
+		_, err = b.s.ResponseCreate(b.ctx, stale)
+		requireIs(t, err, store.ErrConflict, "continuing from a response that is no longer the head")
+		resps, err := b.s.ResponseListByRun(b.ctx, c.Run.ID)
+		requireNoError(t, err, "ResponseListByRun")
+		if len(resps) != 2 || resps[0].ID != c.Response.ID || resps[1].ID != cont.Response.ID || resps[1].PreviousResponseID != c.Response.ID {
+			t.Fatalf("responses = %+v", resps)
+		}
+	})
+
+	t.Run("GetUnknown", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		_, err := b.s.ResponseGet(b.ctx, "resp_missing")
+		requireIs(t, err, store.ErrNotFound, "ResponseGet")
+	})
+
+	t.Run("CancelIsIdempotent", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		for range 2 {
+			resp, err := b.s.ResponseCancel(b.ctx, c.Response.ID)
+			requireNoError(t, err, "ResponseCancel")
+			if !resp.CancelRequested || resp.Status != store.StatusInProgress {
+				t.Fatalf("after cancel: %+v", resp)
+			}
+		}
+		_, err := b.s.ResponseCancel(b.ctx, "resp_missing")
+		requireIs(t, err, store.ErrNotFound, "ResponseCancel of an unknown response")
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCancelled})
+	})
+
+	t.Run("DeleteLastResponseDeletesRun", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		Commit(b.ctx, t, b.s, c.Run.ID, nil)
+		requireNoError(t, b.s.ResponseDelete(b.ctx, c.Response.ID), "ResponseDelete")
+		_, err := b.s.ResponseGet(b.ctx, c.Response.ID)
+		requireIs(t, err, store.ErrNotFound, "ResponseGet after delete")
+		_, err = b.s.EventList(b.ctx, &store.EventListParams{ResponseID: c.Response.ID, After: -1})
+		requireIs(t, err, store.ErrNotFound, "EventList after delete")
+		_, err = b.s.RunGet(b.ctx, c.Run.ID)
+		requireIs(t, err, store.ErrNotFound, "RunGet after its last response was deleted")
+		_, err = b.s.CheckpointGet(b.ctx, c.Run.ID, 1)
+		requireIs(t, err, store.ErrNotFound, "CheckpointGet after the run was deleted")
+		requireIs(t, b.s.ResponseDelete(b.ctx, c.Response.ID), store.ErrNotFound, "second ResponseDelete")
+	})
+
+	t.Run("DeleteOneOfTwoKeepsRun", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+		cont := CreateResponse(b.ctx, t, b.s, &ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
+		requireNoError(t, b.s.ResponseDelete(b.ctx, c.Response.ID), "ResponseDelete of the first")
+		st := ReadRunState(b.ctx, t, b.s, c.Run.ID)
+		if st.Run == nil || len(st.Responses) != 1 || st.Responses[0].ID != cont.Response.ID || !st.Run.Active {
+			t.Fatalf("after deleting the first response: %s", st)
+		}
+		Commit(b.ctx, t, b.s, c.Run.ID, nil)
+	})
+
+	t.Run("DeleteHeadMovesHeadBack", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+		cont := CreateResponse(b.ctx, t, b.s, &ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID, NoLease: true})
+		requireNoError(t, b.s.ResponseDelete(b.ctx, cont.Response.ID), "ResponseDelete of the active head")
+		st := ReadRunState(b.ctx, t, b.s, c.Run.ID)
+		if st.Run == nil || st.Run.Active || st.Run.HeadResponseID != c.Response.ID || len(st.Responses) != 1 {
+			t.Fatalf("after deleting the active head: %s, want the run inactive, headed by the first response", st)
+		}
+		claimed, err := b.s.LeaseClaim(b.ctx, &store.LeaseClaimParams{Owner: "host-b", Duration: time.Minute})
+		requireNoError(t, err, "LeaseClaim")
+		if len(claimed) != 0 {
+			t.Fatalf("claimed %d runs; a run whose head was deleted has nothing to drive", len(claimed))
+		}
+		_, err = b.s.ResponseCreate(b.ctx, ResponseParams(&ResponseOpts{RunID: c.Run.ID, PreviousResponseID: cont.Response.ID}))
+		requireIs(t, err, store.ErrConflict, "continuing from the deleted response")
+		CreateResponse(b.ctx, t, b.s, &ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
+	})
+}

@@ -1,0 +1,355 @@
+package workflow
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+)
+
+// Builder assembles a Workflow. Its methods never panic on mistakes: they
+// record them, and Build reports every problem at once. A Builder is not
+// safe for concurrent use.
+type Builder struct {
+	name         string
+	start        Executor
+	execs        []Executor
+	byID         map[string]Executor
+	edges        []*edge
+	outputs      []string
+	intermediate []string
+	errs         []error
+	seq          int // edge groups added, for ids in messages
+}
+
+// nextID returns the id of the next edge group of kind.
+func (b *Builder) nextID(kind string) string {
+	b.seq++
+	return fmt.Sprintf("%s#%d", kind, b.seq)
+}
+
+// NewBuilder returns a Builder for a workflow called name.
+func NewBuilder(name string) *Builder {
+	return &Builder{name: name, byID: map[string]Executor{}}
+}
+
+// AddExecutor adds ex to the graph. Executors named in edges and SetStart
+// are added implicitly; adding the same executor twice is harmless, adding
+// two executors with one id is an error.
+func (b *Builder) AddExecutor(ex Executor) *Builder {
+	b.add(ex, "AddExecutor")
+	return b
+}
+
+// add registers ex and returns its id, or "" after recording a problem.
+func (b *Builder) add(ex Executor, where string) string {
+	if ex == nil || (reflect.ValueOf(ex).Kind() == reflect.Pointer && reflect.ValueOf(ex).IsNil()) {
+		b.errs = append(b.errs, fmt.Errorf("%s: nil executor", where))
+		return ""
+	}
+	id := ex.ID()
+	if id == "" {
+		b.errs = append(b.errs, fmt.Errorf("%s: executor with empty id (%T)", where, ex))
+		return ""
+	}
+	if old, ok := b.byID[id]; ok {
+		if old != ex {
+			b.errs = append(b.errs, fmt.Errorf("executor %q: duplicate id (%T and %T)", id, old, ex))
+		}
+		return id
+	}
+	b.byID[id] = ex
+	b.execs = append(b.execs, ex)
+	return id
+}
+
+// SetStart makes ex the executor that receives the run's input in superstep 1.
+func (b *Builder) SetStart(ex Executor) *Builder {
+	if b.add(ex, "SetStart") != "" {
+		b.start = ex
+	}
+	return b
+}
+
+// AddEdge adds a direct edge: messages sent by from go to to when cond is
+// nil or returns true for them.
+func (b *Builder) AddEdge(from, to Executor, cond func(msg any) bool) *Builder {
+	id := b.nextID("edge")
+	f, t := b.add(from, id+" source"), b.add(to, id+" target")
+	if f != "" && t != "" {
+		id = fmt.Sprintf("%s(%s->%s)", id, f, t)
+		b.edges = append(b.edges, &edge{kind: edgeDirect, id: id, from: []string{f}, to: []string{t}, cond: cond})
+	}
+	return b
+}
+
+// AddChain adds direct edges from each executor to the next.
+func (b *Builder) AddChain(execs ...Executor) *Builder {
+	if len(execs) < 2 {
+		b.errs = append(b.errs, fmt.Errorf("chain: needs at least two executors, got %d", len(execs)))
+	}
+	for i := 0; i+1 < len(execs); i++ {
+		b.AddEdge(execs[i], execs[i+1], nil)
+	}
+	return b
+}
+
+// AddFanOut sends each message from from to every target, or to the targets
+// selector returns (ids among targets; nil selector means all).
+func (b *Builder) AddFanOut(from Executor, targets []Executor, selector func(msg any, targets []string) []string) *Builder {
+	id := b.nextID("fanout")
+	f := b.add(from, id+" source")
+	ts := b.addAll(targets, id+" target")
+	if len(targets) == 0 {
+		b.errs = append(b.errs, fmt.Errorf("%s: no targets", id))
+	}
+	if f != "" && ts != nil {
+		id = fmt.Sprintf("%s(%s)", id, f)
+		b.edges = append(b.edges, &edge{kind: edgeFanOut, id: id, from: []string{f}, to: ts, selector: selector})
+	}
+	return b
+}
+
+// AddSwitch sends each message from from to the first case it matches, or
+// to def when none does. A nil def makes an unmatched message a run error.
+func (b *Builder) AddSwitch(from Executor, cases []Case, def Executor) *Builder {
+	id := b.nextID("switch")
+	f := b.add(from, id+" source")
+	e := &edge{kind: edgeSwitch, from: []string{f}}
+	ok := f != ""
+	for i, c := range cases {
+		t := b.add(c.To, fmt.Sprintf("%s case %d", id, i))
+		ok = ok && t != ""
+		e.to = append(e.to, t)
+		e.cases = append(e.cases, c.When)
+		e.caseType = append(e.caseType, c.typ)
+	}
+	if def != nil {
+		e.def = b.add(def, id+" default")
+		ok = ok && e.def != ""
+	}
+	if len(cases) == 0 && def == nil {
+		b.errs = append(b.errs, fmt.Errorf("%s: no cases and no default", id))
+		ok = false
+	}
+	if ok {
+		e.id = fmt.Sprintf("%s(%s)", id, f)
+		b.edges = append(b.edges, e)
+	}
+	return b
+}
+
+// AddFanIn adds a barrier: messages from sources are buffered (in the
+// checkpoint) until every source has sent at least one since the last
+// delivery; then target receives all of them as one []any, ordered by
+// source (in the order given) and, per source, in send order.
+func (b *Builder) AddFanIn(sources []Executor, target Executor) *Builder {
+	id := b.nextID("fanin")
+	fs := b.addAll(sources, id+" source")
+	t := b.add(target, id+" target")
+	if len(sources) == 0 {
+		b.errs = append(b.errs, fmt.Errorf("%s: no sources", id))
+	}
+	for i, s := range fs {
+		if slices.Index(fs, s) != i {
+			b.errs = append(b.errs, fmt.Errorf("%s: source %q listed twice", id, s))
+			fs = nil
+			break
+		}
+	}
+	if fs != nil && t != "" {
+		id = fmt.Sprintf("%s(->%s)", id, t)
+		b.edges = append(b.edges, &edge{kind: edgeFanIn, id: id, from: fs, to: []string{t}})
+	}
+	return b
+}
+
+// addAll adds execs and returns their ids, or nil if any was invalid.
+func (b *Builder) addAll(execs []Executor, where string) []string {
+	ids := make([]string, 0, len(execs))
+	ok := true
+	for i, ex := range execs {
+		id := b.add(ex, fmt.Sprintf("%s %d", where, i))
+		ok = ok && id != ""
+		ids = append(ids, id)
+	}
+	if !ok || len(ids) == 0 {
+		return nil
+	}
+	return ids
+}
+
+// Outputs declares the executors whose yielded values are the workflow's
+// outputs (Output events).
+func (b *Builder) Outputs(ids ...string) *Builder {
+	b.outputs = append(b.outputs, ids...)
+	return b
+}
+
+// Intermediate declares the executors whose yielded values are intermediate
+// results (Intermediate events): progress, not part of the answer.
+func (b *Builder) Intermediate(ids ...string) *Builder {
+	b.intermediate = append(b.intermediate, ids...)
+	return b
+}
+
+// Build validates the graph and returns the immutable Workflow. Every
+// problem found is reported, joined with errors.Join; each wraps ErrBuild
+// and names the executor or edge at fault.
+func (b *Builder) Build() (*Workflow, error) {
+	errs := slices.Clone(b.errs)
+	if b.start == nil {
+		errs = append(errs, errors.New("no start executor (call SetStart)"))
+	}
+	errs = append(errs, b.checkDeclared()...)
+	w := b.assemble()
+	if b.start != nil {
+		errs = append(errs, w.checkReachable()...)
+	}
+	errs = append(errs, w.checkTypes()...)
+	errs = append(errs, w.checkInstances()...)
+	if len(errs) > 0 {
+		for i, e := range errs {
+			errs[i] = fmt.Errorf("%w: %w", ErrBuild, e)
+		}
+		return nil, errors.Join(errs...)
+	}
+	w.fingerprint = w.computeFingerprint()
+	return w, nil
+}
+
+// checkDeclared validates the Outputs and Intermediate declarations.
+func (b *Builder) checkDeclared() []error {
+	var errs []error
+	for _, id := range b.outputs {
+		if _, ok := b.byID[id]; !ok {
+			errs = append(errs, fmt.Errorf("Outputs: executor %q is not in the graph", id))
+		}
+		if slices.Contains(b.intermediate, id) {
+			errs = append(errs, fmt.Errorf("executor %q: declared both output and intermediate", id))
+		}
+	}
+	for _, id := range b.intermediate {
+		if _, ok := b.byID[id]; !ok {
+			errs = append(errs, fmt.Errorf("Intermediate: executor %q is not in the graph", id))
+		}
+	}
+	return errs
+}
+
+// assemble builds the Workflow value from the builder's parts.
+func (b *Builder) assemble() *Workflow {
+	w := &Workflow{
+		name: b.name, execs: map[string]Executor{}, index: map[string]int{},
+		out: map[string][]*edge{}, yields: map[string]yieldKind{},
+	}
+	if b.start != nil {
+		w.start = b.start.ID()
+	}
+	for i, ex := range b.execs {
+		w.order = append(w.order, ex.ID())
+		w.index[ex.ID()] = i
+		w.execs[ex.ID()] = ex
+	}
+	for _, e := range b.edges {
+		if e.kind == edgeFanIn {
+			e.fanIn = len(w.fanIns)
+			w.fanIns = append(w.fanIns, e)
+		}
+		w.edges = append(w.edges, e)
+		for _, f := range e.from {
+			w.out[f] = append(w.out[f], e)
+		}
+	}
+	for _, id := range b.outputs {
+		w.yields[id] = yieldOutput
+	}
+	for _, id := range b.intermediate {
+		w.yields[id] = yieldIntermediate
+	}
+	return w
+}
+
+// checkReachable reports executors no path from the start reaches.
+func (w *Workflow) checkReachable() []error {
+	seen := map[string]bool{w.start: true}
+	stack := []string{w.start}
+	for len(stack) > 0 {
+		id := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, e := range w.out[id] {
+			for _, t := range e.allTargets() {
+				if !seen[t] {
+					seen[t] = true
+					stack = append(stack, t)
+				}
+			}
+		}
+	}
+	var errs []error
+	for _, id := range w.order {
+		if !seen[id] {
+			errs = append(errs, fmt.Errorf("executor %q: unreachable from start %q", id, w.start))
+		}
+	}
+	return errs
+}
+
+// checkTypes reports edges whose source declares message types that no
+// target can handle, and fan-in targets that cannot take a []any.
+func (w *Workflow) checkTypes() []error {
+	var errs []error
+	for _, e := range w.edges {
+		if e.kind == edgeFanIn {
+			if !executorAccepts(w.execs[e.to[0]], reflect.TypeFor[[]any]()) {
+				errs = append(errs, fmt.Errorf("edge %s: target %q does not handle []any", e.id, e.to[0]))
+			}
+			continue
+		}
+		for i, t := range e.caseType {
+			if t != nil && !executorAccepts(w.execs[e.to[i]], t) {
+				errs = append(errs, fmt.Errorf("edge %s: case %d target %q does not handle %v", e.id, i, e.to[i], t))
+			}
+		}
+		ot, ok := w.execs[e.from[0]].(OutputTyper)
+		if !ok || len(ot.OutputTypes()) == 0 {
+			continue
+		}
+		for _, t := range e.allTargets() {
+			if !acceptsAny(w.execs[t], ot.OutputTypes()) {
+				errs = append(errs, fmt.Errorf("edge %s: target %q handles none of %v sent by %q", e.id, t, ot.OutputTypes(), e.from[0]))
+			}
+		}
+	}
+	return errs
+}
+
+// acceptsAny reports whether ex handles at least one of types.
+func acceptsAny(ex Executor, types []reflect.Type) bool {
+	for _, t := range types {
+		if executorAccepts(ex, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkInstances rejects Snapshotter executors without Instancer: their
+// state would be shared by every run of the workflow.
+func (w *Workflow) checkInstances() []error {
+	var errs []error
+	for _, id := range w.order {
+		ex := w.execs[id]
+		_, snap := ex.(Snapshotter)
+		in, inst := ex.(Instancer)
+		switch {
+		case snap && !inst:
+			errs = append(errs, fmt.Errorf("executor %q: Snapshotter without Instancer would share its state across runs", id))
+		case inst:
+			if got := in.NewInstance(); got == nil || got.ID() != id {
+				errs = append(errs, fmt.Errorf("executor %q: NewInstance must return an executor with the same id", id))
+			}
+		}
+	}
+	return errs
+}

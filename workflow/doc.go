@@ -1,0 +1,115 @@
+// Package workflow is superstep's engine: a graph of executors run in
+// supersteps (bulk-synchronous, as in Pregel) with a checkpoint and a
+// commit hook at every boundary. It knows nothing of HTTP or storage.
+//
+// Names differ slightly from the sketch in PLAN.md ("Seam 2"): the last
+// committed step is Run.StepNumber (Step is the commit record type); typed
+// state reads use GetState[T]; executors with several message types use
+// Handlers and On; a requester receives an Answer after Run.Respond;
+// Workflow.AsExecutor makes a sub-workflow; Run.Send queues a further input
+// for the start executor (a follow-up turn of a completed run).
+//
+// # Building
+//
+// Executors are values implementing Executor, usually made from typed
+// functions with Func (one message type) or Handlers and On (several). A
+// Builder connects them: AddEdge (direct, optional condition), AddFanOut
+// (all targets or a selector), AddSwitch (cases and a default), AddFanIn
+// (a barrier that delivers one []any once every source has sent), AddChain.
+// Outputs and Intermediate declare which executors' Yield calls are the
+// workflow's outputs and which are progress. Build reports every problem at
+// once (errors.Join, each wrapping ErrBuild and naming the executor or
+// edge) and never panics on mistakes. A built Workflow is immutable and
+// serves any number of concurrent runs.
+//
+// # Supersteps
+//
+// NewRun queues the input for the start executor; superstep 1 delivers it.
+// In each superstep every executor with queued messages runs, concurrently
+// with the others; each handles its own messages in order. What it sends is
+// delivered in the next superstep (in executor order, then send order);
+// what it writes to shared state (Context.Set) is staged and committed at
+// the boundary, so other executors see it in the next superstep; what it
+// yields belongs to this superstep. A failing executor (an error or a
+// panic, see PanicError) is retried per its RetryPolicy: only that executor
+// re-runs, with a clean slate, in the same superstep. When it finally
+// fails, the run fails: nothing of that superstep takes effect, and its
+// Step carries Status Failed, the error, and the checkpoint of the state
+// before it (marked failed). A message no edge delivers, or one its target
+// cannot handle, fails the sending executor: messages are never dropped
+// silently.
+//
+// At every boundary Run builds a Step (number, events, checkpoint parts,
+// status) and calls the CommitFunc; superstep N+1 starts only after the
+// hook returned nil for N. Silent supersteps are committed too. The run
+// stops Completed (nothing queued or pending), Idle (requests for input
+// pending: answer with Respond, then call Run again) or Failed; exceeding
+// RunOptions.MaxSupersteps (counted over the whole run, all turns) fails it
+// with ErrMaxSupersteps. Cancelling ctx makes Run return ctx's error
+// without committing the interrupted superstep. Run.Events offers the same
+// as an iterator that yields a superstep's events after its commit.
+//
+// # Human in the loop
+//
+// RequestInput[T] records a request (id, payload, response type T) and a
+// RequestInfo event. Pending requests are part of the checkpoint. Respond
+// checks the answer's type and queues an Answer for the requester, which
+// handles it in the next superstep.
+//
+// # Checkpoints
+//
+// A checkpoint is a []Part: a "header" part (step, status, queued messages,
+// fan-in buffers, pending requests, graph fingerprint), one "state/<key>"
+// part per shared-state key (its type name, a newline, the value's JSON)
+// and one "executor/<id>" part per Snapshotter executor (its Snapshot
+// bytes). Encoding is deterministic (encoding/json sorts map keys), so
+// unchanged parts have equal bytes and a store can keep them by reference;
+// a state value is encoded once, when it is set. JoinParts and SplitParts
+// convert between parts and one blob. Every value that can end up
+// in a checkpoint (messages, state values, request payloads and answers)
+// must have a registered type (RegisterType; Func and On register their
+// input types automatically; common built-in types are pre-registered), so
+// restoring in a fresh process yields the same Go types. Values inside
+// interface-typed fields (any, map[string]any) come back as JSON's generic
+// types (float64, map[string]any, []any). Restore rejects checkpoints of
+// another graph (ErrFingerprint) and corrupt bytes (ErrCheckpoint).
+//
+// # Sub-workflows
+//
+// AsExecutor turns a Workflow into an executor of another workflow. Each
+// message it receives is an input of the inner run, which runs until it is
+// Completed or Idle within the parent's superstep; its outputs are sent on
+// along the parent's edges (and yielded, if the parent declares the
+// executor as output or intermediate). Its requests for input surface as
+// the parent's requests (ids prefixed with the executor id and "/"), and
+// its whole state is one executor part of the parent's checkpoint.
+//
+// # Live events
+//
+// Committed publication shows a superstep's outputs only after its commit.
+// For token streaming, an executor may also emit live events
+// (Context.EmitLive) that RunOptions.Live receives at once, before the
+// commit. Live events are NOT outputs: the committed Step still carries
+// the superstep's outputs (the executor yields the whole reply), the
+// checkpoint does not contain them, and an uncommitted superstep re-runs
+// and emits them again. A host publishing them must make that visible: it
+// logs each live event durably before sending it, and after a crash (or a
+// failed commit) before the superstep's commit it appends a reset (the
+// last committed output) before the superstep re-runs. A failed attempt's
+// live events are voided by a LiveDiscard event. An error from the Live
+// hook abandons the superstep (ErrLive) without committing it.
+//
+// # Caveats
+//
+// An uncommitted superstep re-runs: after a crash, a cancelled Run or a
+// failed commit, the run resumes from its last committed boundary and
+// executes the next superstep again, so executors run at least once, not
+// exactly once. Use Context.IdempotencyKey (run id, step, executor id),
+// which is stable across those re-runs and across retries, with external
+// systems that deduplicate. An Executor value is shared by all runs of a
+// workflow unless it implements Instancer; keep per-run state in shared
+// state or in a Snapshotter instance. A Run is not safe for concurrent use.
+// Run waits for every executor of a superstep to return, so executors must
+// honour c.Context() cancellation. Values sent, set or yielded are shared,
+// not copied: do not modify them afterwards.
+package workflow

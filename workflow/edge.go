@@ -1,0 +1,153 @@
+package workflow
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+)
+
+// edgeKind distinguishes the routing rules of an edge group.
+type edgeKind int
+
+const (
+	edgeDirect edgeKind = iota + 1
+	edgeFanOut
+	edgeSwitch
+	edgeFanIn
+)
+
+// String names the kind for messages and the fingerprint.
+func (k edgeKind) String() string {
+	switch k {
+	case edgeDirect:
+		return "direct"
+	case edgeFanOut:
+		return "fan-out"
+	case edgeSwitch:
+		return "switch"
+	case edgeFanIn:
+		return "fan-in"
+	}
+	return "unknown"
+}
+
+// Case is one branch of a switch edge: messages for which When returns true
+// go to To (the first matching case wins). A nil When matches every message.
+type Case struct {
+	When func(msg any) bool
+	To   Executor
+	typ  reflect.Type // set by CaseType: the case only matches this type
+}
+
+// CaseType returns a Case matching messages of type T for which pred
+// returns true (a nil pred matches every T).
+func CaseType[T any](to Executor, pred func(T) bool) Case {
+	return Case{To: to, typ: reflect.TypeFor[T](), When: func(msg any) bool {
+		v, ok := msg.(T)
+		return ok && (pred == nil || pred(v))
+	}}
+}
+
+// edge is one edge group as added to the builder.
+type edge struct {
+	kind     edgeKind
+	id       string   // for error messages and the fingerprint
+	from     []string // one source, or the fan-in sources
+	to       []string // targets; for a switch the case targets in order
+	def      string   // switch default target, "" for none
+	cond     func(msg any) bool
+	selector func(msg any, targets []string) []string
+	cases    []func(msg any) bool
+	caseType []reflect.Type // per case: the type CaseType matches, or nil
+	fanIn    int            // index among the workflow's fan-in edges
+}
+
+// delivery is where a sent message goes: an executor's queue, or a fan-in
+// buffer slot.
+type delivery struct {
+	target string
+	fanIn  int // -1 for a queue delivery
+	slot   int // source index within the fan-in
+}
+
+// route resolves the deliveries of msg sent by from. A message no edge
+// delivers, or one a target cannot handle, is an error.
+func (w *Workflow) route(from string, msg any) ([]delivery, error) {
+	var ds []delivery
+	mt := reflect.TypeOf(msg)
+	for _, e := range w.out[from] {
+		targets, err := e.targets(from, msg)
+		if err != nil {
+			return nil, err
+		}
+		if e.kind == edgeFanIn {
+			slot := slices.Index(e.from, from)
+			ds = append(ds, delivery{target: e.to[0], fanIn: e.fanIn, slot: slot})
+			continue
+		}
+		for _, t := range targets {
+			if !executorAccepts(w.execs[t], mt) {
+				return nil, fmt.Errorf("%w: edge %s delivers %v to executor %q", ErrMessageType, e.id, mt, t)
+			}
+			ds = append(ds, delivery{target: t, fanIn: -1})
+		}
+	}
+	if len(ds) == 0 {
+		return nil, fmt.Errorf("%w: executor %q sent %v", ErrNoRoute, from, mt)
+	}
+	return ds, nil
+}
+
+// targets returns the targets e selects for msg.
+func (e *edge) targets(from string, msg any) ([]string, error) {
+	switch e.kind {
+	case edgeDirect:
+		if e.cond == nil || e.cond(msg) {
+			return e.to, nil
+		}
+		return nil, nil
+	case edgeFanOut:
+		if e.selector == nil {
+			return e.to, nil
+		}
+		sel := e.selector(msg, slices.Clone(e.to))
+		for _, t := range sel {
+			if !slices.Contains(e.to, t) {
+				return nil, fmt.Errorf("workflow: edge %s: selector chose %q, not a target of %q", e.id, t, from)
+			}
+		}
+		return sel, nil
+	case edgeSwitch:
+		for i, c := range e.cases {
+			if c == nil || c(msg) {
+				return e.to[i : i+1], nil
+			}
+		}
+		if e.def != "" {
+			return []string{e.def}, nil
+		}
+		return nil, fmt.Errorf("%w: switch %s has no case for %T and no default", ErrNoRoute, e.id, msg)
+	}
+	return nil, nil // fan-in: handled by the caller
+}
+
+// allTargets lists every executor e can deliver to.
+func (e *edge) allTargets() []string {
+	ts := slices.Clone(e.to)
+	if e.def != "" {
+		ts = append(ts, e.def)
+	}
+	return ts
+}
+
+// describe is e's canonical text for the fingerprint.
+func (e *edge) describe() string {
+	types := make([]string, len(e.caseType))
+	for i, t := range e.caseType {
+		if t != nil {
+			types[i] = canonicalName(t)
+		}
+	}
+	return fmt.Sprintf("%s from=%q to=%q def=%q cond=%t sel=%t cases=%q",
+		e.kind, e.from, e.to, e.def, e.cond != nil, e.selector != nil, types)
+}

@@ -1,0 +1,213 @@
+package workflow
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sync"
+)
+
+// registry maps stable names to Go types so that a checkpoint restored in a
+// fresh process yields values of the same Go types as the ones encoded.
+var registry = struct {
+	sync.RWMutex
+	byName map[string]reflect.Type
+	byType map[reflect.Type]string
+	auto   map[reflect.Type]bool // byType holds the canonical name, not a chosen one
+}{byName: map[string]reflect.Type{}, byType: map[reflect.Type]string{}, auto: map[reflect.Type]bool{}}
+
+func init() {
+	RegisterType[string]("string")
+	RegisterType[int]("int")
+	RegisterType[int64]("int64")
+	RegisterType[float64]("float64")
+	RegisterType[bool]("bool")
+	RegisterType[[]byte]("bytes")
+	RegisterType[[]string]("[]string")
+	RegisterType[[]int]("[]int")
+	RegisterType[[]any]("[]any")
+	RegisterType[map[string]any]("map[string]any")
+	RegisterType[map[string]string]("map[string]string")
+	RegisterType[json.RawMessage]("json.RawMessage")
+	RegisterType[Answer]("workflow.Answer")
+}
+
+// RegisterType registers T under name so that messages, shared-state values
+// and request payloads of type T can be checkpointed and restored. Values are
+// encoded with encoding/json, so T must round-trip through it (exported
+// fields; nested interface values come back as JSON's generic types).
+//
+// Registering the same name and type twice is a no-op; a type may have
+// several names (checkpoints use the first one registered with RegisterType,
+// and every name decodes). Registering a name already bound to another type
+// is a programmer error and panics, like gob.Register. Call it from init.
+func RegisterType[T any](name string) {
+	registerType(reflect.TypeFor[T](), name)
+}
+
+func registerType(t reflect.Type, name string) {
+	registry.Lock()
+	defer registry.Unlock()
+	if old, ok := registry.byName[name]; ok && old != t {
+		panic(fmt.Sprintf("workflow: type name %q registered for %v and %v", name, old, t))
+	}
+	registry.byName[name] = t
+	if _, ok := registry.byType[t]; !ok || registry.auto[t] {
+		registry.byType[t] = name
+		delete(registry.auto, t)
+	}
+}
+
+// autoRegister registers t under its canonical name (package path and type
+// name), as an alias when t already has a name: Func, On and SendsType do
+// this when a workflow is built, so a process that builds the workflow can
+// decode the types its executors handle.
+func autoRegister(t reflect.Type) {
+	if t == nil || t.Kind() == reflect.Interface {
+		return
+	}
+	name := canonicalName(t)
+	registry.RLock()
+	known := registry.byName[name] == t
+	registry.RUnlock()
+	if known {
+		return
+	}
+	registry.Lock()
+	defer registry.Unlock()
+	if _, taken := registry.byName[name]; !taken {
+		registry.byName[name] = t
+	}
+	if _, ok := registry.byType[t]; !ok {
+		registry.byType[t] = name
+		registry.auto[t] = true
+	}
+}
+
+// canonicalName is the name autoRegister gives t: its package path and name
+// for named types, its spelling otherwise.
+func canonicalName(t reflect.Type) string {
+	if t.Name() != "" && t.PkgPath() != "" {
+		return t.PkgPath() + "." + t.Name()
+	}
+	return t.String()
+}
+
+// TypeName returns the name t is registered under.
+func TypeName(t reflect.Type) (string, bool) {
+	registry.RLock()
+	defer registry.RUnlock()
+	n, ok := registry.byType[t]
+	return n, ok
+}
+
+// typeByName returns the type registered under name.
+func typeByName(name string) (reflect.Type, bool) {
+	registry.RLock()
+	defer registry.RUnlock()
+	t, ok := registry.byName[name]
+	return t, ok
+}
+
+// typedValue is the checkpoint form of a value: its registered type name and
+// its JSON encoding. A nil value has an empty type name.
+type typedValue struct {
+	T string          `json:"t"`
+	V json.RawMessage `json:"v,omitempty"`
+}
+
+// checkEncodable reports an error unless v's type is registered.
+func checkEncodable(v any) error {
+	if v == nil {
+		return nil
+	}
+	if _, ok := TypeName(reflect.TypeOf(v)); !ok {
+		return fmt.Errorf("workflow: type %v is not registered (call workflow.RegisterType): %w", reflect.TypeOf(v), ErrUnregisteredType)
+	}
+	return nil
+}
+
+// encodeValue encodes v as a typedValue.
+func encodeValue(v any) (typedValue, error) {
+	if v == nil {
+		return typedValue{}, nil
+	}
+	name, ok := TypeName(reflect.TypeOf(v))
+	if !ok {
+		return typedValue{}, fmt.Errorf("workflow: type %v is not registered (call workflow.RegisterType): %w", reflect.TypeOf(v), ErrUnregisteredType)
+	}
+	data, err := marshalJSON(v)
+	if err != nil {
+		return typedValue{}, fmt.Errorf("workflow: encode %s: %w", name, err)
+	}
+	return typedValue{T: name, V: data}, nil
+}
+
+// decodeValue turns a typedValue back into a value of its registered type.
+func decodeValue(tv typedValue) (any, error) {
+	if tv.T == "" {
+		return nil, nil
+	}
+	t, ok := typeByName(tv.T)
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown type name %q (not registered in this process)", ErrCheckpoint, tv.T)
+	}
+	p := reflect.New(t)
+	if err := json.Unmarshal(tv.V, p.Interface()); err != nil {
+		return nil, fmt.Errorf("%w: decode %s: %v", ErrCheckpoint, tv.T, err)
+	}
+	return p.Elem().Interface(), nil
+}
+
+// marshalJSON encodes v with encoding/json, which sorts map keys, so equal
+// values give equal bytes.
+func marshalJSON(v any) ([]byte, error) { return json.Marshal(v) }
+
+// Answer is the message an executor receives in the superstep after
+// Run.Respond answered one of its requests for input.
+type Answer struct {
+	// RequestID is the answered request's id.
+	RequestID string
+	// Payload is the payload the executor sent with the request.
+	Payload any
+	// Value is the answer; its type is the request's ResponseType.
+	Value any
+}
+
+// answerJSON is Answer's checkpoint form: its interface fields keep their types.
+type answerJSON struct {
+	RequestID string     `json:"request_id"`
+	Payload   typedValue `json:"payload"`
+	Value     typedValue `json:"value"`
+}
+
+// MarshalJSON encodes the answer with the registered types of its payload and value.
+func (a Answer) MarshalJSON() ([]byte, error) {
+	p, err := encodeValue(a.Payload)
+	if err != nil {
+		return nil, err
+	}
+	v, err := encodeValue(a.Value)
+	if err != nil {
+		return nil, err
+	}
+	return marshalJSON(answerJSON{RequestID: a.RequestID, Payload: p, Value: v})
+}
+
+// UnmarshalJSON decodes an answer encoded by MarshalJSON.
+func (a *Answer) UnmarshalJSON(data []byte) error {
+	var aj answerJSON
+	if err := json.Unmarshal(data, &aj); err != nil {
+		return err
+	}
+	p, err := decodeValue(aj.Payload)
+	if err != nil {
+		return err
+	}
+	v, err := decodeValue(aj.Value)
+	if err != nil {
+		return err
+	}
+	*a = Answer{RequestID: aj.RequestID, Payload: p, Value: v}
+	return nil
+}

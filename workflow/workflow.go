@@ -1,0 +1,97 @@
+package workflow
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// yieldKind says what an executor's yielded values are.
+type yieldKind int
+
+const (
+	yieldNone yieldKind = iota
+	yieldOutput
+	yieldIntermediate
+)
+
+// Workflow is a validated, immutable graph of executors. It is safe for
+// concurrent use: every run (NewRun, Restore) has its own state.
+type Workflow struct {
+	name        string
+	start       string
+	order       []string // executor ids in the order they were added
+	index       map[string]int
+	execs       map[string]Executor
+	out         map[string][]*edge // outgoing edge groups by source
+	edges       []*edge
+	fanIns      []*edge
+	yields      map[string]yieldKind
+	fingerprint string
+}
+
+// Name returns the name given to NewBuilder.
+func (w *Workflow) Name() string { return w.name }
+
+// Fingerprint returns a hash of the graph's shape: executor ids, their Go
+// types and input types, edges, and output declarations. Checkpoints carry
+// it and Restore refuses a checkpoint made by a graph with another one.
+// Functions (conditions, handlers) are not part of it.
+func (w *Workflow) Fingerprint() string { return w.fingerprint }
+
+// StartID returns the id of the start executor.
+func (w *Workflow) StartID() string { return w.start }
+
+// Executors returns the executor ids in the order they were added.
+func (w *Workflow) Executors() []string { return append([]string(nil), w.order...) }
+
+// IsOutput reports whether values yielded by executor id are outputs.
+func (w *Workflow) IsOutput(id string) bool { return w.yields[id] == yieldOutput }
+
+// StartInputTypes returns the message types the start executor declares, or
+// nil when it accepts anything (it does not implement InputTyper).
+func (w *Workflow) StartInputTypes() []reflect.Type {
+	if it, ok := w.execs[w.start].(InputTyper); ok {
+		return it.InputTypes()
+	}
+	return nil
+}
+
+// fingerprinter is implemented by executors whose shape is more than their
+// Go type, such as sub-workflows.
+type fingerprinter interface {
+	fingerprintPart() string
+}
+
+// computeFingerprint hashes the canonical description of the graph.
+func (w *Workflow) computeFingerprint() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "workflow %q start %q\n", w.name, w.start)
+	for _, id := range w.order {
+		ex := w.execs[id]
+		fmt.Fprintf(&sb, "executor %q %T", id, ex)
+		if it, ok := ex.(InputTyper); ok {
+			names := make([]string, 0)
+			for _, t := range it.InputTypes() {
+				if t != nil {
+					names = append(names, canonicalName(t))
+				}
+			}
+			sort.Strings(names)
+			fmt.Fprintf(&sb, " in=%q", names)
+		}
+		if fp, ok := ex.(fingerprinter); ok {
+			fmt.Fprintf(&sb, " sub=%s", fp.fingerprintPart())
+		}
+		fmt.Fprintf(&sb, " yield=%d\n", w.yields[id])
+	}
+	for _, e := range w.edges {
+		sb.WriteString(e.describe())
+		sb.WriteByte('\n')
+	}
+	sum := sha256.Sum256([]byte(sb.String()))
+	return hex.EncodeToString(sum[:16])
+}
