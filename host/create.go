@@ -62,7 +62,7 @@ func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, er
 	if err != nil {
 		return nil, err
 	}
-	if _, err := publicationMode(p.Metadata); err != nil {
+	if _, err := publicationMode(p.Metadata, m.publication); err != nil {
 		return nil, err
 	}
 	if p.PreviousResponseID != "" {

@@ -159,15 +159,17 @@ type Host struct {
 func New(s store.Store, cfg *Config) (*Host, error) { return newHost(s, cfg) }
 
 // RegisterWorkflow hosts wf under the model name.
-func (h *Host) RegisterWorkflow(name string, wf *workflow.Workflow) error {
-	return h.registerWorkflow(name, wf)
+func (h *Host) RegisterWorkflow(name string, wf *workflow.Workflow, opts ...ModelOption) error {
+	return h.registerWorkflow(name, wf, opts)
 }
 
 // RegisterAgent hosts a under the model name. An agent that also
 // implements interface{ Workflow() *workflow.Workflow } is hosted through
 // the same durable workflow path as RegisterWorkflow; any other agent's
 // turn is one durable step.
-func (h *Host) RegisterAgent(name string, a agent.Agent) error { return h.registerAgent(name, a) }
+func (h *Host) RegisterAgent(name string, a agent.Agent, opts ...ModelOption) error {
+	return h.registerAgent(name, a, opts)
+}
 
 // Models returns the hosted models sorted by ID.
 func (h *Host) Models() []Model { return h.models() }

@@ -25,11 +25,16 @@ const (
 	PublicationMetadataKey = "publication"
 )
 
-// publicationMode returns the mode a request's metadata asks for, or an
-// *InputError for an unknown one.
-func publicationMode(md map[string]string) (string, error) {
+// publicationMode returns the mode a request's metadata asks for (def
+// when it names none), or an *InputError for an unknown one.
+func publicationMode(md map[string]string, def string) (string, error) {
 	switch v := md[PublicationMetadataKey]; v {
-	case "", PublicationCommitted:
+	case "":
+		if def == "" {
+			return PublicationCommitted, nil
+		}
+		return def, nil
+	case PublicationCommitted:
 		return PublicationCommitted, nil
 	case PublicationLive:
 		return PublicationLive, nil

@@ -20,6 +20,27 @@ type model struct {
 	Model
 	wf    *workflow.Workflow // nil for a plain agent
 	agent agent.Agent        // nil for a native workflow
+	// publication is the mode of requests that name none in their
+	// metadata ("" means PublicationCommitted).
+	publication string
+}
+
+// ModelOption configures a model at registration.
+type ModelOption func(*model) error
+
+// WithPublication sets the publication mode (PublicationLive or
+// PublicationCommitted) of the model's requests whose metadata names none;
+// metadata.publication still overrides it per request. Every host sharing a
+// store must register the model with the same mode, since a run recovered
+// elsewhere takes the recovering host's default.
+func WithPublication(mode string) ModelOption {
+	return func(m *model) error {
+		if mode != PublicationLive && mode != PublicationCommitted {
+			return fmt.Errorf("publication mode must be %q or %q, got %q", PublicationLive, PublicationCommitted, mode)
+		}
+		m.publication = mode
+		return nil
+	}
 }
 
 // workflowAgent is implemented by agents backed by a workflow (such as
@@ -28,14 +49,14 @@ type workflowAgent interface {
 	Workflow() *workflow.Workflow
 }
 
-func (h *Host) registerWorkflow(name string, wf *workflow.Workflow) error {
+func (h *Host) registerWorkflow(name string, wf *workflow.Workflow, opts []ModelOption) error {
 	if wf == nil {
 		return fmt.Errorf("host: register %q: nil workflow", name)
 	}
-	return h.register(&model{Model: Model{ID: name, Kind: KindWorkflow}, wf: wf})
+	return h.register(&model{Model: Model{ID: name, Kind: KindWorkflow}, wf: wf}, opts)
 }
 
-func (h *Host) registerAgent(name string, a agent.Agent) error {
+func (h *Host) registerAgent(name string, a agent.Agent, opts []ModelOption) error {
 	if a == nil {
 		return fmt.Errorf("host: register %q: nil agent", name)
 	}
@@ -45,12 +66,17 @@ func (h *Host) registerAgent(name string, a agent.Agent) error {
 			return fmt.Errorf("host: register %q: agent returned a nil workflow", name)
 		}
 	}
-	return h.register(m)
+	return h.register(m, opts)
 }
 
-func (h *Host) register(m *model) error {
+func (h *Host) register(m *model, opts []ModelOption) error {
 	if m.ID == "" {
 		return fmt.Errorf("host: register: empty model name")
+	}
+	for _, o := range opts {
+		if err := o(m); err != nil {
+			return fmt.Errorf("host: register %q: %w", m.ID, err)
+		}
 	}
 	m.CreatedAt = time.Now()
 	h.mu.Lock()

@@ -100,8 +100,10 @@ func (h *Host) startRun(r *run, drive func(ctx context.Context) error) error {
 func (h *Host) newRun(m *model, rr *store.Response, snap *wire.Response, runID string, epoch, lastStep int64, parts []store.Part) *run {
 	info := RunInfo{ResponseID: rr.ID, RunID: runID, Metadata: snap.Metadata, MaxSupersteps: h.cfg.MaxSupersteps}
 	ctx, cancel := context.WithCancelCause(WithRunInfo(h.runCtx, info))
+	// The metadata was validated at create; an unknown value cannot be here.
+	mode, _ := publicationMode(snap.Metadata, m.publication)
 	return &run{id: runID, model: m, epoch: epoch, info: info, ctx: ctx, cancel: cancel,
-		live: snap.Metadata[PublicationMetadataKey] == PublicationLive,
+		live: mode == PublicationLive,
 		done: make(chan struct{}), resp: snap, nextSeq: rr.NextSeq, lastStep: lastStep, lastParts: parts}
 }
 
