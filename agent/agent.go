@@ -108,6 +108,12 @@ type Usage struct {
 	InputTokens  int64 `json:"input_tokens"`
 	OutputTokens int64 `json:"output_tokens"`
 	TotalTokens  int64 `json:"total_tokens"`
+	// CachedInputTokens are the input tokens served from the server's
+	// prompt cache (part of InputTokens), when the server reports them.
+	CachedInputTokens int64 `json:"cached_input_tokens,omitempty"`
+	// ReasoningTokens are the output tokens spent on reasoning (part of
+	// OutputTokens), when the server reports them.
+	ReasoningTokens int64 `json:"reasoning_tokens,omitempty"`
 }
 
 // Add adds o to u.
@@ -115,6 +121,19 @@ func (u *Usage) Add(o Usage) {
 	u.InputTokens += o.InputTokens
 	u.OutputTokens += o.OutputTokens
 	u.TotalTokens += o.TotalTokens
+	u.CachedInputTokens += o.CachedInputTokens
+	u.ReasoningTokens += o.ReasoningTokens
+}
+
+// Sub returns u minus o (the tokens used since o was taken).
+func (u Usage) Sub(o Usage) Usage {
+	return Usage{
+		InputTokens:       u.InputTokens - o.InputTokens,
+		OutputTokens:      u.OutputTokens - o.OutputTokens,
+		TotalTokens:       u.TotalTokens - o.TotalTokens,
+		CachedInputTokens: u.CachedInputTokens - o.CachedInputTokens,
+		ReasoningTokens:   u.ReasoningTokens - o.ReasoningTokens,
+	}
 }
 
 // Update is one item of an agent's output stream.

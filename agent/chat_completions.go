@@ -76,7 +76,9 @@ func (a *ChatAgent) callChat(ctx context.Context, req *modelRequest, emit func(s
 	for stream.Next() {
 		chunk := stream.Current()
 		if chunk.Usage.TotalTokens > 0 || chunk.Usage.PromptTokens > 0 {
-			rep.usage = Usage{InputTokens: chunk.Usage.PromptTokens, OutputTokens: chunk.Usage.CompletionTokens, TotalTokens: chunk.Usage.TotalTokens}
+			u := chunk.Usage
+			rep.usage = Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens,
+				CachedInputTokens: u.PromptTokensDetails.CachedTokens, ReasoningTokens: u.CompletionTokensDetails.ReasoningTokens}
 		}
 		for _, ch := range chunk.Choices {
 			if ch.Index != 0 {

@@ -99,7 +99,8 @@ func replyOf(r *responses.Response) *modelReply {
 	rep := &modelReply{
 		text:   r.OutputText(),
 		reason: normalizeReason(string(r.IncompleteDetails.Reason)),
-		usage:  Usage{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, TotalTokens: r.Usage.TotalTokens},
+		usage: Usage{InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, TotalTokens: r.Usage.TotalTokens,
+			CachedInputTokens: r.Usage.InputTokensDetails.CachedTokens, ReasoningTokens: r.Usage.OutputTokensDetails.ReasoningTokens},
 	}
 	for _, it := range r.Output {
 		if it.Type == "function_call" {

@@ -43,11 +43,16 @@ func ValueText(v any) string {
 }
 
 // UpdateFromEvent maps a workflow event to an update: an Output becomes
-// text, a RequestInfo a function call (see FunctionCall). Other events have
-// no update.
+// text, except an Update of kind UpdateToolCall (an agent executor's own
+// tool call, see Executor), which stays a tool call; a RequestInfo becomes
+// a function call (see FunctionCall). Other events have no update.
 func UpdateFromEvent(ev workflow.Event) (Update, bool) {
 	switch e := ev.(type) {
 	case workflow.Output:
+		if u, ok := e.Value.(Update); ok && u.Kind == UpdateToolCall {
+			u.Source = e.ExecutorID
+			return u, true
+		}
 		return Update{Kind: UpdateText, Text: ValueText(e.Value), Source: e.ExecutorID}, true
 	case workflow.RequestInfo:
 		return RequestUpdate(e.Request), true

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -13,6 +15,7 @@ func init() {
 	workflow.RegisterType[Transfer]("agent.Transfer")
 	workflow.RegisterType[Usage]("agent.Usage")
 	workflow.RegisterType[Update]("agent.Update")
+	workflow.RegisterType[Incomplete]("agent.Incomplete")
 }
 
 // Transfer is the message a handoff sends: the conversation so far, for
@@ -26,10 +29,20 @@ type Transfer struct {
 // tokens its agent used in the run so far (a Usage).
 func UsageKey(executorID string) string { return "agent/usage/" + executorID }
 
-// IncompleteKey is the shared-state key an agent executor sets to the
-// reason (ReasonMaxOutputTokens, ReasonContentFilter) when its agent's
-// reply was cut short.
+// IncompleteKey is the shared-state key an agent executor sets (to an
+// Incomplete) when its agent's reply was cut short.
 const IncompleteKey = "agent/incomplete"
+
+// Incomplete is the value of IncompleteKey: why the last reply cut short
+// was cut (ReasonMaxOutputTokens, ReasonContentFilter), by which executor
+// and in which superstep. The step tells a host whether the reply belongs
+// to the response it is producing: the key outlives the superstep, and a
+// run serves several responses.
+type Incomplete struct {
+	Reason     string `json:"reason"`
+	ExecutorID string `json:"executor_id"`
+	Step       int64  `json:"step"`
+}
 
 // ExecutorOption configures Executor.
 type ExecutorOption func(*agentExecutor)
@@ -74,11 +87,16 @@ type agentExecutor struct {
 // (Context.EmitLive, values of type Update, Source = id). When it ends, the
 // reply's text is yielded if the executor is declared output or
 // intermediate, and sent along its edges if it has any (the text, or the
-// conversation with WithConversation, or a Transfer after a handoff). The
-// turn's usage is added to the shared state UsageKey(id); an incomplete
-// reply sets IncompleteKey. A turn that fails fails the executor (see
-// WithExecutorRetry). An agent that asks for outside input (an
-// UpdateFunctionCall) fails it too: use a workflow executor for that.
+// conversation with WithConversation, or a Transfer after a handoff). When
+// the agent called its own tools, the yields follow the order of the turn:
+// the text before each call, the call itself as an Update of kind
+// UpdateToolCall (which UpdateFromEvent maps back, so a host shows it as a
+// function_call item), and the text after it; the text sent along edges is
+// still the whole reply. The turn's usage is added to the shared state
+// UsageKey(id); an incomplete reply sets IncompleteKey. A turn that fails
+// fails the executor (see WithExecutorRetry). An agent that asks for
+// outside input (an UpdateFunctionCall) fails it too: use a workflow
+// executor for that.
 func Executor(id string, a Agent, opts ...ExecutorOption) workflow.Executor {
 	e := &agentExecutor{id: id, a: a}
 	for _, o := range opts {
@@ -130,6 +148,38 @@ type turnResult struct {
 	handoff string
 	usage   Usage
 	reason  string
+	// segments are the texts and tool calls in the order they came.
+	segments []Update
+	calls    int // tool calls among segments
+}
+
+// yields returns what Handle yields for the turn: the whole reply when the
+// agent called no tools (as always), else the texts between the calls
+// (consecutive texts joined like the reply) and the calls themselves.
+func (res *turnResult) yields(reply string) []any {
+	if res.calls == 0 {
+		return []any{reply}
+	}
+	var (
+		out  []any
+		text []string
+	)
+	flush := func() {
+		if len(text) > 0 {
+			out = append(out, strings.Join(text, "\n\n"))
+			text = nil
+		}
+	}
+	for _, u := range res.segments {
+		if u.Kind == UpdateText {
+			text = append(text, u.Text)
+			continue
+		}
+		flush()
+		out = append(out, u)
+	}
+	flush()
+	return out
 }
 
 // Handle runs one turn of the agent for msg.
@@ -146,9 +196,11 @@ func (e *agentExecutor) Handle(c *workflow.Context, msg any) error {
 		return err
 	}
 	reply := strings.Join(res.texts, "\n\n")
-	if c.CanYield() && (reply != "" || res.handoff == "") {
-		if err := c.Yield(reply); err != nil {
-			return err
+	if c.CanYield() && (reply != "" || res.handoff == "" || res.calls > 0) {
+		for _, v := range res.yields(reply) {
+			if err := c.Yield(v); err != nil {
+				return err
+			}
 		}
 	}
 	conv := append([]Message(nil), in...)
@@ -181,6 +233,15 @@ func (e *agentExecutor) turn(c *workflow.Context, in []Message) (*turnResult, er
 		switch u.Kind {
 		case UpdateText:
 			res.texts = append(res.texts, u.Text)
+			res.segments = append(res.segments, u)
+		case UpdateToolCall:
+			// Live for streaming hosts; yielded with the reply for the
+			// committed output.
+			res.segments = append(res.segments, u)
+			res.calls++
+			if err := c.EmitLive(u); err != nil {
+				return nil, err
+			}
 		case UpdateHandoff:
 			res.handoff = u.Name
 		case UpdateDone:
@@ -202,7 +263,7 @@ func (e *agentExecutor) turn(c *workflow.Context, in []Message) (*turnResult, er
 // record adds the turn's usage and incomplete reason to shared state.
 func (e *agentExecutor) record(c *workflow.Context, res *turnResult) error {
 	if res.reason != "" {
-		if err := c.Set(IncompleteKey, res.reason); err != nil {
+		if err := c.Set(IncompleteKey, Incomplete{Reason: res.reason, ExecutorID: e.id, Step: c.Step()}); err != nil {
 			return err
 		}
 	}
@@ -215,4 +276,57 @@ func (e *agentExecutor) record(c *workflow.Context, res *turnResult) error {
 	}
 	total.Add(res.usage)
 	return c.Set(UsageKey(e.id), total)
+}
+
+// statePrefix is how the workflow checkpoint names the part of a
+// shared-state key (workflow.Part.Name = "state/" + key); its data is the
+// value's registered type name, a newline and the value's JSON. The
+// readers below depend on that format; TestCheckpointUsage pins it.
+const statePrefix = "state/"
+
+// CheckpointUsage returns the tokens the run's agent executors used so far,
+// summed over the UsageKey entries of a workflow checkpoint's shared state
+// (agents inside sub-workflows are not counted). A host subtracts the sum
+// at the start of a response from the sum at a later step to get the
+// response's usage.
+func CheckpointUsage(parts []workflow.Part) (Usage, error) {
+	var total Usage
+	prefix := statePrefix + UsageKey("")
+	for _, p := range parts {
+		if !strings.HasPrefix(p.Name, prefix) {
+			continue
+		}
+		var u Usage
+		if err := decodeStatePart(p, &u); err != nil {
+			return Usage{}, err
+		}
+		total.Add(u)
+	}
+	return total, nil
+}
+
+// CheckpointIncomplete returns the IncompleteKey entry of a workflow
+// checkpoint's shared state; ok is false when there is none.
+func CheckpointIncomplete(parts []workflow.Part) (inc Incomplete, ok bool, err error) {
+	for _, p := range parts {
+		if p.Name == statePrefix+IncompleteKey {
+			if err := decodeStatePart(p, &inc); err != nil {
+				return Incomplete{}, false, err
+			}
+			return inc, true, nil
+		}
+	}
+	return Incomplete{}, false, nil
+}
+
+// decodeStatePart decodes the JSON value of a state part into v.
+func decodeStatePart(p workflow.Part, v any) error {
+	_, data, ok := bytes.Cut(p.Data, []byte("\n"))
+	if !ok {
+		return fmt.Errorf("agent: checkpoint part %q: %w: malformed state part", p.Name, workflow.ErrCheckpoint)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("agent: checkpoint part %q: %w: %w", p.Name, workflow.ErrCheckpoint, err)
+	}
+	return nil
 }

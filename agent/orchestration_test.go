@@ -229,8 +229,8 @@ func TestExecutor_IdempotencyKeyStableAcrossRerun(t *testing.T) {
 			return errors.New("store down")
 		}
 		for _, e := range s.Events {
-			if o, ok := e.(workflow.Output); ok {
-				outputs = append(outputs, agent.ValueText(o.Value))
+			if u, ok := agent.UpdateFromEvent(e); ok {
+				outputs = append(outputs, string(u.Kind)+":"+u.Text+u.Name+u.Arguments)
 			}
 		}
 		return nil
@@ -241,7 +241,7 @@ func TestExecutor_IdempotencyKeyStableAcrossRerun(t *testing.T) {
 	if err := run.Run(t.Context(), commit, nil); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(keys, []string{"run-7:1:payer", "run-7:1:payer"}) || !slices.Equal(outputs, []string{"Tool charge returned: ok"}) {
+	if !slices.Equal(keys, []string{"run-7:1:payer", "run-7:1:payer"}) || !slices.Equal(outputs, []string{"tool_call:charge{}", "text:Tool charge returned: ok"}) {
 		t.Fatalf("keys %q outputs %q", keys, outputs)
 	}
 }

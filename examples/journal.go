@@ -47,6 +47,15 @@ func (iv invocation) run(c *workflow.Context, work func() error) error {
 
 // journal appends "<response_id> <superstep> <executor_id>" and fsyncs.
 func (iv invocation) journal(info host.RunInfo, c *workflow.Context) error {
+	id := info.ResponseID
+	if id == "" {
+		id = c.RunID()
+	}
+	return iv.appendJournal(fmt.Sprintf("%s %d %s\n", id, c.Step(), c.ExecutorID()))
+}
+
+// appendJournal appends line to the journal (when there is one) and fsyncs.
+func (iv invocation) appendJournal(line string) error {
 	path := iv.opts.Journal
 	if path == "" {
 		path = os.Getenv(JournalEnv)
@@ -54,15 +63,11 @@ func (iv invocation) journal(info host.RunInfo, c *workflow.Context) error {
 	if path == "" {
 		return nil
 	}
-	id := info.ResponseID
-	if id == "" {
-		id = c.RunID()
-	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("examples: journal: %w", err)
 	}
-	_, err = fmt.Fprintf(f, "%s %d %s\n", id, c.Step(), c.ExecutorID())
+	_, err = f.WriteString(line)
 	if err == nil {
 		err = f.Sync()
 	}

@@ -58,6 +58,9 @@ func (h *Host) resumeAgentTurn(r *run, m *model, head *store.Response, cp *store
 func (h *Host) driveAgentTurn(r *run, a agent.Agent, history, input []agent.Message) func(context.Context) error {
 	return func(ctx context.Context) error {
 		msgs := append(append([]agent.Message(nil), history...), input...)
+		// The turn is one step: its tools get a key stable across re-runs,
+		// as an agent executor's do (run, step, "agent").
+		ctx = agent.WithIdempotencyKey(ctx, fmt.Sprintf("%s:%d:agent", r.id, r.lastStep+1))
 		var (
 			updates []agent.Update
 			turnErr error
@@ -67,8 +70,8 @@ func (h *Host) driveAgentTurn(r *run, a agent.Agent, history, input []agent.Mess
 				turnErr = err
 				break
 			}
-			if u.Kind == agent.UpdateTextDelta && r.live {
-				// Published at once; the turn's commit closes the item.
+			if r.live && (u.Kind == agent.UpdateTextDelta || u.Kind == agent.UpdateToolCall || u.Kind == agent.UpdateRetry) {
+				// Published at once; the turn's commit closes the items.
 				ev := workflow.LiveEvent{Step: r.lastStep + 1, ExecutorID: u.Source, Attempt: 1, Value: u}
 				if err := h.publishLive(r, ev); err != nil {
 					return err
@@ -88,8 +91,9 @@ func (h *Host) driveAgentTurn(r *run, a agent.Agent, history, input []agent.Mess
 	}
 }
 
-// commitAgentTurn commits a finished agent turn: its output items and the
-// terminal event, with the new history as checkpoint.
+// commitAgentTurn commits a finished agent turn: its output items, usage
+// (the UpdateDone usages) and the terminal event (incomplete when an
+// UpdateDone gave a reason), with the new history as checkpoint.
 func (h *Host) commitAgentTurn(r *run, updates []agent.Update, turnErr error, history []agent.Message) error {
 	parts, err := encodeHistory(history)
 	if err != nil {
@@ -112,6 +116,22 @@ func (h *Host) commitAgentTurn(r *run, updates []agent.Update, turnErr error, hi
 		return err
 	}
 	status, werr := wire.StatusCompleted, (*wire.Error)(nil)
+	var usage agent.Usage
+	for _, u := range updates {
+		if u.Kind != agent.UpdateDone {
+			continue
+		}
+		if u.Usage != nil {
+			usage.Add(*u.Usage)
+		}
+		if u.Reason != "" {
+			status = wire.StatusIncomplete
+			resp.IncompleteDetails = &wire.IncompleteDetails{Reason: u.Reason}
+		}
+	}
+	respUsage := r.respUsage
+	respUsage.Add(wireUsage(usage))
+	resp.Usage = &respUsage
 	if turnErr != nil {
 		status, werr = wire.StatusFailed, &wire.Error{Code: "server_error", Message: turnErr.Error()}
 		parts = r.lastParts
@@ -120,7 +140,7 @@ func (h *Host) commitAgentTurn(r *run, updates []agent.Update, turnErr error, hi
 	if err := seq.Lifecycle(wire.TerminalEventType(status), resp); err != nil {
 		return err
 	}
-	return h.commitLocked(r, r.lastStep+1, parts, seq, resp)
+	return h.commitLocked(r, r.lastStep+1, parts, seq, resp, respUsage)
 }
 
 func encodeHistory(msgs []agent.Message) ([]store.Part, error) {
@@ -153,7 +173,7 @@ func (h *Host) translateTurn(r *run, seq *wire.Seq, resp *wire.Response, updates
 	if r.live && r.liveSt.step == r.lastStep+1 {
 		var items []agent.Update
 		for _, u := range updates {
-			if u.Kind == agent.UpdateText || u.Kind == agent.UpdateFunctionCall {
+			if u.Kind == agent.UpdateText || u.Kind == agent.UpdateFunctionCall || u.Kind == agent.UpdateToolCall {
 				items = append(items, u)
 			}
 		}

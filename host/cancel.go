@@ -28,8 +28,9 @@ func (h *Host) cancel(ctx context.Context, id, owner string) (*store.Response, e
 		// No driver here. If the run has none at all (handed back, or its
 		// host died and the lease expired), claim it now: resuming a run
 		// whose cancel is recorded commits the cancelled event at once. A
-		// run driven by another host sees the durable flag at its owner's
-		// next lease renewal.
+		// run driven by another host is stopped by its owner on the store's
+		// cancel notice (store.Notifier: milliseconds), or else at the
+		// owner's next cancel watch or lease renewal.
 		if err := h.claimAndResume(ctx, false); err != nil {
 			h.log.Warn("host: cancel: claiming unowned runs failed", "response_id", id, "err", err)
 		}

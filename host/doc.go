@@ -44,12 +44,16 @@
 // whatever lease a dead process left. A run that cannot be resumed is
 // logged, counted and released for a later attempt; Start fails only when
 // the store does. A lease is renewed every LeaseDuration/3; a run whose
-// lease another host took stops without committing anything more. A
-// background loop claims runs whose lease expired or that are unowned
-// (handed back, or queued by a host at Config.MaxRuns); cancels recorded
-// through other hosts are polled every CancelPollInterval. Shutdown
-// releases the leases of the runs it stops, so another host can claim
-// them at once.
+// lease another host took stops without committing anything more, and a
+// run whose lease could not be renewed for 3/4 of LeaseDuration stops
+// before the lease can expire. A background loop claims runs whose lease
+// expired or that are unowned (handed back, or queued by a host at
+// Config.MaxRuns); cancels recorded through other hosts are polled every
+// CancelPollInterval. With a store.Notifier (PostgreSQL) both happen at
+// once on the store's notices and the polls are fallbacks. The host
+// registers itself in a store.HostRegistry (Hosts lists idle hosts too).
+// Shutdown releases the leases of the runs it stops, so another host can
+// claim them at once, and leaves the registry.
 //
 // # Failures
 //

@@ -30,7 +30,11 @@ type Config struct {
 	// HostID names this host as a lease owner; default hostname-pid-random.
 	HostID string
 	// LeaseDuration is how long a claimed run stays owned without renewal;
-	// leases are renewed every LeaseDuration/3. Default 15s.
+	// leases are renewed every LeaseDuration/3 (a failed renewal is retried
+	// every LeaseDuration/12), and a run whose lease could not be renewed
+	// for 3/4 of LeaseDuration is stopped, before another host can take it
+	// over. It is also the time-to-live of the host's registry entry.
+	// Default 15s.
 	LeaseDuration time.Duration
 	// MaxSupersteps caps the supersteps of one run; default 1000.
 	MaxSupersteps int
@@ -55,14 +59,19 @@ type Config struct {
 	ClaimInterval time.Duration
 	// MaxRuns caps how many runs this host drives at once; 0 means no cap.
 	// A host at its cap creates new responses unowned (queued) for any
-	// host with capacity to claim, and claims no more runs until one ends.
+	// host with capacity to claim (at once with a store.Notifier, else at
+	// its next ClaimInterval), and claims no more runs until one ends.
 	MaxRuns int
 	// CancelPollInterval is how often the host looks for cancels recorded
 	// through other hosts on the runs it drives (not with an exclusive
-	// store, where every cancel comes through this host). Default 1s;
-	// negative disables the watch (cancels are then seen at lease renewal).
+	// store, where every cancel comes through this host). With a store
+	// that announces cancels (store.Notifier, e.g. PostgreSQL) the
+	// announcement stops the run at once and the watch is only the
+	// fallback, at least LeaseDuration/3 apart. Default 1s; negative
+	// disables the watch (cancels are then seen at lease renewal).
 	CancelPollInterval time.Duration
-	// Addr is this host's address as others reach it, shown by Hosts.
+	// Addr is this host's address as others reach it, shown by Hosts (and
+	// kept in the store's host registry, store.HostRegistry).
 	Addr string
 	// Test holds knobs for tests only (fault injection); the superstep
 	// command never sets them.

@@ -12,24 +12,83 @@ import (
 // HostInfo is one live host as Hosts sees it.
 type HostInfo struct {
 	ID string
-	// Addr is the host's Config.Addr; known for this host only (the store
-	// keeps no host records), "" for the others.
+	// Addr is the host's Config.Addr as it registered it; "" for a host
+	// seen only through its leases (a store without a host registry, or a
+	// host of an older version).
 	Addr string
 	// Runs are the head response IDs of the runs it drives, sorted.
 	Runs []string
-	// LeaseExpiresAt is the latest expiry of its leases; for this host
-	// with no runs, now + LeaseDuration.
+	// LeaseExpiresAt is the latest of its registry entry's expiry and its
+	// leases' expiries: the host counts as live until then.
 	LeaseExpiresAt time.Time
 }
 
-// Hosts returns the live hosts sorted by ID: this one, and every host that
-// holds an unexpired lease on an unfinished run. It reads every run of the
-// store (RunList), so its cost grows with the number of runs kept; a host
-// with no run is seen only by itself.
+// registry returns the store's host registry, if it has one.
+func (h *Host) registry() (store.HostRegistry, bool) {
+	hr, ok := h.store.(store.HostRegistry)
+	return hr, ok
+}
+
+// heartbeat registers or refreshes this host in the store's registry, live
+// for LeaseDuration (renewed with the leases, every LeaseDuration/3). A
+// failure is logged: the host keeps working and is listed again at the
+// next heartbeat.
+func (h *Host) heartbeat(ctx context.Context) {
+	hr, ok := h.registry()
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	running := len(h.mu.runs)
+	h.mu.Unlock()
+	_, err := hr.HostHeartbeat(ctx, &store.HostHeartbeatParams{
+		Host: store.HostInfo{ID: h.cfg.HostID, Addr: h.cfg.Addr, MaxRuns: h.cfg.MaxRuns, Runs: running},
+		TTL:  h.cfg.LeaseDuration})
+	if err != nil && ctx.Err() == nil {
+		h.log.Warn("host: registry heartbeat failed; retrying at the next renewal", "err", err)
+	}
+}
+
+// unregister removes this host from the store's registry at Shutdown,
+// within ctx or 5 s after it ended (a dead host's entry expires anyway).
+func (h *Host) unregister(ctx context.Context) {
+	hr, ok := h.registry()
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := hr.HostRemove(ctx, h.cfg.HostID); err != nil {
+		h.log.Warn("host: leaving the host registry failed; the entry expires on its own", "err", err)
+	}
+}
+
+// Hosts returns the live hosts sorted by ID: this one, the hosts in the
+// store's registry (which lists hosts driving no run too), and every host
+// that holds an unexpired lease on an unfinished run (hosts of versions
+// without the registry). It reads every run of the store (RunList), so its
+// cost grows with the number of runs kept.
 func (h *Host) Hosts(ctx context.Context) ([]HostInfo, error) {
 	now := time.Now()
 	byID := map[string]*HostInfo{h.cfg.HostID: {ID: h.cfg.HostID, Addr: h.cfg.Addr,
 		LeaseExpiresAt: now.Add(h.cfg.LeaseDuration)}}
+	if hr, ok := h.registry(); ok {
+		entries, err := hr.HostList(ctx, now)
+		if err != nil {
+			return nil, fmt.Errorf("host: list hosts: %w", err)
+		}
+		for _, e := range entries {
+			hi := byID[e.ID]
+			if hi == nil {
+				hi = &HostInfo{ID: e.ID}
+				byID[e.ID] = hi
+			}
+			if e.ID != h.cfg.HostID {
+				hi.Addr = e.Addr
+				hi.LeaseExpiresAt = e.ExpiresAt
+			}
+		}
+	}
 	err := h.eachRun(ctx, func(r *store.Run) {
 		l := r.Lease
 		if !r.Active || l.Owner == "" || !l.ExpiresAt.After(now) {
@@ -41,7 +100,7 @@ func (h *Host) Hosts(ctx context.Context) ([]HostInfo, error) {
 			byID[l.Owner] = hi
 		}
 		hi.Runs = append(hi.Runs, r.HeadResponseID)
-		if len(hi.Runs) == 1 || l.ExpiresAt.After(hi.LeaseExpiresAt) {
+		if l.ExpiresAt.After(hi.LeaseExpiresAt) {
 			hi.LeaseExpiresAt = l.ExpiresAt
 		}
 	})

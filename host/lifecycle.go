@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/superstep/superstep/store"
@@ -21,22 +22,61 @@ func (h *Host) start(ctx context.Context) error {
 	}
 	h.mu.started = true
 	h.mu.Unlock()
+	// Subscribed before the first claim, so that a run queued meanwhile is
+	// announced to this host; registered before it too, so that the host
+	// is listed while it recovers runs.
+	notifier, notified := h.store.(store.Notifier)
+	notified = notified && !h.exclusive() // else everything comes through this host
+	var notices <-chan store.Notice
+	if notified {
+		notices = notifier.Notices(h.loopCtx, noticeBuffer)
+	}
+	h.heartbeat(ctx)
 	if err := h.claimAndResume(ctx, h.exclusive()); err != nil {
 		return err
 	}
-	h.loopWG.Add(1)
+	leases := newLeaseTracker()
+	h.loopWG.Add(2)
 	go func() {
 		defer h.loopWG.Done()
-		h.leaseLoop(h.loopCtx)
+		h.leaseLoop(h.loopCtx, leases)
 	}()
-	if !h.exclusive() && h.cfg.CancelPollInterval > 0 {
+	go func() {
+		defer h.loopWG.Done()
+		h.leaseGuardLoop(h.loopCtx, leases)
+	}()
+	if h.exclusive() {
+		return nil // every cancel and every run comes through this host
+	}
+	if notified {
 		h.loopWG.Add(1)
 		go func() {
 			defer h.loopWG.Done()
-			h.cancelWatchLoop(h.loopCtx)
+			h.noticeLoop(h.loopCtx, notices)
+		}()
+	}
+	if poll := h.cancelPollInterval(notified); poll > 0 {
+		h.loopWG.Add(1)
+		go func() {
+			defer h.loopWG.Done()
+			h.cancelWatchLoop(h.loopCtx, poll)
 		}()
 	}
 	return nil
+}
+
+// cancelPollInterval is the period of the cancel watch: Config's, or with
+// a store that announces cancels (notified) at least LeaseDuration/3, the
+// watch being only the fallback for a lost notice. 0 means no watch.
+func (h *Host) cancelPollInterval(notified bool) time.Duration {
+	poll := h.cfg.CancelPollInterval
+	if poll <= 0 {
+		return 0
+	}
+	if notified {
+		poll = max(poll, h.cfg.LeaseDuration/3)
+	}
+	return poll
 }
 
 // exclusive reports whether no other host uses the store.
@@ -82,24 +122,38 @@ func (h *Host) shutdown(ctx context.Context) error {
 	h.stopLoop()
 	h.loopWG.Wait()
 	h.hardStop()
+	h.unregister(ctx)
 	return err
 }
 
-// leaseLoop renews the leases of the runs driven here every
-// LeaseDuration/3 and, every ClaimInterval, claims runs whose lease expired
-// (their host died) or that are unowned (queued, handed back); a kick (a
-// slot freed under MaxRuns) claims at once.
-func (h *Host) leaseLoop(ctx context.Context) {
+// leaseLoop renews the leases of the runs driven here and the host's
+// registry entry every LeaseDuration/3 (a failed renewal is retried after
+// LeaseDuration/12, so that a short outage does not cost the runs) and,
+// every ClaimInterval, claims runs whose lease expired (their host died)
+// or that are unowned (queued, handed back); a kick (a slot freed under
+// MaxRuns, a notice of a ready run) claims at once.
+func (h *Host) leaseLoop(ctx context.Context, leases *leaseTracker) {
 	renew := time.NewTicker(h.cfg.LeaseDuration / 3)
 	defer renew.Stop()
 	claim := time.NewTicker(h.cfg.ClaimInterval)
 	defer claim.Stop()
+	retry := time.NewTimer(time.Hour) // armed only after a failed renewal
+	retry.Stop()
+	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-renew.C:
-			h.renewLeases(ctx)
+			if !h.renewLeases(ctx, leases) {
+				retry.Reset(h.cfg.LeaseDuration / 12)
+			}
+			h.heartbeat(ctx)
+			continue
+		case <-retry.C:
+			if !h.renewLeases(ctx, leases) {
+				retry.Reset(h.cfg.LeaseDuration / 12)
+			}
 			continue
 		case <-claim.C:
 		case <-h.kick:
@@ -113,11 +167,12 @@ func (h *Host) leaseLoop(ctx context.Context) {
 	}
 }
 
-// cancelWatchLoop notices, every CancelPollInterval, cancels recorded
-// through other hosts on the runs driven here, so that they stop promptly
-// rather than at their next lease renewal.
-func (h *Host) cancelWatchLoop(ctx context.Context) {
-	t := time.NewTicker(h.cfg.CancelPollInterval)
+// cancelWatchLoop notices, every poll, cancels recorded through other
+// hosts on the runs driven here, so that they stop promptly rather than at
+// their next lease renewal (with a store.Notifier it is the fallback for a
+// lost notice).
+func (h *Host) cancelWatchLoop(ctx context.Context, poll time.Duration) {
+	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
 		select {
@@ -127,6 +182,37 @@ func (h *Host) cancelWatchLoop(ctx context.Context) {
 		}
 		for _, r := range h.runsSnapshot() {
 			h.checkRemoteCancel(ctx, r)
+		}
+	}
+}
+
+// noticeBuffer is how many notices may wait for the notice loop; beyond
+// it the store drops them and sends NoticeResync, which re-checks all.
+const noticeBuffer = 256
+
+// noticeLoop acts on the store's notices until their channel closes (the
+// subscription's context ended, or the store closed): a cancel of a run
+// driven here stops it (after the durable flag is confirmed), a run that
+// needs a host is claimed at once when there is room, and a resync (notices
+// lost) does both for everything.
+func (h *Host) noticeLoop(ctx context.Context, notices <-chan store.Notice) {
+	for notice := range notices {
+		switch notice.Kind {
+		case store.NoticeCancel:
+			if r := h.lookupRun(notice.RunID, notice.ResponseID); r != nil {
+				h.checkRemoteCancel(ctx, r)
+			}
+		case store.NoticeRunReady:
+			if !h.isDraining() {
+				h.kickClaim()
+			}
+		case store.NoticeResync:
+			if !h.isDraining() {
+				h.kickClaim()
+			}
+			for _, r := range h.runsSnapshot() {
+				h.checkRemoteCancel(ctx, r)
+			}
 		}
 	}
 }
@@ -143,20 +229,26 @@ func (h *Host) runsSnapshot() []*run {
 }
 
 // renewLeases renews every owned run's lease; a run whose lease is lost
-// stops without committing anything more.
-func (h *Host) renewLeases(ctx context.Context) {
+// stops without committing anything more. It reports whether every
+// renewal that was not fenced succeeded.
+func (h *Host) renewLeases(ctx context.Context, leases *leaseTracker) bool {
+	ok := true
 	for _, r := range h.runsSnapshot() {
+		start := time.Now()
 		err := h.renewLease(ctx, r)
 		switch {
 		case errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound):
 			h.fence(r, err)
 		case err != nil:
+			ok = false
 			h.metrics.failed(opLeaseRenew)
-			h.log.Warn("host: lease renewal failed; retrying at the next renewal", "run_id", r.id, "err", err)
+			h.log.Warn("host: lease renewal failed; retrying", "run_id", r.id, "err", err)
 		default:
+			leases.renewed(r, start)
 			h.checkRemoteCancel(ctx, r)
 		}
 	}
+	return ok || ctx.Err() != nil
 }
 
 // renewLease renews r's lease, with the FaultLeaseRenew point before.
@@ -193,5 +285,104 @@ func (h *Host) checkRemoteCancel(ctx context.Context, r *run) {
 	if err == nil && resp.CancelRequested && r.requestCancel() {
 		h.metrics.cancelsSeen.Inc()
 		h.log.Info("host: cancel recorded through another host", "run_id", r.id, "response_id", r.responseID())
+	}
+}
+
+// leaseTracker remembers, for each run driven here, when its lease was
+// last known good: the start of its last successful renewal, or an early
+// estimate of its claim for a run not renewed yet. The lease loop writes
+// it, the guard loop reads it; keeping it apart from the run's own lock
+// means a run stuck in a commit cannot delay the guard.
+type leaseTracker struct {
+	mu   sync.Mutex
+	good map[*run]time.Time
+	// stopping are the runs the guard is stopping (not stopped twice).
+	stopping map[*run]bool
+}
+
+func newLeaseTracker() *leaseTracker {
+	return &leaseTracker{good: make(map[*run]time.Time), stopping: make(map[*run]bool)}
+}
+
+// renewed records a successful renewal of r sent at start.
+func (t *leaseTracker) renewed(r *run, start time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if start.After(t.good[r]) {
+		t.good[r] = start
+	}
+}
+
+// overdue syncs the tracker with runs (forgetting runs that left, adding
+// new ones as good since claimedBefore) and returns the runs whose lease
+// was last known good at or before limit and that are not being stopped
+// yet, marking them stopping, with that time.
+func (t *leaseTracker) overdue(runs []*run, claimedBefore, limit time.Time) map[*run]time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	present := make(map[*run]bool, len(runs))
+	var out map[*run]time.Time
+	for _, r := range runs {
+		present[r] = true
+		good, ok := t.good[r]
+		if !ok {
+			good = claimedBefore
+			t.good[r] = good
+		}
+		if !good.After(limit) && !t.stopping[r] {
+			t.stopping[r] = true
+			if out == nil {
+				out = make(map[*run]time.Time)
+			}
+			out[r] = good
+		}
+	}
+	for r := range t.good {
+		if !present[r] {
+			delete(t.good, r)
+			delete(t.stopping, r)
+		}
+	}
+	return out
+}
+
+// errLeaseUnrenewed is why the guard stops a run.
+var errLeaseUnrenewed = errors.New("host: lease not renewed in time")
+
+// leaseGuardLoop stops, until ctx ends, every run whose lease this host
+// could not renew for 3/4 of LeaseDuration, so that it has stopped working
+// before the lease can expire and another host take the run over (the
+// remaining quarter covers clock skew between hosts and the time the stop
+// takes). The store would refuse the run's commits after the expiry
+// anyway; the guard also stops its executors (tool calls) and live
+// appends. It runs apart from the lease loop, whose renewals may hang on
+// an unreachable store. A stopped run is left to expire and be recovered
+// from its last commit, here or elsewhere.
+//
+// A run not renewed yet counts as claimed one guard period before the
+// guard first saw it (it registers runs right after their claim or
+// creation returned).
+func (h *Host) leaseGuardLoop(ctx context.Context, leases *leaseTracker) {
+	period := max(h.cfg.LeaseDuration/20, time.Millisecond)
+	limit := h.cfg.LeaseDuration - h.cfg.LeaseDuration/4
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var stops sync.WaitGroup
+	defer stops.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		for r, good := range leases.overdue(h.runsSnapshot(), now.Add(-period), now.Add(-limit)) {
+			h.metrics.failed(opLeaseRenew)
+			h.log.Error("host: lease not renewed in time; stopping the run before the lease can expire",
+				"run_id", r.id, "response_id", r.responseID(), "last_renewed", good, "lease", h.cfg.LeaseDuration)
+			// fence waits for the run's lock, which a commit in flight
+			// holds: one goroutine per run keeps the others on time.
+			stops.Go(func() { h.fence(r, errLeaseUnrenewed) })
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/responses/wire"
@@ -19,7 +20,9 @@ const (
 	// PublicationLive: text deltas executors emit (workflow.Context.EmitLive
 	// with an agent.Update of kind UpdateTextDelta, or a string) are
 	// appended to the log and published as they come, before the
-	// superstep's commit closes their message items.
+	// superstep's commit closes their message items; an agent's own tool
+	// calls (UpdateToolCall) are published the same way as whole
+	// function_call items, closing the message streamed before them.
 	PublicationLive = "live"
 	// PublicationMetadataKey is the metadata key that selects the mode.
 	PublicationMetadataKey = "publication"
@@ -44,13 +47,19 @@ func publicationMode(md map[string]string, def string) (string, error) {
 	}
 }
 
-// liveItem is a message item opened in the log by live text deltas of one
-// executor attempt, not yet closed by a commit.
+// liveItem is an output item published live by one executor attempt, not
+// yet made part of the output by a commit: a message opened by text deltas
+// (open until the commit, or until the attempt's next tool call closes it)
+// or a function_call item of one of the agent's own tool calls (published
+// whole).
 type liveItem struct {
 	executorID string
 	attempt    int
 	id         string
 	index      int
+	text       string    // a message's deltas so far
+	done       bool      // closed live: item is final
+	item       wire.Item // the final item, when done
 }
 
 // liveState is what the running superstep published live so far.
@@ -70,6 +79,7 @@ func (h *Host) liveHook(r *run) workflow.LiveFunc {
 // publishLive appends the events of one live event to the log (fenced by
 // the lease) before anyone can read them.
 func (h *Host) publishLive(r *run, ev workflow.LiveEvent) error {
+	start := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fenced {
@@ -94,6 +104,7 @@ func (h *Host) publishLive(r *run, ev workflow.LiveEvent) error {
 		return err
 	}
 	r.nextSeq, r.liveSt = seq.Next, st
+	h.metrics.livePublish.Observe(time.Since(start).Seconds())
 	return nil
 }
 
@@ -109,8 +120,10 @@ func liveFrames(seq *wire.Seq, resp *wire.Response, st *liveState, ev workflow.L
 			delta = v.Text
 		case agent.UpdateRetry:
 			return resetLive(seq, resp, st)
+		case agent.UpdateToolCall:
+			return liveToolCall(seq, resp, st, ev, v)
 		default:
-			return nil // tool calls and the like are not published
+			return nil // tool results and the like are not output items
 		}
 	case string:
 		delta = v
@@ -120,7 +133,7 @@ func liveFrames(seq *wire.Seq, resp *wire.Response, st *liveState, ev workflow.L
 	if err := beginLive(seq, resp); err != nil {
 		return err
 	}
-	it := st.find(ev.ExecutorID, ev.Attempt)
+	it := st.open(ev.ExecutorID, ev.Attempt)
 	if it == nil {
 		idx := len(resp.Output) + len(st.items)
 		st.items = append(st.items, liveItem{executorID: ev.ExecutorID, attempt: ev.Attempt,
@@ -130,7 +143,34 @@ func liveFrames(seq *wire.Seq, resp *wire.Response, st *liveState, ev workflow.L
 			return err
 		}
 	}
+	it.text += delta
 	return seq.MessageDelta(it.id, it.index, delta)
+}
+
+// liveToolCall publishes an agent's own tool call as a whole function_call
+// item (its arguments in one delta), after closing the message the
+// attempt was streaming: the call comes after that text, and the text
+// after the call is a new message.
+func liveToolCall(seq *wire.Seq, resp *wire.Response, st *liveState, ev workflow.LiveEvent, u agent.Update) error {
+	if err := beginLive(seq, resp); err != nil {
+		return err
+	}
+	if it := st.open(ev.ExecutorID, ev.Attempt); it != nil {
+		item, err := seq.MessageFinish(it.id, it.index, it.text)
+		if err != nil {
+			return err
+		}
+		it.done, it.item = true, item
+	}
+	idx := len(resp.Output) + len(st.items)
+	id := wire.FunctionCallID(resp.ID, idx)
+	item, err := seq.FunctionCall(id, idx, u.CallID, u.Name, u.Arguments)
+	if err != nil {
+		return err
+	}
+	st.items = append(st.items, liveItem{executorID: ev.ExecutorID, attempt: ev.Attempt, id: id, index: idx,
+		done: true, item: item})
+	return nil
 }
 
 // beginLive adds response.in_progress when nothing followed
@@ -144,11 +184,16 @@ func beginLive(seq *wire.Seq, resp *wire.Response) error {
 	return seq.Lifecycle(wire.EventResponseInProgress, c)
 }
 
-// find returns the open item of an executor attempt.
-func (st *liveState) find(executorID string, attempt int) *liveItem {
-	for i := range st.items {
-		if st.items[i].executorID == executorID && st.items[i].attempt == attempt {
-			return &st.items[i]
+// open returns the message item an executor attempt is streaming, if any:
+// its last item, unless that one is closed.
+func (st *liveState) open(executorID string, attempt int) *liveItem {
+	for i := len(st.items) - 1; i >= 0; i-- {
+		it := &st.items[i]
+		if it.executorID == executorID && it.attempt == attempt {
+			if it.done {
+				return nil
+			}
+			return it
 		}
 	}
 	return nil
@@ -217,10 +262,10 @@ func translateLiveStep(seq *wire.Seq, resp *wire.Response, s *workflow.Step, st 
 }
 
 // translateLive appends the output items of ups, committed in live mode:
-// they close the live items their executors opened, in order; when they
-// do not line up (an executor yielded something else, or in another
-// order), the live items are voided by a reset and the outputs added as
-// complete items.
+// they take over the live items their executors published, in order
+// (closing the open messages with the committed text); when they do not
+// line up (an executor yielded something else, or in another order), the
+// live items are voided by a reset and the outputs added as complete items.
 func translateLive(seq *wire.Seq, resp *wire.Response, ups []agent.Update, st *liveState) error {
 	if !liveLinesUp(ups, st.items) {
 		if err := resetLive(seq, resp, st); err != nil {
@@ -235,7 +280,12 @@ func translateLive(seq *wire.Seq, resp *wire.Response, ups []agent.Update, st *l
 			}
 			continue
 		}
-		item, err := seq.MessageFinish(st.items[i].id, st.items[i].index, u.Text)
+		it := &st.items[i]
+		if it.done { // its events are all in the log already
+			resp.Output = append(resp.Output, it.item)
+			continue
+		}
+		item, err := seq.MessageFinish(it.id, it.index, u.Text)
 		if err != nil {
 			return err
 		}
@@ -244,15 +294,32 @@ func translateLive(seq *wire.Seq, resp *wire.Response, ups []agent.Update, st *l
 	return nil
 }
 
-// liveLinesUp reports whether the k-th open item is closed by the k-th
-// update: a text of the same executor.
+// liveLinesUp reports whether the k-th live item is the k-th update: a
+// text of the same executor (for a message closed live, the same text), or
+// the same tool call of the same executor.
 func liveLinesUp(ups []agent.Update, items []liveItem) bool {
 	if len(items) > len(ups) {
 		return false
 	}
 	for i, it := range items {
-		if ups[i].Kind != agent.UpdateText || ups[i].Source != it.executorID {
+		u := ups[i]
+		if u.Source != it.executorID {
 			return false
+		}
+		switch {
+		case !it.done:
+			if u.Kind != agent.UpdateText {
+				return false
+			}
+		case it.item.Type == wire.ItemMessage:
+			if u.Kind != agent.UpdateText || u.Text != it.text {
+				return false
+			}
+		default:
+			if u.Kind != agent.UpdateToolCall || u.CallID != it.item.CallID || u.Name != it.item.Name ||
+				u.Arguments != it.item.Arguments {
+				return false
+			}
 		}
 	}
 	return true

@@ -28,6 +28,10 @@ type metrics struct {
 	recovered      prometheus.Counter
 	failures       *prometheus.CounterVec
 	cancelsSeen    prometheus.Counter
+	// livePublish is the time from a live event reaching the host (the
+	// executor's EmitLive calls the hook synchronously) to its frames
+	// being durable in the log, where readers are woken.
+	livePublish prometheus.Histogram
 }
 
 // newMetrics creates the collectors and registers them on reg (if not nil).
@@ -52,6 +56,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			[]string{"op"}),
 		cancelsSeen: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "superstep_host_remote_cancels_total", Help: "Cancels recorded through another host and noticed here."}),
+		livePublish: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "superstep_live_publish_seconds",
+			Help:    "Time from a live event (a token) reaching the host to its events being durable and visible to readers (live publication).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 	}
 	for _, op := range []string{opCommit, opCreate, opPublish, opDeliver, opLeaseRenew, opLeaseRelease, opRecover, opFinish} {
 		m.failures.WithLabelValues(op) // export every op at 0
@@ -60,7 +68,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.commits, m.commitFailures, m.commitSeconds, m.activeRuns, m.leaseLost,
-		m.recovered, m.failures, m.cancelsSeen} {
+		m.recovered, m.failures, m.cancelsSeen, m.livePublish} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("host: register metrics: %w", err)
 		}

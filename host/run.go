@@ -46,6 +46,15 @@ type run struct {
 	nextSeq   int64
 	lastStep  int64
 	lastParts []store.Part
+	// usage is what the run's agent executors used in the whole run as of
+	// the last commit (agent.CheckpointUsage of lastParts): a step's
+	// usage is its checkpoint's minus this.
+	usage agent.Usage
+	// respUsage is the head response's usage as of the last commit. The
+	// Response shows usage only once terminal (null before, as the API
+	// has it), so until then it is kept in the record's usage field
+	// (store.Response.Usage), which recovery reads back.
+	respUsage wire.Usage
 }
 
 // responseID returns the run's head response id.
@@ -102,9 +111,22 @@ func (h *Host) newRun(m *model, rr *store.Response, snap *wire.Response, runID s
 	ctx, cancel := context.WithCancelCause(WithRunInfo(h.runCtx, info))
 	// The metadata was validated at create; an unknown value cannot be here.
 	mode, _ := publicationMode(snap.Metadata, m.publication)
-	return &run{id: runID, model: m, epoch: epoch, info: info, ctx: ctx, cancel: cancel,
+	usage, err := agent.CheckpointUsage(toWorkflowParts(parts))
+	if err != nil {
+		// The run's restore reports a corrupt checkpoint; here it only
+		// means the response's usage counts the run's earlier tokens too.
+		h.log.Warn("host: cannot read agent usage from the checkpoint", "run_id", runID, "err", err)
+	}
+	r := &run{id: runID, model: m, epoch: epoch, info: info, ctx: ctx, cancel: cancel,
 		live: mode == PublicationLive,
-		done: make(chan struct{}), resp: snap, nextSeq: rr.NextSeq, lastStep: lastStep, lastParts: parts}
+		done: make(chan struct{}), resp: snap, nextSeq: rr.NextSeq, lastStep: lastStep, lastParts: parts,
+		usage: usage}
+	if len(rr.Usage) > 0 && !rr.Status.Terminal() {
+		if err := json.Unmarshal(rr.Usage, &r.respUsage); err != nil {
+			h.log.Warn("host: cannot read the response's usage so far", "response_id", rr.ID, "err", err)
+		}
+	}
+	return r
 }
 
 // forgetRun removes r from the host's runs.
@@ -210,16 +232,25 @@ func (h *Host) commitStep(r *run, s *workflow.Step) error {
 	if err := translateCommitted(seq, resp, s, r.live, &st); err != nil {
 		return err
 	}
+	usage, respUsage, err := stepUsage(r, resp, s)
+	if err != nil {
+		return err
+	}
 	status, werr := stepStatus(s)
+	if status == wire.StatusCompleted && resp.IncompleteDetails != nil {
+		status = wire.StatusIncomplete
+	}
 	if status != wire.StatusInProgress {
+		resp.Usage = &respUsage
 		resp.Finish(status, time.Now(), werr)
 		if err := seq.Lifecycle(wire.TerminalEventType(status), resp); err != nil {
 			return err
 		}
 	}
-	if err := h.commitLocked(r, s.Number, toStoreParts(s.Checkpoint), seq, resp); err != nil {
+	if err := h.commitLocked(r, s.Number, toStoreParts(s.Checkpoint), seq, resp, respUsage); err != nil {
 		return err
 	}
+	r.usage = usage
 	if !r.finished && h.isDraining() {
 		return errDraining
 	}
@@ -234,6 +265,42 @@ func (h *Host) beginResponse(seq *wire.Seq, resp *wire.Response) error {
 		return nil // response.in_progress is in the log (committed or live)
 	}
 	return seq.Lifecycle(wire.EventResponseInProgress, resp.Clone())
+}
+
+// stepUsage returns the run's agent usage after step s and the head
+// response's usage after it: r's plus what the run's agent executors used
+// in s (the growth of their shared-state usage since r's last commit). It
+// marks resp incomplete when an agent's reply in s was cut short. The
+// run's usage lives in the checkpoint and the response's in its record, so
+// both survive recovery; incomplete_details lives in the snapshot, where
+// it shows while the response is still in progress (its status becomes
+// incomplete when it ends).
+func stepUsage(r *run, resp *wire.Response, s *workflow.Step) (agent.Usage, wire.Usage, error) {
+	total, err := agent.CheckpointUsage(s.Checkpoint)
+	if err != nil {
+		return agent.Usage{}, wire.Usage{}, err
+	}
+	respUsage := r.respUsage
+	respUsage.Add(wireUsage(total.Sub(r.usage)))
+	inc, ok, err := agent.CheckpointIncomplete(s.Checkpoint)
+	if err != nil {
+		return agent.Usage{}, wire.Usage{}, err
+	}
+	if ok && inc.Step == s.Number && inc.Reason != "" {
+		resp.IncompleteDetails = &wire.IncompleteDetails{Reason: inc.Reason}
+	}
+	return total, respUsage, nil
+}
+
+// wireUsage converts an agent's usage to the API's.
+func wireUsage(u agent.Usage) wire.Usage {
+	return wire.Usage{
+		InputTokens:         u.InputTokens,
+		InputTokensDetails:  wire.InputTokensDetails{CachedTokens: u.CachedInputTokens},
+		OutputTokens:        u.OutputTokens,
+		OutputTokensDetails: wire.OutputTokensDetails{ReasoningTokens: u.ReasoningTokens},
+		TotalTokens:         u.TotalTokens,
+	}
 }
 
 // stepStatus maps a step's run status to the response status.
@@ -274,7 +341,9 @@ func translateStep(seq *wire.Seq, resp *wire.Response, s *workflow.Step) error {
 }
 
 // appendUpdate appends one complete output item for u: a message for text,
-// a function_call (call_id = request id) for a request.
+// a function_call for a request (call_id = request id) or for an agent's
+// own tool call (call_id = the model's; not a pending request: an output
+// for it is refused like one for an unknown call).
 func appendUpdate(seq *wire.Seq, resp *wire.Response, u agent.Update) error {
 	var (
 		item wire.Item
@@ -284,7 +353,7 @@ func appendUpdate(seq *wire.Seq, resp *wire.Response, u agent.Update) error {
 	switch u.Kind {
 	case agent.UpdateText:
 		item, err = seq.Message(wire.MessageID(resp.ID, idx), idx, u.Text)
-	case agent.UpdateFunctionCall:
+	case agent.UpdateFunctionCall, agent.UpdateToolCall:
 		item, err = seq.FunctionCall(wire.FunctionCallID(resp.ID, idx), idx, u.CallID, u.Name, u.Arguments)
 	default:
 		return nil
@@ -310,15 +379,19 @@ func (h *Host) finishLocked(r *run, status string, e *wire.Error) error {
 			return err
 		}
 	}
+	u := r.respUsage
+	resp.Usage = &u
 	resp.Finish(status, time.Now(), e)
 	if err := seq.Lifecycle(wire.TerminalEventType(status), resp); err != nil {
 		return err
 	}
-	return h.commitLocked(r, r.lastStep+1, r.lastParts, seq, resp)
+	return h.commitLocked(r, r.lastStep+1, r.lastParts, seq, resp, u)
 }
 
-// commitLocked commits one step of r and, on success, makes it r's state.
-func (h *Host) commitLocked(r *run, step int64, parts []store.Part, seq *wire.Seq, resp *wire.Response) error {
+// commitLocked commits one step of r and, on success, makes it r's state;
+// usage is the response's usage after the step (recorded even while the
+// snapshot shows none).
+func (h *Host) commitLocked(r *run, step int64, parts []store.Part, seq *wire.Seq, resp *wire.Response, usage wire.Usage) error {
 	snap, err := json.Marshal(resp)
 	if err != nil {
 		return fmt.Errorf("host: encode response snapshot: %w", err)
@@ -329,8 +402,8 @@ func (h *Host) commitLocked(r *run, step int64, parts []store.Part, seq *wire.Se
 	if resp.Error != nil {
 		p.Error, _ = json.Marshal(resp.Error)
 	}
-	if resp.Usage != nil {
-		p.Usage, _ = json.Marshal(resp.Usage)
+	if resp.Usage != nil || usage != (wire.Usage{}) {
+		p.Usage, _ = json.Marshal(usage)
 	}
 	if err := h.commit(r, p, seq.Next); err != nil {
 		if errors.Is(err, store.ErrFenced) {
@@ -338,7 +411,7 @@ func (h *Host) commitLocked(r *run, step int64, parts []store.Part, seq *wire.Se
 		}
 		return err
 	}
-	r.resp, r.nextSeq, r.lastStep, r.lastParts = resp, seq.Next, step, parts
+	r.resp, r.nextSeq, r.lastStep, r.lastParts, r.respUsage = resp, seq.Next, step, parts, usage
 	r.liveSt = liveState{} // the step's live items are closed (or void)
 	r.finished = store.Status(resp.Status).Terminal()
 	h.test.committed.Signal(step)

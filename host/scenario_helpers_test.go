@@ -99,6 +99,9 @@ type scenario struct {
 	up            bool
 	cur           *incarnation
 	crashedWrites atomic.Int64 // writes refused after crashes
+	// register, when set, registers every incarnation's models instead
+	// of the journaling demos.
+	register func(*testing.T, *host.Host)
 }
 
 // incarnation is one "process": a store handle and the host over it.
@@ -115,10 +118,17 @@ type incarnation struct {
 // dead incarnation's lease to expire).
 func newScenario(t *testing.T, cfg host.Config) *scenario {
 	t.Helper()
+	return newScenarioWith(t, cfg, nil)
+}
+
+// newScenarioWith is newScenario with register (if not nil) registering
+// every incarnation's models.
+func newScenarioWith(t *testing.T, cfg host.Config, register func(*testing.T, *host.Host)) *scenario {
+	t.Helper()
 	dir := t.TempDir()
 	sc := &scenario{t: t, dir: dir, path: filepath.Join(dir, "superstep.db"), journal: filepath.Join(dir, "journal"),
 		cfg: cfg, logs: &lockedBuffer{}, crashFired: make(chan struct{}, 16), tracked: map[string]string{},
-		fired: map[host.FaultPoint]int{}}
+		fired: map[host.FaultPoint]int{}, register: register}
 	sc.upCond = sync.NewCond(&sc.upMu)
 	if sc.cfg.LeaseDuration == 0 {
 		sc.cfg.LeaseDuration = time.Hour
@@ -189,7 +199,12 @@ func (sc *scenario) start() {
 	reg := prometheus.NewRegistry()
 	cfg.Metrics = reg
 	cfg.Test.FaultFunc = sc.faultFunc(cs)
-	h := journalHost(t, cs, cfg, sc.journal)
+	var h *host.Host
+	if sc.register != nil {
+		h = newHost(t, cs, &cfg, sc.register)
+	} else {
+		h = journalHost(t, cs, cfg, sc.journal)
+	}
 	sc.regs = append(sc.regs, reg)
 	sc.upMu.Lock()
 	sc.cur = &incarnation{cs: cs, raw: raw, h: h, gen: sc.incarnation}

@@ -15,8 +15,9 @@ type hostList struct {
 	Data   []hostObject `json:"data"`
 }
 
-// handleHosts serves GET /v1/hosts: the live hosts sharing the store and
-// the runs each drives (this host always, others while they hold leases).
+// handleHosts serves GET /v1/hosts: the live hosts sharing the store (those
+// in its host registry, and any other holding a lease) and the runs each
+// drives.
 func (s *server) handleHosts(w http.ResponseWriter, r *http.Request) {
 	hosts, err := s.host.Hosts(r.Context())
 	if err != nil {

@@ -330,3 +330,107 @@ type Store interface {
 	// Close releases the store's resources. Calls after Close fail.
 	Close() error
 }
+
+// HostInfo is one host's entry in a HostRegistry: who it is, where clients
+// reach it, and how loaded it was at its last heartbeat.
+type HostInfo struct {
+	ID   string
+	Addr string // the host's address as others reach it; "" when unknown
+	// MaxRuns is the host's cap on concurrent runs (0: no cap) and Runs how
+	// many it drove at its last heartbeat.
+	MaxRuns int
+	Runs    int
+	// StartedAt is when the host first registered (kept across
+	// heartbeats); HeartbeatAt is its last heartbeat.
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+	// ExpiresAt is when the entry stops counting as live unless renewed.
+	ExpiresAt time.Time
+}
+
+// HostHeartbeatParams are the arguments of HostHeartbeat.
+type HostHeartbeatParams struct {
+	// Host names the host (ID required) and its Addr, MaxRuns and Runs;
+	// the store sets StartedAt, HeartbeatAt and ExpiresAt.
+	Host HostInfo
+	// TTL is how long the entry stays live without another heartbeat
+	// (> 0).
+	TTL time.Duration
+	Now time.Time // zero means time.Now()
+}
+
+// HostRegistry is implemented by stores that keep a registry of the hosts
+// using them, so that every host can list the others (GET /v1/hosts),
+// including those that drive no run. It is optional: callers find it with
+// a type assertion.
+type HostRegistry interface {
+	// HostHeartbeat creates or refreshes the host's entry, live until
+	// Now+TTL, and returns it. Entries that expired before Now may be
+	// deleted by it.
+	HostHeartbeat(ctx context.Context, p *HostHeartbeatParams) (*HostInfo, error)
+	// HostList returns the entries live at now (ExpiresAt after now; zero
+	// now means time.Now()), sorted by ID.
+	HostList(ctx context.Context, now time.Time) ([]*HostInfo, error)
+	// HostRemove deletes the host's entry (a host shutting down). Removing
+	// an absent entry is not an error.
+	HostRemove(ctx context.Context, id string) error
+}
+
+// NoticeKind says what a Notice announces.
+type NoticeKind int
+
+// Notice kinds.
+const (
+	// NoticeCancel: ResponseCancel set the cancel flag of ResponseID (of run
+	// RunID). The run's owner should stop it.
+	NoticeCancel NoticeKind = iota + 1
+	// NoticeRunReady: run RunID needs a host now: it was created or
+	// continued without a lease owner (queued), or its owner released its
+	// lease while it is still active (drain). Hosts with capacity should
+	// claim.
+	NoticeRunReady
+	// NoticeResync: notices may have been lost (the store's connection to
+	// its notification source broke). Subscribers should re-check whatever
+	// they watch.
+	NoticeResync
+)
+
+// String returns the kind's name.
+func (k NoticeKind) String() string {
+	switch k {
+	case NoticeCancel:
+		return "cancel"
+	case NoticeRunReady:
+		return "run_ready"
+	case NoticeResync:
+		return "resync"
+	}
+	return "unknown"
+}
+
+// Notice is a cross-host signal from a Notifier.
+type Notice struct {
+	Kind       NoticeKind
+	RunID      string
+	ResponseID string // NoticeCancel only
+}
+
+// Notifier is implemented by stores that announce cancels and runs needing
+// a host to every store handle on the same database (every host), so that
+// they act in milliseconds instead of at their next poll. It is optional:
+// callers find it with a type assertion.
+//
+// Notices are hints sent after the write they announce committed: one may
+// be lost (a crash right after the commit, a full subscriber buffer, a
+// broken connection; the last is followed by NoticeResync) or arrive more
+// than once, so subscribers keep a slower periodic check as the source of
+// truth.
+type Notifier interface {
+	// Notices subscribes to the notices of every handle on the store's
+	// database, this one included. Notices are delivered on the returned
+	// channel, which has room for buffer of them (at least 1); when it is
+	// full, further notices are dropped until there is room again, and the
+	// next delivered notice is a NoticeResync. The channel is closed when
+	// ctx ends or the store is closed.
+	Notices(ctx context.Context, buffer int) <-chan Notice
+}

@@ -2,6 +2,7 @@
 // Responses API and inspects its stores.
 //
 //	superstep serve [--addr 127.0.0.1:8080] [--db superstep.db | --db postgres://...] [--api-keys FILE]
+//	                [--model-server local | --model-server URL] [--openai-api-key KEY] [--model NAME]
 //	superstep check <db>
 //
 // Exit codes: 0 ok, 1 internal failure, 2 usage, 3 store cannot be opened,

@@ -9,15 +9,19 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/mattn/go-isatty"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/localmodel"
 	"github.com/superstep/superstep/responses"
 	"github.com/superstep/superstep/store"
 )
@@ -33,7 +37,13 @@ type serveConfig struct {
 	lease, grace, keepAlive      time.Duration
 	maxSupersteps                int
 	maxRuns                      int
+	// The model server of the LLM demos (see modelServerLocal).
+	modelServer, openAIKey, model, modelAPI string
 }
+
+// modelServerLocal as --model-server starts the deterministic local model
+// server (package localmodel) in process, on a loopback port of its own.
+const modelServerLocal = "local"
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	c := &serveConfig{}
@@ -49,6 +59,11 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.DurationVar(&c.keepAlive, "keepalive", responses.KeepAliveDefault, "idle time before a stream gets a keep-alive comment")
 	fs.IntVar(&c.maxSupersteps, "max-supersteps", host.MaxSuperstepsDefault, "most supersteps one run may take")
 	fs.IntVar(&c.maxRuns, "max-runs", 0, "most runs this host drives at once; others wait for a host with capacity (0: no limit)")
+	fs.StringVar(&c.modelServer, "model-server", os.Getenv("OPENAI_BASE_URL"), "model server of the LLM demos: \"local\" (the deterministic local test model, in process, offline) or an OpenAI-compatible base URL such as https://api.openai.com/v1 (env OPENAI_BASE_URL)")
+	// The key's default is read after parsing, so that -h does not print it.
+	fs.StringVar(&c.openAIKey, "openai-api-key", "", "API key for the model server (default: env OPENAI_API_KEY); alone, it selects OpenAI's API")
+	fs.StringVar(&c.model, "model", agent.DefaultModel, "model name the LLM demos send to the model server (any name works with local)")
+	fs.StringVar(&c.modelAPI, "model-api", string(agent.APIChatCompletions), "API the LLM demos use: chat_completions or responses")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -57,6 +72,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, withCode(exitUsage, fmt.Errorf("serve: unexpected arguments %q", fs.Args()))
+	}
+	if c.openAIKey == "" {
+		c.openAIKey = os.Getenv("OPENAI_API_KEY")
 	}
 	return c, c.validate()
 }
@@ -71,6 +89,17 @@ func (c *serveConfig) validate() error {
 	}
 	if c.lease <= 0 || c.grace < 0 || c.keepAlive <= 0 || c.maxSupersteps <= 0 {
 		errs = append(errs, errors.New("serve: --lease, --keepalive and --max-supersteps must be positive, --grace not negative"))
+	}
+	if c.modelServer != "" && c.modelServer != modelServerLocal {
+		if u, err := url.Parse(c.modelServer); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("serve: --model-server must be %q or an http(s) base URL, got %q", modelServerLocal, redactModelURL(c.modelServer)))
+		}
+	}
+	if c.model == "" {
+		errs = append(errs, errors.New("serve: --model must not be empty"))
+	}
+	if api := agent.API(c.modelAPI); api != agent.APIChatCompletions && api != agent.APIResponses {
+		errs = append(errs, fmt.Errorf("serve: --model-api must be %s or %s, got %q", agent.APIChatCompletions, agent.APIResponses, c.modelAPI))
 	}
 	return withCode(exitUsage, errors.Join(errs...))
 }
@@ -121,7 +150,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("serve: open %s: %w", redactURL(cfg.db), err)
 	}
 	defer st.Close()
-	srv, h, err := newServer(cfg, st, keys, log)
+	llm, closeModel, err := startModelServer(cfg, log)
+	if err != nil {
+		return err
+	}
+	// Deferred after the store's Close, so it runs before it: after the
+	// host stopped, when no superstep calls the model any more.
+	defer closeModel()
+	srv, h, err := newServer(cfg, st, keys, llm, log)
 	if err != nil {
 		return err
 	}
@@ -140,8 +176,59 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return serveUntilDone(ctx, srv, ln, h, cfg.grace, log)
 }
 
-// newServer builds the host (with the demo workflows) and the HTTP server.
-func newServer(cfg *serveConfig, st store.Store, keys map[string]string, log *slog.Logger) (*http.Server, *host.Host, error) {
+// startModelServer returns the LLM demos' options for cfg (nil when no
+// model server is configured), starting the local model server for
+// --model-server local; the returned func stops it and closes the demos'
+// idle model connections.
+func startModelServer(cfg *serveConfig, log *slog.Logger) (*examples.LLMOptions, func(), error) {
+	if cfg.modelServer == "" && cfg.openAIKey == "" {
+		log.Info("superstep: LLM demos not registered: no model server (use --model-server local for the offline test model, or --model-server URL / OPENAI_BASE_URL, or --openai-api-key / OPENAI_API_KEY)")
+		return nil, func() {}, nil
+	}
+	// The demos' own transport, so that its connections end with serve.
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	o := &examples.LLMOptions{BaseURL: cfg.modelServer, APIKey: cfg.openAIKey, Model: cfg.model,
+		API: agent.API(cfg.modelAPI), HTTPClient: client}
+	closeModel := client.CloseIdleConnections
+	where := redactModelURL(cfg.modelServer)
+	if cfg.modelServer == modelServerLocal {
+		ms, err := localmodel.Start("127.0.0.1:0", nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("serve: start the local model server: %w", err)
+		}
+		o.BaseURL, where = ms.URL, "local test model at "+ms.URL
+		if o.APIKey == "" {
+			o.APIKey = "local" // it checks no key, but the client wants one
+		}
+		closeModel = func() {
+			client.CloseIdleConnections()
+			ctx, cancel := context.WithTimeout(context.Background(), handlerDrain)
+			defer cancel()
+			if err := ms.Close(ctx); err != nil {
+				log.Warn("superstep: local model server did not stop cleanly", "err", err)
+			}
+		}
+	}
+	if where == "" {
+		where = "OpenAI's API"
+	}
+	log.Info("superstep: LLM demos registered", "models", strings.Join(examples.LLMNames(), ","),
+		"model_server", where, "model", cfg.model, "model_api", cfg.modelAPI)
+	return o, closeModel, nil
+}
+
+// redactModelURL hides a password in a model server URL, for logs.
+func redactModelURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// newServer builds the host (with the demo workflows, and the LLM demos
+// when llm is not nil) and the HTTP server.
+func newServer(cfg *serveConfig, st store.Store, keys map[string]string, llm *examples.LLMOptions, log *slog.Logger) (*http.Server, *host.Host, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h, err := host.New(st, &host.Config{Addr: cfg.addr, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps, MaxRuns: cfg.maxRuns, Logger: log, Metrics: reg})
@@ -150,6 +237,11 @@ func newServer(cfg *serveConfig, st store.Store, keys map[string]string, log *sl
 	}
 	if err := examples.Register(h); err != nil {
 		return nil, nil, fmt.Errorf("serve: register demos: %w", err)
+	}
+	if llm != nil {
+		if err := examples.RegisterLLM(h, llm); err != nil {
+			return nil, nil, fmt.Errorf("serve: register LLM demos: %w", err)
+		}
 	}
 	handler, err := responses.NewHandler(h, &responses.Options{MaxBodyBytes: cfg.maxBody, KeepAlive: cfg.keepAlive,
 		APIKeys: keys, Logger: log, Registry: reg})

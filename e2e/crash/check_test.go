@@ -19,11 +19,14 @@ func (ch *chaos) verify(ctx context.Context, refs map[string]verify.Outcome) {
 	}
 	in := &verify.Input{Journal: &verify.Journal{Entries: entries, Crashes: ch.kills, Marks: ch.marks}}
 	workloads := ch.readDatabase(ctx, in, refs)
-	in.Journal.PerAttempt = perAttempt(entries, workloads, ch.refIDs)
+	in.Journal.PerAttempt = perAttempt(entries, workloads, ch.refIDs, ch.isCancel)
 	rep := verify.Check(in)
 	t.Logf("%v after %d kills (%d workloads); %d live resets", rep, ch.kills, len(ch.mu.all), liveResets(in))
 	if err := rep.Err(); err != nil {
 		t.Errorf("seed %d: %v", ch.seed, err)
+	}
+	if ch.s.check != nil {
+		ch.s.check(ch, in)
 	}
 	ch.checkCommand(ctx)
 }
@@ -62,7 +65,7 @@ func (ch *chaos) readDatabase(ctx context.Context, in *verify.Input, refs map[st
 		workloads[r.ID] = workloadOf(rec.Request)
 		if ref, ok := refs[workloads[r.ID]]; ok {
 			ri.Reference = &ref
-		} else if !isCancelConfig(workloads[r.ID]) {
+		} else if !ch.isCancel(workloads[r.ID]) {
 			t.Errorf("response %s: no known workload in its request metadata: %s", r.ID, rec.Request)
 		}
 		delete(clients, r.ID)
@@ -89,7 +92,7 @@ type attemptKey struct {
 // same workload (a fan-in join handles one message per worker). Workloads
 // without a reference (the cancelled demo.silent) invoke each executor
 // once per superstep.
-func perAttempt(entries []verify.JournalEntry, workloads map[string]string, refIDs map[string]bool) func(string, int64, string) int {
+func perAttempt(entries []verify.JournalEntry, workloads map[string]string, refIDs map[string]bool, isCancel func(string) bool) func(string, int64, string) int {
 	counts := map[attemptKey]int{}
 	for _, e := range entries {
 		if refIDs[e.ResponseID] {
@@ -97,7 +100,7 @@ func perAttempt(entries []verify.JournalEntry, workloads map[string]string, refI
 		}
 	}
 	return func(resp string, step int64, executor string) int {
-		if isCancelConfig(workloads[resp]) {
+		if isCancel(workloads[resp]) || isToolCall(executor) {
 			return 1
 		}
 		return counts[attemptKey{workloads[resp], executor, step}]
@@ -123,9 +126,9 @@ func workloadOf(request []byte) string {
 	return req.Metadata["workload"]
 }
 
-// isCancelConfig reports whether the named config cancels its responses.
-func isCancelConfig(name string) bool {
-	for _, c := range configs {
+// isCancel reports whether the named config cancels its responses.
+func (ch *chaos) isCancel(name string) bool {
+	for _, c := range ch.s.configs {
 		if c.name == name {
 			return c.cancel
 		}

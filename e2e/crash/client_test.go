@@ -24,6 +24,8 @@ type config struct {
 	name  string
 	model string
 	meta  map[string]string
+	// input is the request's input text ("" means "hello").
+	input string
 	// cancel: a client cancels the response at a random moment; its
 	// outcome then depends on that moment, so it has no reference.
 	cancel bool
@@ -70,6 +72,9 @@ func (st *stream) read(s *ssestream.Stream[responses.ResponseStreamEventUnion]) 
 		ev := s.Current()
 		raw := ev.RawJSON()
 		st.view.Events = append(st.view.Events, verify.ReceivedEvent{Seq: ev.SequenceNumber, Type: ev.Type, Data: []byte(raw)})
+		if ev.Type == "response.output_text.delta" {
+			st.cl.deltas.Add(1)
+		}
 		if st.id == "" && ev.Type == "response.created" {
 			var created struct {
 				Response struct {
@@ -108,10 +113,14 @@ func (st *stream) create(ctx context.Context, cfg config, delayMS int) error {
 	for k, v := range cfg.meta {
 		meta[k] = v
 	}
+	input := cfg.input
+	if input == "" {
+		input = "hello"
+	}
 	c := newClient(base)
 	s := c.Responses.NewStreaming(ctx, responses.ResponseNewParams{
 		Model:      cfg.model,
-		Input:      responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")},
+		Input:      responses.ResponseNewParamsInputUnion{OfString: openai.String(input)},
 		Background: openai.Bool(true),
 		Store:      openai.Bool(true),
 		Metadata:   meta,

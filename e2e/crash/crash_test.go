@@ -45,6 +45,7 @@ func TestCrash_SQLite(t *testing.T) {
 type chaos struct {
 	t     *testing.T
 	b     *backend
+	s     *suite
 	cl    *cluster
 	rng   *rand.Rand
 	seed  uint64
@@ -66,17 +67,23 @@ type chaos struct {
 	}
 }
 
-// runCrash runs the whole crash test on b: reference runs, kills and
-// restarts under load, a drain, and the final checks.
+// runCrash runs the whole crash test on b with the demo workloads.
 func runCrash(t *testing.T, b *backend) {
+	runSuite(t, b, &suite{configs: configs, kills: *flagKills})
+}
+
+// runSuite runs the whole crash test of s on b: reference runs, kills and
+// restarts under load, a drain, and the final checks.
+func runSuite(t *testing.T, b *backend, s *suite) {
 	seed := *flagSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("seed %d, %d kills (replay: go test ./e2e/crash -run '^%s$' -seed %d -kills %d)", seed, *flagKills, t.Name(), seed, *flagKills)
+	t.Logf("seed %d, %d kills (replay: go test ./e2e/crash -run '^%s$' -seed %d -kills %d)", seed, s.kills, t.Name(), seed, *flagKills)
 	dir := workDir(t)
-	ch := &chaos{t: t, b: b, cl: newCluster(binary, b.dbArg, dir, b.extraArgs...), rng: rand.New(rand.NewPCG(seed, 0x5eed)), seed: seed}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second+time.Duration(*flagKills)*time.Second)
+	args := append(append([]string(nil), b.extraArgs...), s.serveArgs...)
+	ch := &chaos{t: t, b: b, s: s, cl: newCluster(binary, b.dbArg, dir, args...), rng: rand.New(rand.NewPCG(seed, 0x5eed)), seed: seed}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second+time.Duration(s.kills)*s.perKill())
 	defer cancel()
 	ch.wctx, ch.stopClients = context.WithCancel(ctx)
 	defer ch.stopClients()
@@ -107,7 +114,7 @@ func runCrash(t *testing.T, b *backend) {
 func (ch *chaos) references(ctx context.Context) map[string]verify.Outcome {
 	refs := map[string]verify.Outcome{}
 	ch.refIDs = map[string]bool{}
-	for i, cfg := range configs {
+	for i, cfg := range ch.s.configs {
 		if cfg.cancel {
 			continue
 		}
@@ -138,7 +145,7 @@ func (ch *chaos) references(ctx context.Context) map[string]verify.Outcome {
 func (ch *chaos) spawn(ctx context.Context) {
 	for ch.live.Load() < inFlight {
 		ch.mu.Lock()
-		w := newWorkload(ch.cl, len(ch.mu.all), ch.rng)
+		w := newWorkload(ch.cl, len(ch.mu.all), ch.rng, ch.s.configs)
 		ch.mu.all = append(ch.mu.all, w)
 		ch.mu.Unlock()
 		ch.live.Add(1)
@@ -152,7 +159,7 @@ func (ch *chaos) spawn(ctx context.Context) {
 // killLoop kills the server at random moments under load, records each
 // crash and restarts the server on the same database.
 func (ch *chaos) killLoop(ctx context.Context) {
-	for ch.kills < *flagKills && ctx.Err() == nil {
+	for ch.kills < ch.s.kills && ctx.Err() == nil {
 		// Kill while work is happening: wait (at most a second) for an
 		// executor to finish after the restart, then a random moment.
 		size := fileSize(ch.cl.journal)
@@ -160,7 +167,10 @@ func (ch *chaos) killLoop(ctx context.Context) {
 			ch.spawn(ctx)
 			sleep(ctx, 2*time.Millisecond)
 		}
-		deadline := time.Now().Add(time.Duration(ch.rng.IntN(250)) * time.Millisecond)
+		if ch.s.killAfterDelta {
+			ch.waitDelta(ctx)
+		}
+		deadline := time.Now().Add(time.Duration(ch.rng.IntN(ch.s.jitter())) * time.Millisecond)
 		for time.Now().Before(deadline) {
 			ch.spawn(ctx)
 			sleep(ctx, min(5*time.Millisecond, time.Until(deadline)))

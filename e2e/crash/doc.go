@@ -5,6 +5,13 @@
 // starting_after, and check the whole history with package verify and
 // `superstep check`.
 //
+// TestCrash_Live_* do the same with the LLM demos (demo.writer-reviewer,
+// demo.tools) on the server's own local model server (--model-server
+// local), killing while tokens stream in live publication; they make a
+// third of -kills, and also check that every client's rendering of the
+// stream (deltas, then a reset back to the committed output, then the
+// re-run's deltas) ends equal to the final output.
+//
 // Run more kills locally with
 //
 //	go test ./e2e/crash -run TestCrash -kills 2000 -timeout 1h

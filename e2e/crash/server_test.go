@@ -11,13 +11,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
-// addrPattern finds the listening address in the server's output, whatever
-// the log format (text "addr=127.0.0.1:4242", JSON, or a URL).
-var addrPattern = regexp.MustCompile(`(127\.0\.0\.1:[1-9][0-9]*)`)
+// addrPattern finds the listening address in the server's output: the
+// line serve prints on stdout whatever the log format (the logs may name
+// other addresses first, such as the local model server's).
+var addrPattern = regexp.MustCompile(`listening on http://(127\.0\.0\.1:[1-9][0-9]*)`)
 
 // proc is one server process.
 type proc struct {
@@ -40,6 +42,9 @@ type cluster struct {
 		starts   int
 		starting time.Duration // total time from exec to /healthz 200
 	}
+	// deltas counts the text deltas clients received (kills in live mode
+	// wait for tokens to be streaming).
+	deltas atomic.Int64
 }
 
 // newCluster returns a cluster for db writing its journal and logs in dir.

@@ -26,8 +26,8 @@ type workload struct {
 	err          error
 }
 
-// newWorkload draws a workload from rng.
-func newWorkload(cl *cluster, n int, rng *rand.Rand) *workload {
+// newWorkload draws a workload of configs from rng.
+func newWorkload(cl *cluster, n int, rng *rand.Rand, configs []config) *workload {
 	w := &workload{cfg: configs[rng.IntN(len(configs))], delayMS: 20 + rng.IntN(31)}
 	w.primary = &stream{cl: cl, name: fmt.Sprintf("w%d-primary", n)}
 	w.reader = &stream{cl: cl, name: fmt.Sprintf("w%d-reader", n)}

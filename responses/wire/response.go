@@ -180,26 +180,49 @@ func NewResponse(p *NewResponseParams) *Response {
 	return r
 }
 
-// Clone returns a deep enough copy of r to change its status and output
-// without touching r.
+// Clone returns a deep enough copy of r to change its status, output,
+// usage and incomplete details without touching r.
 func (r *Response) Clone() *Response {
 	c := *r
 	c.Output = append([]Item(nil), r.Output...)
+	if r.Usage != nil {
+		u := *r.Usage
+		c.Usage = &u
+	}
+	if r.IncompleteDetails != nil {
+		d := *r.IncompleteDetails
+		c.IncompleteDetails = &d
+	}
 	return &c
 }
 
 // Finish sets the terminal fields of r: status, completed_at (completed
-// only), usage, and error for failed.
+// only), usage (zero unless set before), error for failed, and
+// incomplete_details only for incomplete (set it before).
 func (r *Response) Finish(status string, at time.Time, e *Error) {
 	r.Status = status
 	if status == StatusCompleted {
 		ts := at.Unix()
 		r.CompletedAt = &ts
 	}
-	r.Usage = &Usage{}
+	if r.Usage == nil {
+		r.Usage = &Usage{}
+	}
 	if status == StatusFailed {
 		r.Error = e
 	}
+	if status != StatusIncomplete {
+		r.IncompleteDetails = nil
+	}
+}
+
+// Add adds o to u, details included.
+func (u *Usage) Add(o Usage) {
+	u.InputTokens += o.InputTokens
+	u.InputTokensDetails.CachedTokens += o.InputTokensDetails.CachedTokens
+	u.OutputTokens += o.OutputTokens
+	u.OutputTokensDetails.ReasoningTokens += o.OutputTokensDetails.ReasoningTokens
+	u.TotalTokens += o.TotalTokens
 }
 
 func rawOr(v json.RawMessage, def string) json.RawMessage {

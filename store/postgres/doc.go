@@ -35,6 +35,17 @@
 // bounds the delay when an announcement was lost to a crash or a broken
 // listener connection.
 //
+// The same channel carries the notices of store.Notifier (a cancel, a run
+// queued or handed back), sent after their commit in the same batches with
+// a payload that no response id starts with ("!n" and JSON), so hosts stop
+// cancelled runs and claim waiting ones in milliseconds.
+//
+// # Host registry
+//
+// Each host upserts its row of the hosts table (migration 002) with every
+// lease renewal (store.HostRegistry); a heartbeat deletes the rows of other
+// hosts that expired, skipping rows locked by a concurrent heartbeat.
+//
 // # Leases
 //
 // A run is owned through (owner, epoch, expiry). LeaseClaim takes active runs

@@ -79,14 +79,21 @@ func (s *Store) LeaseRelease(ctx context.Context, p *store.LeaseParams) error {
 	if err != nil {
 		return err
 	}
-	tag, err := s.execWrite(ctx, `UPDATE runs SET lease_owner = '', lease_expires_at = $3, updated_at = $3
-		WHERE id = $1 AND lease_epoch = $2 AND lease_owner = $4 AND lease_owner <> '' AND lease_expires_at > $3`,
-		p.RunID, p.Epoch, now, p.Owner)
+	var active bool
+	err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		return conn.QueryRow(ctx, `UPDATE runs SET lease_owner = '', lease_expires_at = $3, updated_at = $3
+		WHERE id = $1 AND lease_epoch = $2 AND lease_owner = $4 AND lease_owner <> '' AND lease_expires_at > $3
+		RETURNING active`, p.RunID, p.Epoch, now, p.Owner).Scan(&active)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s.fenced(ctx, "release lease", p.RunID, p.Epoch)
+	}
 	if err != nil {
 		return mapError("release lease of run "+p.RunID, p.RunID, p.Epoch, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return s.fenced(ctx, "release lease", p.RunID, p.Epoch)
+	if active {
+		// Handed back unfinished (drain): any host may take it now.
+		s.sendNotice(store.Notice{Kind: store.NoticeRunReady, RunID: p.RunID})
 	}
 	return nil
 }

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/internal/noticehub"
 )
 
 // listener owns the one connection per Store that LISTENs on the event
@@ -20,6 +23,10 @@ type listener struct {
 
 	mu      sync.Mutex
 	waiters map[string]map[chan struct{}]struct{} // response id -> waiters
+
+	// notices receives the notices among the notifications (see
+	// notice.go).
+	notices noticehub.Hub
 }
 
 const (
@@ -74,6 +81,7 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 			}
 			backoff = listenRetryMin
 			l.wakeAll()
+			l.notices.Publish(store.Notice{Kind: store.NoticeResync})
 		}
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -85,6 +93,10 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 			l.wakeAll()
 			continue
 		}
+		if notice, ok := decodeNotice(n.Payload); ok {
+			l.notices.Publish(notice)
+			continue
+		}
 		l.wake(n.Payload)
 	}
 }
@@ -94,6 +106,7 @@ func (l *listener) stop() {
 	l.cancel()
 	<-l.done
 	l.wakeAll()
+	l.notices.Close()
 }
 
 // closeConn closes conn and waits until its socket is released.

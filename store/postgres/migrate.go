@@ -25,7 +25,7 @@ type migration struct {
 
 // superstepTables are the tables of a superstep schema; finding any of them
 // without the version table means the schema is not superstep's.
-var superstepTables = []string{"runs", "responses", "events", "blobs", "checkpoints"}
+var superstepTables = []string{"runs", "responses", "events", "blobs", "checkpoints", "hosts"}
 
 // loadMigrations reads migration/NNN_name.up.sql in version order.
 func loadMigrations() ([]migration, error) {

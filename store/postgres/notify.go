@@ -20,7 +20,7 @@ import (
 type notifier struct {
 	s      *Store
 	mu     sync.Mutex
-	ids    map[string]struct{}
+	ids    map[string]struct{} // NOTIFY payloads: response ids and notices
 	kick   chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -40,6 +40,14 @@ func (n *notifier) add(responseID string) {
 	n.s.listen.wake(responseID)
 	n.mu.Lock()
 	n.ids[responseID] = struct{}{}
+	n.mu.Unlock()
+	signal(n.kick)
+}
+
+// addPayload queues a raw NOTIFY payload (a notice) for the next flush.
+func (n *notifier) addPayload(payload string) {
+	n.mu.Lock()
+	n.ids[payload] = struct{}{}
 	n.mu.Unlock()
 	signal(n.kick)
 }

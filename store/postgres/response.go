@@ -48,7 +48,12 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 	if enc != nil {
 		s.parts.set(p.RunID, enc.all)
 	}
-	// No announcement: nobody can wait on a response before it exists.
+	// No event announcement: nobody can wait on a response before it
+	// exists. A run left without an owner is announced to the hosts that
+	// may claim it.
+	if res.Run.Active && res.Run.Lease.Owner == "" {
+		s.sendNotice(store.Notice{Kind: store.NoticeRunReady, RunID: res.Run.ID})
+	}
 	return res, nil
 }
 
@@ -180,5 +185,11 @@ func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response,
 			WHERE id = $1 RETURNING `+responseColumns, id, now))
 		return err
 	})
-	return r, mapError("cancel response "+id, "", 0, err)
+	if err != nil {
+		return nil, mapError("cancel response "+id, "", 0, err)
+	}
+	if !r.Status.Terminal() {
+		s.sendNotice(store.Notice{Kind: store.NoticeCancel, RunID: r.RunID, ResponseID: r.ID})
+	}
+	return r, nil
 }

@@ -54,7 +54,7 @@ func (s *Store) LeaseRenew(ctx context.Context, p *store.LeaseParams) (time.Time
 	now := orNow(p.Now)
 	expires := now.Add(p.Duration)
 	err := s.write(ctx, "lease renew", func(ctx context.Context, tx *sql.Tx) error {
-		if err := checkLease(ctx, tx, p, now); err != nil {
+		if _, err := checkLease(ctx, tx, p, now); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, "UPDATE runs SET lease_expires_at = ? WHERE id = ?", expires.UnixNano(), p.RunID)
@@ -70,28 +70,36 @@ func (s *Store) LeaseRenew(ctx context.Context, p *store.LeaseParams) (time.Time
 // (store.ErrFenced when it was already lost; store.ErrNotFound).
 func (s *Store) LeaseRelease(ctx context.Context, p *store.LeaseParams) error {
 	now := orNow(p.Now)
-	return s.write(ctx, "lease release", func(ctx context.Context, tx *sql.Tx) error {
-		if err := checkLease(ctx, tx, p, now); err != nil {
+	var active bool
+	err := s.write(ctx, "lease release", func(ctx context.Context, tx *sql.Tx) error {
+		run, err := checkLease(ctx, tx, p, now)
+		if err != nil {
 			return err
 		}
 		if err := fault.Point(ctx, "lease.checked"); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, "UPDATE runs SET lease_owner = '', lease_expires_at = 0 WHERE id = ?", p.RunID)
+		active = run.Active
+		_, err = tx.ExecContext(ctx, "UPDATE runs SET lease_owner = '', lease_expires_at = 0 WHERE id = ?", p.RunID)
 		return err
 	})
+	if err == nil && active {
+		// Handed back unfinished: any host may take it now.
+		s.notices.Publish(store.Notice{Kind: store.NoticeRunReady, RunID: p.RunID})
+	}
+	return err
 }
 
-// checkLease returns a *store.FencedError unless p.Owner holds the run's
-// lease at p.Epoch and it has not expired at now.
-func checkLease(ctx context.Context, tx *sql.Tx, p *store.LeaseParams, now time.Time) error {
+// checkLease returns the run, or a *store.FencedError unless p.Owner holds
+// the run's lease at p.Epoch and it has not expired at now.
+func checkLease(ctx context.Context, tx *sql.Tx, p *store.LeaseParams, now time.Time) (*runRow, error) {
 	run, err := getRunRow(ctx, tx, p.RunID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	l := run.Lease
 	if l.Epoch != p.Epoch || l.Owner == "" || l.Owner != p.Owner || !now.Before(l.ExpiresAt) {
-		return &store.FencedError{RunID: p.RunID, Epoch: p.Epoch, CurrentEpoch: l.Epoch}
+		return nil, &store.FencedError{RunID: p.RunID, Epoch: p.Epoch, CurrentEpoch: l.Epoch}
 	}
-	return nil
+	return run, nil
 }

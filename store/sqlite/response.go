@@ -60,6 +60,10 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 	if err != nil {
 		return nil, err
 	}
+	if run.Active && run.Lease.Owner == "" {
+		// Queued: announced to the hosts that may claim it.
+		s.notices.Publish(store.Notice{Kind: store.NoticeRunReady, RunID: run.ID})
+	}
 	return &store.ResponseCreateResult{Response: &resp, Run: run}, nil
 }
 
@@ -237,7 +241,14 @@ func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response,
 	if err != nil {
 		return nil, err
 	}
-	return s.ResponseGet(ctx, id)
+	resp, err := s.ResponseGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !resp.Status.Terminal() {
+		s.notices.Publish(store.Notice{Kind: store.NoticeCancel, RunID: resp.RunID, ResponseID: resp.ID})
+	}
+	return resp, nil
 }
 
 // ResponseDelete deletes a response and its events; when it was the last

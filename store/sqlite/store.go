@@ -33,6 +33,7 @@ import (
 	_ "github.com/mattn/go-sqlite3" // the database/sql driver "sqlite3"
 
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/internal/noticehub"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -54,6 +55,7 @@ type Store struct {
 	idle    sync.Cond
 
 	notify    notifier
+	notices   noticehub.Hub // Notices subscribers (hosts.go)
 	stats     struct{ transactions, writes atomic.Int64 }
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -141,9 +143,15 @@ func (s *Store) Stats() Stats {
 // file's exclusive lock, so the processes that held those leases are gone:
 // their runs can be claimed at once instead of after the leases expire.
 // Epochs are kept, so a write made under an old lease stays fenced.
+//
+// The host registry is emptied for the same reason.
 func releaseLeases(ctx context.Context, db *sql.DB) error {
 	_, err := db.ExecContext(ctx, "UPDATE runs SET lease_owner = '', lease_expires_at = 0 WHERE lease_owner != ''")
-	return mapError("release leases of a previous process", err)
+	if err != nil {
+		return mapError("release leases of a previous process", err)
+	}
+	_, err = db.ExecContext(ctx, "DELETE FROM hosts")
+	return mapError("remove the hosts of a previous process", err)
 }
 
 // Path returns the database file's path.
@@ -161,6 +169,7 @@ func (s *Store) Close() error {
 		}
 		s.mu.Unlock()
 		s.notify.closeAll()
+		s.notices.Close()
 		s.closeErr = s.closeDBs()
 	})
 	return s.closeErr

@@ -4,8 +4,8 @@
 // imports no backend.
 //
 // The suite is split into files by area (commit.go, events.go, lease.go,
-// response.go, retention.go, fault.go, crash.go). The first t.Run level
-// names the method, the second the behaviour. Every subtest gets a store of
+// response.go, retention.go, fault.go, crash.go, hosts.go). The first t.Run
+// level names the method, the second the behaviour. Every subtest gets a store of
 // its own and ends with store.Check.
 package storetest
 
@@ -68,7 +68,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("EventList", func(t *testing.T) { testEventList(t, h) })
 	t.Run("EventWait", func(t *testing.T) { testEventWait(t, h) })
 	t.Run("Fault", func(t *testing.T) { testFault(t, h) })
+	t.Run("HostRegistry", func(t *testing.T) { testHostRegistry(t, h) })
 	t.Run("Lease", func(t *testing.T) { testLease(t, h) })
+	t.Run("Notices", func(t *testing.T) { testNotices(t, h) })
 	t.Run("Reopen", func(t *testing.T) { testReopen(t, h) })
 	t.Run("Response", func(t *testing.T) { testResponse(t, h) })
 	t.Run("Retention", func(t *testing.T) { testRetention(t, h) })

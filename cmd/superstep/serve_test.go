@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/superstep/superstep/agent"
+	"github.com/superstep/superstep/examples"
+)
+
+func TestParseServeFlags_ModelServer(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	c, err := parseServeFlags(nil, io.Discard)
+	if err != nil || c.modelServer != "" || c.openAIKey != "" || c.model != agent.DefaultModel || c.modelAPI != string(agent.APIChatCompletions) {
+		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+	t.Setenv("OPENAI_BASE_URL", "http://models.example/v1")
+	t.Setenv("OPENAI_API_KEY", "sk-env")
+	if c, err = parseServeFlags(nil, io.Discard); err != nil || c.modelServer != "http://models.example/v1" || c.openAIKey != "sk-env" {
+		t.Fatalf("from the environment: %+v, %v", c, err)
+	}
+	var help strings.Builder
+	if _, err := parseServeFlags([]string{"-h"}, &help); !strings.Contains(help.String(), "-openai-api-key") || strings.Contains(help.String(), "sk-env") {
+		t.Fatalf("-h: %v; help must list the flag without the key:\n%s", err, help.String())
+	}
+	c, err = parseServeFlags([]string{"--model-server", "local", "--openai-api-key", "sk-flag", "--model", "m1", "--model-api", "responses"}, io.Discard)
+	if err != nil || c.modelServer != "local" || c.openAIKey != "sk-flag" || c.model != "m1" || c.modelAPI != "responses" {
+		t.Fatalf("flags over the environment: %+v, %v", c, err)
+	}
+}
+
+// syncBuffer is a strings.Builder safe for the logger and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// serveInProcess runs serve with args until the test ends; it returns the
+// base URL and the log.
+func serveInProcess(t *testing.T, args ...string) (string, *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	args = append([]string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "s.db"), "--log-format", "text"}, args...)
+	go func() {
+		done <- run(ctx, args, pw, logs)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve returned %v after cancel", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not return after cancel")
+		}
+	})
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no address line: %v\n%s", err, logs)
+	}
+	m := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("address line %q", line)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	return m[1], logs
+}
+
+// modelIDs lists the models the server hosts.
+func modelIDs(t *testing.T, client *http.Client, base string) string {
+	t.Helper()
+	resp, err := client.Get(base + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("models: %d %s", resp.StatusCode, body)
+	}
+	return string(body)
+}
+
+// TestServe_ModelServerLocal serves the LLM demos with the in-process
+// local model: demo.writer-reviewer answers deterministically.
+func TestServe_ModelServerLocal(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	base, logs := serveInProcess(t, "--model-server", "local", "--model", "any-name")
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
+	if ids := modelIDs(t, client, base); !strings.Contains(ids, examples.WriterReviewer) || !strings.Contains(ids, examples.Tools) {
+		t.Fatalf("models %s lack the LLM demos", ids)
+	}
+	resp, err := client.Post(base+"/v1/responses", "application/json", strings.NewReader(
+		`{"model":"demo.writer-reviewer","input":"tides","metadata":{"token_delay_ms":"0"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string `json:"status"`
+		Output []struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"output"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("create: %d %v", resp.StatusCode, err)
+	}
+	var texts []string
+	for _, it := range r.Output {
+		for _, c := range it.Content {
+			texts = append(texts, c.Text)
+		}
+	}
+	want := []string{"Echo: tides", "Echo: " + examples.ReviewPrompt + "Echo: tides"}
+	if r.Status != "completed" || strings.Join(texts, "|") != strings.Join(want, "|") {
+		t.Fatalf("status %s, output %q; want %q\n%s", r.Status, texts, want, logs)
+	}
+	if !strings.Contains(logs.String(), "LLM demos registered") || !strings.Contains(logs.String(), "local test model at http://127.0.0.1:") {
+		t.Fatalf("log lacks the LLM demos line:\n%s", logs)
+	}
+}
+
+// TestServe_NoModelServer: without a model server the LLM demos are not
+// hosted, and the log says why, once.
+func TestServe_NoModelServer(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	base, logs := serveInProcess(t)
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
+	if ids := modelIDs(t, client, base); strings.Contains(ids, "demo.writer-reviewer") || !strings.Contains(ids, "demo.echo") {
+		t.Fatalf("models %s", ids)
+	}
+	if n := strings.Count(logs.String(), "LLM demos not registered"); n != 1 {
+		t.Fatalf("%d log lines about the LLM demos, want 1:\n%s", n, logs)
+	}
+}
