@@ -153,8 +153,8 @@ func (l *lockedBuffer) String() string {
 
 // TestBinary_ServeStreamBackgroundShutdown runs the real binary with API
 // keys: streaming, background + polling, another key's 404, health and
-// metrics, a graceful SIGTERM, then `superstep check` on the file and a
-// restart that still serves the stored responses.
+// metrics, `superstep check` while it serves, a graceful SIGTERM, then
+// `superstep check` on the file and a restart that still serves the stored responses.
 func TestBinary_ServeStreamBackgroundShutdown(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -188,6 +188,10 @@ func TestBinary_ServeStreamBackgroundShutdown(t *testing.T) {
 	requireStatus(t, err, http.StatusUnauthorized)
 	requireGet(t, p.baseURL+"/healthz", "ok")
 	requireGet(t, p.baseURL+"/metrics", "superstep_http_requests_total")
+	// check opens the file read-only, so it works while the server holds it.
+	if out, err := exec.Command(superstepBinary(t), "check", db).CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "ok") {
+		t.Fatalf("superstep check while serving: %v\n%s", err, out)
+	}
 
 	if code := p.stop(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit code after SIGTERM %d:\n%s", code, p.stderr)

@@ -16,7 +16,9 @@
 // One process owns a database file at a time: Open takes an exclusive flock
 // on it and fails with ErrLocked when another process holds it. Because of
 // that, Open releases every lease left in the file (their holders are
-// gone), so recovery claims unfinished runs at once; epochs are kept. EventWait is
+// gone), so recovery claims unfinished runs at once; epochs are kept.
+// OpenReadOnly takes no lock and writes nothing, for inspecting a file a
+// server holds (`superstep check`). EventWait is
 // woken in-process only, which is all a single-process store needs. The
 // driver is github.com/mattn/go-sqlite3 (cgo); see docs/sqlite-driver.md.
 package sqlite
@@ -58,6 +60,7 @@ type Store struct {
 	notices   noticehub.Hub // Notices subscribers (hosts.go)
 	stats     struct{ transactions, writes atomic.Int64 }
 	closed    atomic.Bool
+	readOnly  bool // OpenReadOnly: no writer, no lock
 	closeOnce sync.Once
 	closeErr  error
 }

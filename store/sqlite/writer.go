@@ -57,6 +57,9 @@ func (s *Store) writeWake(ctx context.Context, op string, wake []string, apply f
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlite: %s: %w", op, err)
 	}
+	if err := s.errIfReadOnly(op); err != nil {
+		return err
+	}
 	r := &request{op: op, ctx: context.WithoutCancel(ctx), apply: apply, wake: wake, done: make(chan error, 1)}
 	s.mu.Lock()
 	if s.closed.Load() {
