@@ -23,7 +23,7 @@ func TestRun_ServeUntilCancelled(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "s.db"), "--log-format", "text"}, pw, io.Discard)
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "s.db"), "--log-format", "text", "--host-id", "host-under-test"}, pw, io.Discard)
 		pw.Close()
 	}()
 	line, err := bufio.NewReader(pr).ReadString('\n')
@@ -49,8 +49,13 @@ func TestRun_ServeUntilCancelled(t *testing.T) {
 	if err := run(ctx, []string{"hosts", "--addr", m[1]}, &out, io.Discard); err != nil {
 		t.Fatalf("hosts: %v", err)
 	}
-	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[0], "HOST") {
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "HOST") {
 		t.Fatalf("hosts printed %q, want a header and this host", out.String())
+	}
+	// The host's id is --host-id and its address the bound one, not ":0".
+	if f := strings.Fields(lines[1]); len(f) < 2 || f[0] != "host-under-test" || "http://"+f[1] != m[1] {
+		t.Fatalf("hosts printed %q, want host-under-test at %s", lines[1], m[1])
 	}
 	cancel()
 	select {

@@ -37,6 +37,9 @@ type serveConfig struct {
 	lease, grace, keepAlive      time.Duration
 	maxSupersteps                int
 	maxRuns                      int
+	// hostID names this host as a lease owner; advertise is the address
+	// other hosts and tools are shown for it (default: the bound one).
+	hostID, advertise string
 	// The model server of the LLM demos (see modelServerLocal).
 	modelServer, openAIKey, model, modelAPI string
 }
@@ -59,6 +62,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.DurationVar(&c.keepAlive, "keepalive", responses.KeepAliveDefault, "idle time before a stream gets a keep-alive comment")
 	fs.IntVar(&c.maxSupersteps, "max-supersteps", host.MaxSuperstepsDefault, "most supersteps one run may take")
 	fs.IntVar(&c.maxRuns, "max-runs", 0, "most runs this host drives at once; others wait for a host with capacity (0: no limit)")
+	fs.StringVar(&c.hostID, "host-id", os.Getenv("SUPERSTEP_HOST_ID"), "this host's id among hosts sharing a database (env SUPERSTEP_HOST_ID; default hostname-pid-random). Never give two live hosts the same id")
+	fs.StringVar(&c.advertise, "advertise-addr", os.Getenv("SUPERSTEP_ADVERTISE_ADDR"), "the address /v1/hosts shows for this host (env SUPERSTEP_ADVERTISE_ADDR; default: the address it listens on)")
 	fs.StringVar(&c.modelServer, "model-server", os.Getenv("OPENAI_BASE_URL"), "model server of the LLM demos: \"local\" (the deterministic local test model, in process, offline) or an OpenAI-compatible base URL such as https://api.openai.com/v1 (env OPENAI_BASE_URL)")
 	// The key's default is read after parsing, so that -h does not print it.
 	fs.StringVar(&c.openAIKey, "openai-api-key", "", "API key for the model server (default: env OPENAI_API_KEY); alone, it selects OpenAI's API")
@@ -157,13 +162,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// Deferred after the store's Close, so it runs before it: after the
 	// host stopped, when no superstep calls the model any more.
 	defer closeModel()
-	srv, h, err := newServer(cfg, st, keys, llm, log)
-	if err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return withCode(exitListen, fmt.Errorf("serve: %w", err))
+	}
+	if cfg.advertise == "" {
+		cfg.advertise = ln.Addr().String() // the real port when --addr asked for 0
+	}
+	srv, h, err := newServer(cfg, st, keys, llm, log)
+	if err != nil {
+		ln.Close()
+		return err
 	}
 	if err := h.Start(ctx); err != nil {
 		ln.Close()
@@ -231,7 +240,7 @@ func redactModelURL(s string) string {
 func newServer(cfg *serveConfig, st store.Store, keys map[string]string, llm *examples.LLMOptions, log *slog.Logger) (*http.Server, *host.Host, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	h, err := host.New(st, &host.Config{Addr: cfg.addr, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps, MaxRuns: cfg.maxRuns, Logger: log, Metrics: reg})
+	h, err := host.New(st, &host.Config{HostID: cfg.hostID, Addr: cfg.advertise, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps, MaxRuns: cfg.maxRuns, Logger: log, Metrics: reg})
 	if err != nil {
 		return nil, nil, withCode(exitUsage, fmt.Errorf("serve: %w", err))
 	}
