@@ -45,25 +45,40 @@ type envOpts struct {
 	KeepAlive    time.Duration
 }
 
+// testLogger returns the hosts' logger: warnings and errors, to stderr
+// when SUPERSTEP_E2E_LOG is set and nowhere otherwise.
+func testLogger() *slog.Logger {
+	var out io.Writer = io.Discard
+	if os.Getenv("SUPERSTEP_E2E_LOG") != "" {
+		out = os.Stderr
+	}
+	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// newHost opens a SQLite store in file in t's temporary directory and a
+// host on it that logs to logger; the caller registers workflows and
+// starts it.
+func newHost(t testing.TB, file string, logger *slog.Logger) (*sqlite.Store, *host.Host) {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), file), nil)
+	if err != nil {
+		t.Fatalf("sqlite.Open: %v", err)
+	}
+	h, err := host.New(st, &host.Config{Logger: logger})
+	if err != nil {
+		t.Fatalf("host.New: %v", err)
+	}
+	return st, h
+}
+
 func newEnv(t testing.TB, o *envOpts) *env {
 	t.Helper()
 	if o == nil {
 		o = &envOpts{}
 	}
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e2e.db"), nil)
-	if err != nil {
-		t.Fatalf("sqlite.Open: %v", err)
-	}
-	var logOut io.Writer = io.Discard
-	if os.Getenv("SUPERSTEP_E2E_LOG") != "" {
-		logOut = os.Stderr
-	}
-	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h, err := host.New(st, &host.Config{Logger: logger})
-	if err != nil {
-		t.Fatalf("host.New: %v", err)
-	}
+	logger := testLogger()
+	st, h := newHost(t, "e2e.db", logger)
 	if err := examples.Register(h); err != nil {
 		t.Fatalf("examples.Register: %v", err)
 	}

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,10 +18,8 @@ import (
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/examples"
-	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/localmodel"
 	responsesapi "github.com/superstep/superstep/responses"
-	"github.com/superstep/superstep/store/sqlite"
 )
 
 // newLLMEnv is newEnv with the LLM demos on the local model server (or on
@@ -47,20 +43,9 @@ func newLLMEnv(t *testing.T, baseURL, journal string) *env {
 	}
 	modelHTTP := &http.Client{Transport: &http.Transport{}}
 	t.Cleanup(modelHTTP.CloseIdleConnections)
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "llm.db"), nil)
-	if err != nil {
-		t.Fatalf("sqlite.Open: %v", err)
-	}
-	var logOut io.Writer = io.Discard
-	if os.Getenv("SUPERSTEP_E2E_LOG") != "" {
-		logOut = os.Stderr
-	}
-	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h, err := host.New(st, &host.Config{Logger: logger})
-	if err != nil {
-		t.Fatalf("host.New: %v", err)
-	}
-	err = examples.RegisterLLM(h, &examples.LLMOptions{BaseURL: baseURL, APIKey: "local", Model: "e2e-model",
+	logger := testLogger()
+	st, h := newHost(t, "llm.db", logger)
+	err := examples.RegisterLLM(h, &examples.LLMOptions{BaseURL: baseURL, APIKey: "local", Model: "e2e-model",
 		HTTPClient: modelHTTP, Journal: journal, Retry: agent.RetryPolicy{Retries: 1, Backoff: 10 * time.Millisecond}})
 	if err != nil {
 		t.Fatalf("RegisterLLM: %v", err)

@@ -2,71 +2,24 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"net/url"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
-)
 
-// postgresDB creates a database of its own for t (dropped at cleanup) and
-// returns its URL. Unreachable PostgreSQL fails the test when CI is set
-// and skips it otherwise.
-func postgresDB(t *testing.T) string {
-	t.Helper()
-	admin := os.Getenv("SUPERSTEP_TEST_POSTGRES")
-	if admin == "" {
-		admin = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL at %s unreachable in CI: %v", admin, err)
-		}
-		t.Skipf("PostgreSQL at %s unreachable (set SUPERSTEP_TEST_POSTGRES): %v", admin, err)
-	}
-	defer conn.Close(ctx)
-	name := fmt.Sprintf("superstep_e2e_%d_%d", os.Getpid(), time.Now().UnixNano())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
+	"github.com/superstep/superstep/internal/pgtest"
+)
 
 // TestBinary_Postgres serves from PostgreSQL (--db postgres://...):
 // streaming, a background run with polling, then `superstep check` on the
 // database after a graceful stop.
 func TestBinary_Postgres(t *testing.T) {
 	t.Parallel()
-	db := postgresDB(t)
+	db := pgtest.Database(t, "superstep_e2e")
 	p := startServer(t, nil, "--db", db)
 	c := p.client("k")
 	ctx := context.Background()

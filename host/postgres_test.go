@@ -2,71 +2,30 @@ package host_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/internal/pgtest"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/postgres"
 )
-
-// pgURL is the test database: $SUPERSTEP_TEST_POSTGRES or the local default.
-func pgURL() string {
-	if u := os.Getenv("SUPERSTEP_TEST_POSTGRES"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
 
 // pgSchema returns a fresh schema, dropped at cleanup. It fails the test
 // when the database is unreachable and CI is set, and skips it otherwise.
 func pgSchema(t *testing.T) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, pgURL())
-	if err == nil {
-		err = conn.Ping(ctx)
-		_ = conn.Close(ctx)
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL at %s unreachable (CI is set): %v", pgURL(), err)
-		}
-		t.Skipf("PostgreSQL at %s unreachable, skipping (set CI to make this fail): %v", pgURL(), err)
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "hosttest_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, pgURL())
-		if err != nil {
-			t.Errorf("drop schema: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	return schema
+	return pgtest.Schema(t, "hosttest")
 }
 
 // openPG opens a store handle on schema (each host gets its own handle, as
 // separate processes would).
 func openPG(t *testing.T, schema string) store.Store {
 	t.Helper()
-	s, err := postgres.Open(context.Background(), pgURL(), &postgres.Options{Schema: schema})
+	s, err := postgres.Open(context.Background(), pgtest.URL(), &postgres.Options{Schema: schema})
 	if err != nil {
 		t.Fatalf("postgres.Open: %v", err)
 	}

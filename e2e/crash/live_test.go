@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superstep/superstep/internal/pgtest"
+	"github.com/superstep/superstep/internal/proctest"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/postgres"
 	"github.com/superstep/superstep/store/sqlite"
@@ -49,7 +51,7 @@ func liveSuite() *suite {
 
 func TestCrash_Live_SQLite(t *testing.T) {
 	t.Parallel()
-	db := filepath.Join(workDir(t), "superstep.db")
+	db := filepath.Join(proctest.WorkDir(t, *flagKeep, "superstep-crash"), "superstep.db")
 	runSuite(t, &backend{
 		dbArg: db,
 		open:  func(ctx context.Context) (store.Store, error) { return sqlite.Open(ctx, db, nil) },
@@ -58,7 +60,7 @@ func TestCrash_Live_SQLite(t *testing.T) {
 
 func TestCrash_Live_Postgres(t *testing.T) {
 	t.Parallel()
-	db := postgresDatabase(t)
+	db := pgtest.Database(t, "superstep_crash")
 	runSuite(t, &backend{
 		dbArg:     db,
 		open:      func(ctx context.Context) (store.Store, error) { return postgres.Open(ctx, db, nil) },

@@ -23,12 +23,7 @@ func TestCrash_SQLite_ResumesAtOnce(t *testing.T) {
 	cl := newCluster(binary, filepath.Join(dir, "superstep.db"), dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	t.Cleanup(func() {
-		if p := cl.detach(); p != nil {
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
+	t.Cleanup(cl.killAtCleanup)
 	if err := cl.start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +41,7 @@ func TestCrash_SQLite_ResumesAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := waitJournal(ctx, t, cl.journal, 3)
-	if _, err := cl.kill(); err != nil {
+	if err := cl.kill(); err != nil {
 		t.Fatal(err)
 	}
 	before = max(before, waitJournal(ctx, t, cl.journal, 0))

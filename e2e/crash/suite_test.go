@@ -49,7 +49,7 @@ func (s *suite) perKill() time.Duration {
 func (ch *chaos) waitDelta(ctx context.Context) {
 	n := ch.cl.deltas.Load()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && ch.cl.deltas.Load() == n && ctx.Err() == nil; {
-		ch.spawn(ctx)
+		ch.spawn()
 		sleep(ctx, time.Millisecond)
 	}
 }

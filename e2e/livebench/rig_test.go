@@ -3,14 +3,13 @@ package livebench
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"iter"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -28,6 +26,7 @@ import (
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/internal/pgtest"
 	"github.com/superstep/superstep/localmodel"
 	sresponses "github.com/superstep/superstep/responses"
 	"github.com/superstep/superstep/store"
@@ -35,6 +34,10 @@ import (
 	"github.com/superstep/superstep/store/sqlite"
 	"github.com/superstep/superstep/workflow"
 )
+
+// tokenDelay paces the model server like a real model (the pause before
+// each token); 0, the default, streams as fast as it can.
+var tokenDelay = flag.Duration("livebench.token-delay", 0, "pause before each model token (0: none)")
 
 // modelName is the benchmark workflow: one agent executor (a ChatAgent on
 // the local model server) whose reply is the output.
@@ -93,12 +96,16 @@ func newRig(tb testing.TB, kind string) *rig {
 		path := filepath.Join(tb.TempDir(), "bench.db")
 		open = func() (store.Store, error) { return sqlite.Open(ctx, path, nil) }
 	case "postgres":
-		db := postgresDB(tb)
+		db := pgtest.Database(tb, "superstep_livebench")
 		open = func() (store.Store, error) { return postgres.Open(ctx, db, nil) }
 	default:
 		tb.Fatalf("unknown store %q", kind)
 	}
-	m, err := localmodel.Start("127.0.0.1:0", &localmodel.Options{TokenDelay: -1, Reply: reply})
+	delay := time.Duration(-1) // no pause
+	if *tokenDelay > 0 {
+		delay = *tokenDelay
+	}
+	m, err := localmodel.Start("127.0.0.1:0", &localmodel.Options{TokenDelay: delay, Reply: reply})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -307,48 +314,4 @@ func sortedCopy(ds []time.Duration) []time.Duration {
 	out := slices.Clone(ds)
 	slices.Sort(out)
 	return out
-}
-
-// postgresDB creates a database of its own for tb (dropped at cleanup) and
-// returns its URL. Unreachable PostgreSQL fails when CI is set and skips
-// otherwise.
-func postgresDB(tb testing.TB) string {
-	tb.Helper()
-	admin := os.Getenv("SUPERSTEP_TEST_POSTGRES")
-	if admin == "" {
-		admin = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			tb.Fatalf("PostgreSQL at %s unreachable in CI: %v", admin, err)
-		}
-		tb.Skipf("PostgreSQL at %s unreachable (set SUPERSTEP_TEST_POSTGRES): %v", admin, err)
-	}
-	defer conn.Close(ctx)
-	name := fmt.Sprintf("superstep_livebench_%d_%d", os.Getpid(), time.Now().UnixNano())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		tb.Fatalf("create database: %v", err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			tb.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			tb.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(admin)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
 }

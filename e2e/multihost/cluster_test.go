@@ -8,17 +8,15 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/superstep/superstep/internal/pgtest"
 	"github.com/superstep/superstep/internal/proctest"
+	"github.com/superstep/superstep/internal/verifytest"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/postgres"
 )
@@ -26,53 +24,9 @@ import (
 // hostCount is how many hosts every test runs.
 const hostCount = 3
 
-// postgresURL is the server the tests use.
-func postgresURL() string {
-	if u := os.Getenv("SUPERSTEP_TEST_POSTGRES"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
-// postgresDatabase creates a database of its own for t and drops it at
-// cleanup; it returns its URL. Unreachable PostgreSQL fails the test in CI
-// and skips it elsewhere.
-func postgresDatabase(t testing.TB) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	admin := postgresURL()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL at %s unreachable in CI: %v", admin, err)
-		}
-		t.Skipf("PostgreSQL at %s unreachable (set SUPERSTEP_TEST_POSTGRES): %v", admin, err)
-	}
-	defer conn.Close(ctx)
-	name := fmt.Sprintf("superstep_multihost_%d_%d", os.Getpid(), time.Now().UnixNano())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatalf("parse %s: %v", admin, err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
+// httpClient keeps no idle connections: servers die under them, and no
+// connection goroutine outlives a test.
+var httpClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 // openStore opens the test's database in the test process (the hosts keep
 // running: PostgreSQL is shared).
@@ -118,9 +72,12 @@ type cluster struct {
 	}
 }
 
-// newCluster returns a cluster on db writing its journal and logs in dir.
-// The hosts are started with start.
-func newCluster(t testing.TB, db, dir string, seed uint64, args ...string) *cluster {
+// newCluster returns a cluster on a database of its own (dropped when t
+// ends) writing its journal and logs in a work directory (kept under
+// -keep when t fails). The hosts are started with start.
+func newCluster(t testing.TB, seed uint64, args ...string) *cluster {
+	db := pgtest.Database(t, "superstep_multihost")
+	dir := proctest.WorkDir(t, *flagKeep, "superstep-multihost")
 	c := &cluster{t: t, dir: dir, db: db, journal: filepath.Join(dir, "journal"), args: args}
 	c.mu.hosts = make([]*hostProc, hostCount)
 	c.mu.changed = make(chan struct{})
@@ -388,6 +345,12 @@ func (c *cluster) logsContaining(s string) map[string]int {
 	return out
 }
 
+// checkCommand runs `superstep check` on the cluster's database and
+// requires success.
+func (c *cluster) checkCommand(ctx context.Context) {
+	verifytest.CheckCommand(ctx, c.t, binary, c.db)
+}
+
 // scrape reads one host's metrics.
 func scrape(ctx context.Context, h *hostProc) (map[string]float64, error) {
 	m, err := proctest.Scrape(ctx, h.url())
@@ -395,26 +358,6 @@ func scrape(ctx context.Context, h *hostProc) (map[string]float64, error) {
 		return nil, fmt.Errorf("multihost: host %d (%s): %w", h.slot, h.id, err)
 	}
 	return m, nil
-}
-
-// workDir returns the directory for the journal and server logs: a
-// temporary one, kept (and named) when the test fails under -keep.
-func workDir(t testing.TB) string {
-	if !*flagKeep {
-		return t.TempDir()
-	}
-	dir, err := os.MkdirTemp("", "superstep-multihost-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("kept the journal and server logs in %s", dir)
-			return
-		}
-		os.RemoveAll(dir)
-	})
-	return dir
 }
 
 // seedOf returns the -seed flag or one from the clock, and logs it.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superstep/superstep/internal/resumeclient"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/verify"
 )
@@ -28,24 +29,17 @@ var drainConfig = config{name: "silent-200", model: "demo.silent", meta: map[str
 // clients, whose streams the drain ended, resume on another host with
 // starting_after and see exactly the log.
 func TestMultihost_Drain(t *testing.T) {
-	db := postgresDatabase(t)
 	seed := seedOf(t)
 	began := time.Now()
-	cl := newCluster(t, db, workDir(t), seed, "--lease", drainLease.String())
-	st := openStore(t, db)
+	cl := newCluster(t, seed, "--lease", drainLease.String())
+	st := openStore(t, cl.db)
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	cl.startAll(ctx)
 	checkListing(ctx, t, cl, nil)
 
-	ref := &stream{cl: cl, name: "reference", pin: cl.host(1).url()}
-	if err := ref.create(ctx, drainConfig, 1); err != nil || !ref.terminal {
-		t.Fatalf("reference run: terminal=%v err=%v (last: %v)", ref.terminal, err, ref.lastErr)
-	}
-	refOut, err := verify.OutcomeOf(ref.view.Events[len(ref.view.Events)-1].Data)
-	if err != nil || refOut.Status != "completed" {
-		t.Fatalf("reference run: %s %v", refOut, err)
-	}
+	ref := pinnedStream("reference", cl.host(1).url())
+	refOut := referenceOutcome(t, drainConfig.name, ref, ref.Create(ctx, drainConfig.params(1)))
 
 	// Two runs created on host 0, streamed from it by their creators,
 	// which go to another host once the drain ends their streams.
@@ -59,13 +53,14 @@ func TestMultihost_Drain(t *testing.T) {
 	errs := make([]error, len(streams))
 	ids := make(chan string, len(streams))
 	for i := range streams {
-		s := &stream{cl: cl, name: fmt.Sprintf("creator-%d", i), pin: h0.url(), onID: func(id string) { ids <- id }}
+		s := pinnedStream(fmt.Sprintf("creator-%d", i), h0.url())
+		s.OnID = func(id string) { ids <- id }
 		streams[i] = s
 		wg.Go(func() {
-			errs[i] = s.create(ctx, drainConfig, 20)
-			s.pin = "" // reconnect anywhere but the drained host
-			if errs[i] == nil && !s.terminal {
-				errs[i] = s.follow(ctx)
+			errs[i] = s.Create(ctx, drainConfig.params(20))
+			s.Host = cl.pick // reconnect anywhere but the drained host
+			if errs[i] == nil && !s.Terminal {
+				errs[i] = s.Follow(ctx)
 			}
 		})
 	}
@@ -143,12 +138,7 @@ func TestMultihost_Drain(t *testing.T) {
 		t.Error(err)
 	}
 
-	clients := map[string][]verify.ClientView{}
-	for _, s := range append(streams, ref) {
-		v := s.view
-		v.Name = s.name
-		clients[s.id] = append(clients[s.id], v)
-	}
+	clients := resumeclient.ViewsByID(append(streams, ref)...)
 	entries, err := verify.ReadJournal(cl.journal)
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +151,7 @@ func TestMultihost_Drain(t *testing.T) {
 	if err := rep.Err(); err != nil {
 		t.Error(err)
 	}
-	checkCommand(ctx, t, db)
+	cl.checkCommand(ctx)
 	t.Logf("took %v", time.Since(began).Round(time.Millisecond))
 }
 

@@ -2,14 +2,14 @@ package multihost
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/superstep/superstep/internal/resumeclient"
+	"github.com/superstep/superstep/internal/verifytest"
+	"github.com/superstep/superstep/internal/workpool"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/verify"
 )
@@ -40,21 +40,22 @@ type workload struct {
 	cfg     config
 	delayMS int
 	poll    bool
-	primary *stream
-	reader  *stream // streaming workloads only
-	cursor  int64   // the reader's first starting_after; -2: the primary's last
-	polls   int
-	final   []byte // the last polled body (polling workloads)
-	err     error
+	cl      *cluster
+	// Pair's Reader is nil for a polling workload; its Cursor is the
+	// reader's first starting_after (-2: the primary's last).
+	resumeclient.Pair
+	polls int
+	final []byte // the last polled body (polling workloads)
+	err   error
 }
 
 // newWorkload draws a workload from rng.
 func newWorkload(cl *cluster, n int, rng *rand.Rand) *workload {
-	w := &workload{cfg: killConfigs[rng.IntN(len(killConfigs))], delayMS: 20 + rng.IntN(31), poll: rng.IntN(3) == 0}
-	w.primary = &stream{cl: cl, name: fmt.Sprintf("w%d-primary", n)}
+	w := &workload{cfg: killConfigs[rng.IntN(len(killConfigs))], delayMS: 20 + rng.IntN(31), poll: rng.IntN(3) == 0, cl: cl}
+	w.Primary = newStream(cl, fmt.Sprintf("w%d-primary", n))
 	if !w.poll {
-		w.reader = &stream{cl: cl, name: fmt.Sprintf("w%d-reader", n)}
-		w.cursor = int64(rng.IntN(3)) - 2
+		w.Reader = newStream(cl, fmt.Sprintf("w%d-reader", n))
+		w.Cursor = int64(rng.IntN(3)) - 2
 	}
 	return w
 }
@@ -68,57 +69,34 @@ func (w *workload) run(ctx context.Context) {
 		w.runPoll(ctx)
 		return
 	}
-	if w.err = w.primary.create(ctx, w.cfg, w.delayMS); w.err != nil || w.primary.id == "" {
-		return
-	}
-	w.reader.id = w.primary.id
-	if w.cursor == -2 || w.cursor > w.primary.last() {
-		w.cursor = w.primary.last()
-	}
-	if w.primary.terminal && w.cursor == w.primary.last() {
-		w.cursor-- // a resume after the terminal event has nothing to wait for
-	}
-	w.reader.view.StartAt = w.cursor + 1
-	var readerErr error
-	var wg sync.WaitGroup
-	wg.Go(func() { readerErr = w.reader.follow(ctx) })
-	err := w.primary.follow(ctx)
-	wg.Wait()
-	w.err = errors.Join(err, readerErr)
+	w.err = w.Pair.Run(ctx, w.cfg.params(w.delayMS), nil)
 }
 
 // runPoll creates the response in the background on a random host and
 // polls it on random hosts until it is final.
 func (w *workload) runPoll(ctx context.Context) {
-	base, err := w.primary.cl.pick(ctx, "")
+	base, err := w.cl.pick(ctx, "")
 	if err != nil {
 		w.err = err
 		return
 	}
 	c := newClient(base)
-	resp, err := c.Responses.New(ctx, newParams(w.cfg, w.delayMS))
-	if w.err = fatalHTTP(err); w.err != nil || err != nil {
-		w.primary.lastErr = err // cut by a kill: the response may exist all the same
+	resp, err := c.Responses.New(ctx, w.cfg.params(w.delayMS))
+	if w.err = resumeclient.FatalHTTP(err); w.err != nil || err != nil {
+		w.Primary.LastErr = err // cut by a kill: the response may exist all the same
 		return
 	}
-	w.primary.id = resp.ID
-	w.polls, w.final, w.err = poll(ctx, w.primary.cl, resp.ID, 50*time.Millisecond)
+	w.Primary.ID = resp.ID
+	w.polls, w.final, w.err = poll(ctx, w.cl, resp.ID, 50*time.Millisecond)
 }
 
-// views returns the client views of the workload's response (none for a
-// polling one).
-func (w *workload) views() []verify.ClientView {
+// streams returns the workload's streaming clients (none for a polling
+// one, whose primary never streamed).
+func (w *workload) streams() []*stream {
 	if w.poll {
 		return nil
 	}
-	p := w.primary.view
-	p.Name = w.primary.name
-	if w.reader == nil {
-		return []verify.ClientView{p}
-	}
-	r := w.reader.view
-	r.Name = w.reader.name
-	return []verify.ClientView{p, r}
+	return w.Streams()
 }
 
 // chaos is the state of TestMultihost_Kills.
@@ -133,15 +111,9 @@ type chaos struct {
 	refIDs map[string]bool
 	// orphans follow the responses no workload knew the id of (the create
 	// reply was cut by a kill).
-	orphans     []*stream
-	wg          sync.WaitGroup
-	live        atomic.Int64
-	wctx        context.Context
-	stopClients context.CancelFunc
-	mu          struct {
-		sync.Mutex
-		all []*workload
-	}
+	orphans []*stream
+	// pool runs the workloads and holds every one, references first.
+	pool *workpool.Pool[*workload]
 }
 
 // TestMultihost_Kills runs three hosts on one PostgreSQL database and
@@ -153,17 +125,16 @@ type chaos struct {
 // run's, every client saw exactly the log, and the journal shows no
 // committed superstep executed again and at most one re-run per kill.
 func TestMultihost_Kills(t *testing.T) {
-	db := postgresDatabase(t)
 	seed := seedOf(t)
 	t.Logf("%d kills (more: -kills N)", *flagKills)
 	began := time.Now()
-	dir := workDir(t)
-	ch := &chaos{t: t, cl: newCluster(t, db, dir, seed, "--lease", killLease), st: openStore(t, db),
+	cl := newCluster(t, seed, "--lease", killLease)
+	ch := &chaos{t: t, cl: cl, st: openStore(t, cl.db),
 		rng: rand.New(rand.NewPCG(seed, 0x5eed)), seed: seed}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second+time.Duration(*flagKills)*3*time.Second)
 	defer cancel()
-	ch.wctx, ch.stopClients = context.WithCancel(ctx)
-	defer ch.stopClients()
+	ch.pool = workpool.New(ctx, func(ctx context.Context, w *workload) { w.run(ctx) })
+	defer ch.pool.Stop()
 	ch.cl.startAll(ctx)
 	refs := ch.references(ctx)
 	ch.killLoop(ctx)
@@ -182,41 +153,21 @@ func (ch *chaos) references(ctx context.Context) map[string]verify.Outcome {
 	refs := map[string]verify.Outcome{}
 	ch.refIDs = map[string]bool{}
 	for i, cfg := range killConfigs {
-		st := &stream{cl: ch.cl, name: fmt.Sprintf("ref%d", i)}
-		err := st.create(ctx, cfg, 5)
-		if err == nil && st.id != "" {
-			err = st.follow(ctx)
-		}
-		if err != nil || !st.terminal {
-			ch.t.Fatalf("reference run of %s: terminal=%v err=%v (last: %v)", cfg.name, st.terminal, err, st.lastErr)
-		}
-		out, err := verify.OutcomeOf(st.view.Events[len(st.view.Events)-1].Data)
-		if err != nil {
-			ch.t.Fatalf("reference run of %s: %v", cfg.name, err)
-		}
-		if out.Status != "completed" || len(out.Output) == 0 {
+		st := newStream(ch.cl, fmt.Sprintf("ref%d", i))
+		out := referenceOutcome(ch.t, cfg.name, st, st.Run(ctx, cfg.params(5)))
+		if len(out.Output) == 0 {
 			ch.t.Fatalf("reference run of %s ended %s: want completed with output", cfg.name, out)
 		}
 		refs[cfg.name] = out
-		ch.refIDs[st.id] = true
-		ch.mu.all = append(ch.mu.all, &workload{cfg: cfg, primary: st})
+		ch.refIDs[st.ID] = true
+		ch.pool.Add(&workload{cfg: cfg, cl: ch.cl, Pair: resumeclient.Pair{Primary: st}})
 	}
 	return refs
 }
 
 // spawn keeps killInFlight workloads running.
 func (ch *chaos) spawn() {
-	for ch.live.Load() < killInFlight {
-		ch.mu.Lock()
-		w := newWorkload(ch.cl, len(ch.mu.all), ch.rng)
-		ch.mu.all = append(ch.mu.all, w)
-		ch.mu.Unlock()
-		ch.live.Add(1)
-		ch.wg.Go(func() {
-			defer ch.live.Add(-1)
-			w.run(ch.wctx)
-		})
-	}
+	ch.pool.Fill(killInFlight, func(i int) *workload { return newWorkload(ch.cl, i, ch.rng) })
 }
 
 // waitSpawning waits d while keeping workloads running.
@@ -260,47 +211,37 @@ func (ch *chaos) killLoop(ctx context.Context) {
 
 // drain waits for every workload to reach its terminal event.
 func (ch *chaos) drain(refs map[string]verify.Outcome) {
-	done := make(chan struct{})
-	go func() { // owned by drain: ends when every workload has ended (wctx bounds them)
-		ch.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(90 * time.Second):
+	if !ch.pool.Wait(90 * time.Second) {
 		ch.t.Errorf("workloads still running 90s after the last kill (seed %d): are runs taken over?", ch.seed)
-		ch.stopClients()
-		<-done
 	}
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
+	all := ch.pool.All()
 	cut := map[string]int{}
 	var reconnects, switches, polls, pollers int
-	for _, w := range ch.mu.all {
-		if w.primary.id == "" {
-			cut[fmt.Sprint(w.primary.lastErr)]++
+	for _, w := range all {
+		if w.Primary.ID == "" {
+			cut[fmt.Sprint(w.Primary.LastErr)]++
 		}
 		if w.err != nil {
-			ch.t.Errorf("workload %s (%s, response %q): %v", w.primary.name, w.cfg.name, w.primary.id, w.err)
+			ch.t.Errorf("workload %s (%s, response %q): %v", w.Primary.Name, w.cfg.name, w.Primary.ID, w.err)
 		}
-		for _, st := range []*stream{w.primary, w.reader} {
+		for _, st := range []*stream{w.Primary, w.Reader} {
 			if st != nil {
-				reconnects += max(st.retries-1, 0)
-				switches += st.switches
+				reconnects += max(st.Retries-1, 0)
+				switches += st.Switches
 			}
 		}
-		if w.poll && w.err == nil && w.primary.id != "" {
+		if w.poll && w.err == nil && w.Primary.ID != "" {
 			pollers++
 			polls += w.polls
 			// What the poller was shown last is the final outcome.
 			if out, err := verify.SnapshotOutcome(w.final); err != nil || !out.Equal(refs[w.cfg.name]) {
-				ch.t.Errorf("workload %s (%s, response %s): polled %s (%v), want %s", w.primary.name, w.cfg.name,
-					w.primary.id, out, err, refs[w.cfg.name])
+				ch.t.Errorf("workload %s (%s, response %s): polled %s (%v), want %s", w.Primary.Name, w.cfg.name,
+					w.Primary.ID, out, err, refs[w.cfg.name])
 			}
 		}
 	}
 	ch.t.Logf("%d workloads (%d polling, %d polls); %d stream reconnections; %d stream connections went to another host than the previous one",
-		len(ch.mu.all), pollers, polls, reconnects, switches)
+		len(all), pollers, polls, reconnects, switches)
 	ch.t.Logf("creates cut by a kill before the id reached the client, by error: %v", cut)
 }
 
@@ -309,12 +250,14 @@ func (ch *chaos) drain(refs map[string]verify.Outcome) {
 // in the database is finished and seen by some client.
 func (ch *chaos) finishOrphans(ctx context.Context) {
 	known := map[string]bool{}
-	for _, w := range ch.mu.all {
-		known[w.primary.id] = true
+	for _, w := range ch.pool.All() {
+		known[w.Primary.ID] = true
 	}
-	err := forEachResponse(ctx, ch.st, func(_ *store.Run, r *store.Response) error {
+	err := verifytest.ForEachResponse(ctx, ch.st, func(_ *store.Run, r *store.Response) error {
 		if !known[r.ID] {
-			ch.orphans = append(ch.orphans, &stream{cl: ch.cl, name: "orphan-reader", id: r.ID})
+			st := newStream(ch.cl, "orphan-reader")
+			st.ID = r.ID
+			ch.orphans = append(ch.orphans, st)
 		}
 		return nil
 	})
@@ -323,8 +266,8 @@ func (ch *chaos) finishOrphans(ctx context.Context) {
 	}
 	ch.t.Logf("%d responses whose create reply was cut", len(ch.orphans))
 	for _, st := range ch.orphans {
-		if err := st.follow(ctx); err != nil {
-			ch.t.Errorf("follow response %s: %v", st.id, err)
+		if err := st.Follow(ctx); err != nil {
+			ch.t.Errorf("follow response %s: %v", st.ID, err)
 		}
 	}
 }
@@ -338,20 +281,14 @@ func (ch *chaos) verify(ctx context.Context, refs map[string]verify.Outcome) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clients := map[string][]verify.ClientView{}
-	for _, w := range ch.mu.all {
-		if w.primary.id != "" {
-			clients[w.primary.id] = append(clients[w.primary.id], w.views()...)
-		}
+	streams := ch.orphans
+	for _, w := range ch.pool.All() {
+		streams = append(streams, w.streams()...)
 	}
-	for _, st := range ch.orphans {
-		v := st.view
-		v.Name = st.name
-		clients[st.id] = append(clients[st.id], v)
-	}
+	clients := resumeclient.ViewsByID(streams...)
 	in := &verify.Input{Journal: &verify.Journal{Entries: entries, Crashes: ch.kills, Marks: ch.marks}}
 	workloads := loadResponses(ctx, t, ch.st, in, clients, refs)
-	in.Journal.PerAttempt = perAttempt(entries, workloads, ch.refIDs)
+	in.Journal.PerAttempt = verifytest.PerAttempt(entries, workloads, ch.refIDs, nil)
 	rep := verify.Check(in)
 	t.Logf("%v after %d kills", rep, ch.kills)
 	// A killed host logs nothing more: a lease-lost line means a live host
@@ -362,9 +299,9 @@ func (ch *chaos) verify(ctx context.Context, refs map[string]verify.Outcome) {
 	if err := rep.Err(); err != nil {
 		t.Errorf("seed %d: %v", ch.seed, err)
 	}
-	checkCommand(ctx, t, ch.cl.db)
+	ch.cl.checkCommand(ctx)
 	taken := 0
-	err = forEachResponse(ctx, ch.st, func(run *store.Run, _ *store.Response) error {
+	err = verifytest.ForEachResponse(ctx, ch.st, func(run *store.Run, _ *store.Response) error {
 		if run.Lease.Epoch > 1 {
 			taken++ // claimed again after its creating host's claim
 		}

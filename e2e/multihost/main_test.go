@@ -1,15 +1,8 @@
 package multihost
 
 import (
-	"context"
 	"flag"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/superstep/superstep/internal/proctest"
 )
@@ -21,27 +14,11 @@ var (
 	flagKeep   = flag.Bool("keep", false, "multihost: keep the journal and server logs of failed tests")
 )
 
-// binary is the path of the superstep binary TestMain builds.
+// binary is the path of the superstep binary TestMain builds (with -race
+// when the tests have it, so the servers are checked for data races under
+// multi-host load).
 var binary string
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	dir, err := os.MkdirTemp("", "superstep-multihost-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "multihost: temp dir:", err)
-		os.Exit(2)
-	}
-	binary = filepath.Join(dir, "superstep")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	err = proctest.Build(ctx, "github.com/superstep/superstep/cmd/superstep", binary, raceEnabled)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "multihost:", err)
-		os.RemoveAll(dir)
-		os.Exit(2)
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}))
+	proctest.MainWithBinary(m, "github.com/superstep/superstep/cmd/superstep", "superstep", &binary)
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superstep/superstep/internal/resumeclient"
+	"github.com/superstep/superstep/internal/verifytest"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/verify"
 )
@@ -42,26 +44,20 @@ type spreadSample struct {
 // re-run), each host must drive a fair share (at least half of a third of
 // the commits), and no host may stay idle while runs wait in the queue.
 func TestMultihost_Spread(t *testing.T) {
-	db := postgresDatabase(t)
 	seed := seedOf(t)
 	n := *flagSpread
 	began := time.Now()
-	cl := newCluster(t, db, workDir(t), seed, "--lease", killLease, "--max-runs", strconv.Itoa(spreadMaxRuns))
-	st := openStore(t, db)
+	cl := newCluster(t, seed, "--lease", killLease, "--max-runs", strconv.Itoa(spreadMaxRuns))
+	st := openStore(t, cl.db)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second+time.Duration(n)*100*time.Millisecond)
 	defer cancel()
 	cl.startAll(ctx)
 
-	ref := &stream{cl: cl, name: "reference", pin: cl.host(1).url()}
-	if err := ref.create(ctx, spreadConfig, 1); err != nil || !ref.terminal {
-		t.Fatalf("reference run: terminal=%v err=%v (last: %v)", ref.terminal, err, ref.lastErr)
-	}
-	refOut, err := verify.OutcomeOf(ref.view.Events[len(ref.view.Events)-1].Data)
-	if err != nil || refOut.Status != "completed" {
-		t.Fatalf("reference run: %s %v", refOut, err)
-	}
+	ref := pinnedStream("reference", cl.host(1).url())
+	refOut := referenceOutcome(t, spreadConfig.name, ref, ref.Create(ctx, spreadConfig.params(1)))
 	before := make([]map[string]float64, hostCount)
 	for i := range hostCount {
+		var err error
 		if before[i], err = scrape(ctx, cl.host(i)); err != nil {
 			t.Fatal(err)
 		}
@@ -107,14 +103,7 @@ func TestMultihost_Spread(t *testing.T) {
 		t.Error(err)
 	}
 
-	clients := map[string][]verify.ClientView{}
-	for _, s := range append(streams, ref) {
-		if s != nil && s.id != "" {
-			v := s.view
-			v.Name = s.name
-			clients[s.id] = append(clients[s.id], v)
-		}
-	}
+	clients := resumeclient.ViewsByID(append(streams, ref)...)
 	entries, err := verify.ReadJournal(cl.journal)
 	if err != nil {
 		t.Fatal(err)
@@ -124,14 +113,14 @@ func TestMultihost_Spread(t *testing.T) {
 	if len(in.Responses) != n+1 {
 		t.Errorf("%d responses in the database, want %d", len(in.Responses), n+1)
 	}
-	in.Journal.PerAttempt = perAttempt(entries, workloads, map[string]bool{ref.id: true})
-	checkJournalComplete(t, entries, ref.id, in.Responses)
+	in.Journal.PerAttempt = verifytest.PerAttempt(entries, workloads, map[string]bool{ref.ID: true}, nil)
+	checkJournalComplete(t, entries, ref.ID, in.Responses)
 	rep := verify.Check(in)
 	t.Logf("%v", rep)
 	if err := rep.Err(); err != nil {
 		t.Error(err)
 	}
-	checkCommand(ctx, t, db)
+	cl.checkCommand(ctx)
 	t.Logf("took %v", time.Since(began).Round(time.Millisecond))
 }
 
@@ -142,29 +131,29 @@ func createOnFirst(ctx context.Context, cl *cluster, i int, out **stream) error 
 	base := cl.host(0).url()
 	if i%spreadStreamOne != 0 {
 		c := newClient(base)
-		_, err := c.Responses.New(ctx, newParams(spreadConfig, spreadDelayMS))
+		_, err := c.Responses.New(ctx, spreadConfig.params(spreadDelayMS))
 		if err != nil {
 			return fmt.Errorf("create on host 0: %w", err)
 		}
 		return nil
 	}
-	s := &stream{cl: cl, name: fmt.Sprintf("stream-%d", i)}
+	s := newStream(cl, fmt.Sprintf("stream-%d", i))
 	*out = s
 	c := newClient(base)
-	sse := c.Responses.NewStreaming(ctx, newParams(spreadConfig, spreadDelayMS))
-	for s.id == "" && sse.Next() {
+	sse := c.Responses.NewStreaming(ctx, spreadConfig.params(spreadDelayMS))
+	for s.ID == "" && sse.Next() {
 		ev := sse.Current()
-		s.view.Events = append(s.view.Events, verify.ReceivedEvent{Seq: ev.SequenceNumber, Type: ev.Type, Data: []byte(ev.RawJSON())})
+		s.View.Events = append(s.View.Events, verify.ReceivedEvent{Seq: ev.SequenceNumber, Type: ev.Type, Data: []byte(ev.RawJSON())})
 		if ev.Type == "response.created" {
-			s.id = ev.Response.ID
+			s.ID = ev.Response.ID
 		}
 	}
 	err := sse.Err()
 	sse.Close()
-	if s.id == "" {
+	if s.ID == "" {
 		return fmt.Errorf("create on host 0: no response.created (%v)", err)
 	}
-	return s.follow(ctx) // from a random host, with starting_after
+	return s.Follow(ctx) // from a random host, with starting_after
 }
 
 // sampleSpread looks at the queue and at each host's running runs every

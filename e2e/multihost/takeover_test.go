@@ -35,9 +35,8 @@ func BenchmarkTakeover(b *testing.B) {
 
 // benchTakeover runs b.N kills at the given --lease.
 func benchTakeover(b *testing.B, lease string) {
-	db := postgresDatabase(b)
-	cl := newCluster(b, db, workDir(b), 1, "--lease", lease)
-	st := openStore(b, db)
+	cl := newCluster(b, 1, "--lease", lease)
+	st := openStore(b, cl.db)
 	leaseDur, err := time.ParseDuration(lease)
 	if err != nil {
 		b.Fatal(err)
@@ -99,7 +98,7 @@ func startLongRuns(ctx context.Context, b *testing.B, cl *cluster, st store.Stor
 	var ids [][2]string
 	for range takeoverRunsPerKill {
 		c := newClient(h.url())
-		resp, err := c.Responses.New(ctx, newParams(takeoverLong, 50))
+		resp, err := c.Responses.New(ctx, takeoverLong.params(50))
 		if err != nil {
 			b.Fatalf("create on host %d: %v", slot, err)
 		}

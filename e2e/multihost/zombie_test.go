@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superstep/superstep/internal/resumeclient"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/verify"
 )
@@ -51,15 +52,14 @@ type zombieRun struct {
 // leases lost, it drives no run), keep serving new work, and exit cleanly
 // on SIGTERM.
 func TestMultihost_Zombie(t *testing.T) {
-	db := postgresDatabase(t)
 	seed := seedOf(t)
 	began := time.Now()
-	cl := newCluster(t, db, workDir(t), seed, "--lease", zombieLease)
-	st := openStore(t, db)
+	cl := newCluster(t, seed, "--lease", zombieLease)
+	st := openStore(t, cl.db)
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	cl.startAll(ctx)
-	refs, refClients := zombieReferences(ctx, t, cl)
+	refs, refStreams := zombieReferences(ctx, t, cl)
 	baseCommits := make([]float64, hostCount)
 	for i := range hostCount {
 		m, err := scrape(ctx, cl.host(i))
@@ -83,14 +83,11 @@ func TestMultihost_Zombie(t *testing.T) {
 	// host owns the run.
 	createOn := func(h *hostProc, cfg config, delayMS int) (string, *store.Run) {
 		ids := make(chan string, 1)
-		s := &stream{cl: cl, name: fmt.Sprintf("creator-%d-%s", len(creators), cfg.name), pin: h.url(),
-			onID: func(id string) { ids <- id }}
+		s := pinnedStream(fmt.Sprintf("creator-%d-%s", len(creators), cfg.name), h.url())
+		s.OnID = func(id string) { ids <- id }
 		creators = append(creators, s)
 		wg.Go(func() {
-			err := s.create(ctx, cfg, delayMS)
-			if err == nil && !s.terminal {
-				err = s.follow(ctx)
-			}
+			err := s.Run(ctx, cfg.params(delayMS))
 			mu.Lock()
 			creatorErrs = append(creatorErrs, err)
 			mu.Unlock()
@@ -134,10 +131,11 @@ func TestMultihost_Zombie(t *testing.T) {
 	}
 	other := cl.host((z.slot + 1) % hostCount)
 	for _, r := range runs {
-		r.onZombie = &stream{cl: cl, name: r.cfg.name + "-on-zombie", pin: z.url(), id: r.id}
-		r.elsewhere = &stream{cl: cl, name: r.cfg.name + "-elsewhere", pin: other.url(), id: r.id}
-		wg.Go(func() { r.errs[0] = r.onZombie.follow(ctx) })
-		wg.Go(func() { r.errs[1] = r.elsewhere.follow(ctx) })
+		r.onZombie = pinnedStream(r.cfg.name+"-on-zombie", z.url())
+		r.elsewhere = pinnedStream(r.cfg.name+"-elsewhere", other.url())
+		r.onZombie.ID, r.elsewhere.ID = r.id, r.id
+		wg.Go(func() { r.errs[0] = r.onZombie.Follow(ctx) })
+		wg.Go(func() { r.errs[1] = r.elsewhere.Follow(ctx) })
 		waitRun(ctx, t, st, r.runID, "to commit 3 steps", func(run *store.Run) bool {
 			return run.LastStep >= 3
 		})
@@ -212,13 +210,10 @@ func TestMultihost_Zombie(t *testing.T) {
 	// created on it, at once below --max-runs; more should runs be spread).
 	var afterStreams []*stream
 	for i := 0; ; i++ {
-		s := &stream{cl: cl, name: fmt.Sprintf("after-%d", i), pin: z.url()}
-		err := s.create(ctx, zombieAfter, 5)
-		if err == nil && !s.terminal {
-			err = s.follow(ctx)
-		}
-		if err != nil || !s.terminal {
-			t.Fatalf("a run created on the zombie after it stepped down: terminal=%v err=%v (last: %v)", s.terminal, err, s.lastErr)
+		s := pinnedStream(fmt.Sprintf("after-%d", i), z.url())
+		err := s.Run(ctx, zombieAfter.params(5))
+		if err != nil || !s.Terminal {
+			t.Fatalf("a run created on the zombie after it stepped down: terminal=%v err=%v (last: %v)", s.Terminal, err, s.LastErr)
 		}
 		afterStreams = append(afterStreams, s)
 		if m, err = scrape(ctx, z); err != nil {
@@ -248,19 +243,11 @@ func TestMultihost_Zombie(t *testing.T) {
 		t.Error(err)
 	}
 
-	clients := refClients
+	clientStreams := append(append(refStreams, afterStreams...), creators...)
 	for _, r := range runs {
-		for _, s := range []*stream{r.onZombie, r.elsewhere} {
-			v := s.view
-			v.Name = s.name
-			clients[r.id] = append(clients[r.id], v)
-		}
+		clientStreams = append(clientStreams, r.onZombie, r.elsewhere)
 	}
-	for _, s := range append(afterStreams, creators...) {
-		v := s.view
-		v.Name = s.name
-		clients[s.id] = append(clients[s.id], v)
-	}
+	clients := resumeclient.ViewsByID(clientStreams...)
 	in := &verify.Input{}
 	loadResponses(ctx, t, st, in, clients, refs)
 	rep := verify.Check(in)
@@ -269,43 +256,29 @@ func TestMultihost_Zombie(t *testing.T) {
 		t.Error(err)
 	}
 	checkZombieJournal(t, cl.journal, markLen, runs)
-	checkCommand(ctx, t, db)
+	cl.checkCommand(ctx)
 	t.Logf("took %v", time.Since(began).Round(time.Millisecond))
 }
 
 // zombieReferences runs each config of the test once on host 1, at once,
-// and returns their outcomes by config name and the clients' views.
-func zombieReferences(ctx context.Context, t *testing.T, cl *cluster) (map[string]verify.Outcome, map[string][]verify.ClientView) {
+// and returns their outcomes by config name and their clients.
+func zombieReferences(ctx context.Context, t *testing.T, cl *cluster) (map[string]verify.Outcome, []*stream) {
 	cfgs := []config{zombieShort, zombieLong, zombieAfter}
 	streams := make([]*stream, len(cfgs))
 	errs := make([]error, len(cfgs))
 	var wg sync.WaitGroup
 	for i, cfg := range cfgs {
-		streams[i] = &stream{cl: cl, name: "ref-" + cfg.name, pin: cl.host(1).url()}
+		streams[i] = pinnedStream("ref-"+cfg.name, cl.host(1).url())
 		wg.Go(func() {
-			errs[i] = streams[i].create(ctx, cfg, 1)
-			if errs[i] == nil && !streams[i].terminal {
-				errs[i] = streams[i].follow(ctx)
-			}
+			errs[i] = streams[i].Run(ctx, cfg.params(1))
 		})
 	}
 	wg.Wait()
 	refs := map[string]verify.Outcome{}
-	clients := map[string][]verify.ClientView{}
 	for i, s := range streams {
-		if errs[i] != nil || !s.terminal {
-			t.Fatalf("reference run of %s: terminal=%v err=%v (last: %v)", cfgs[i].name, s.terminal, errs[i], s.lastErr)
-		}
-		out, err := verify.OutcomeOf(s.view.Events[len(s.view.Events)-1].Data)
-		if err != nil || out.Status != "completed" {
-			t.Fatalf("reference run of %s: %s %v", cfgs[i].name, out, err)
-		}
-		refs[cfgs[i].name] = out
-		v := s.view
-		v.Name = s.name
-		clients[s.id] = []verify.ClientView{v}
+		refs[cfgs[i].name] = referenceOutcome(t, cfgs[i].name, s, errs[i])
 	}
-	return refs, clients
+	return refs, streams
 }
 
 // checkHostsListing requires GET /v1/hosts on h to list r's response under

@@ -1,9 +1,13 @@
 // Package proctest runs real server processes for tests: it builds a main
-// package, starts the binary as a child process, waits until it listens
-// and answers /healthz, and signals it (SIGKILL, SIGSTOP and SIGCONT,
-// SIGTERM with a grace period). Every process it starts has one goroutine
-// that waits for it; the goroutine ends when the process exits, so a test
-// that kills or terminates every process it started leaks nothing.
+// package (Build, BuildTemp, or MainWithBinary as a package's TestMain),
+// starts the binary as a child process, waits until it listens and
+// answers /healthz, signals it (SIGKILL, SIGSTOP and SIGCONT, SIGTERM with
+// a grace period) and scrapes its metrics. WorkDir gives a test a place
+// for the processes' logs that a -keep flag preserves when it fails.
+//
+// Every process it starts has one goroutine that waits for it; the
+// goroutine ends when the process exits, so a test that kills or
+// terminates every process it started leaks nothing.
 package proctest
 
 import (
@@ -70,11 +74,16 @@ type Options struct {
 	ReadyPath string
 	// ReadyTimeout bounds the wait; default ReadyTimeoutDefault.
 	ReadyTimeout time.Duration
+	// AddrPattern finds the listening address in the process's output: its
+	// first submatch is the host:port. The default takes the first
+	// 127.0.0.1:port printed; a process that prints other addresses first
+	// (such as a model server it starts) needs a pattern of its own.
+	AddrPattern *regexp.Regexp
 }
 
-// addrPattern finds the listening address in the process's output,
+// defaultAddrPattern finds the listening address in the process's output,
 // whatever the log format (text "addr=127.0.0.1:4242", JSON, or a URL).
-var addrPattern = regexp.MustCompile(`(127\.0\.0\.1:[1-9][0-9]*)`)
+var defaultAddrPattern = regexp.MustCompile(`(127\.0\.0\.1:[1-9][0-9]*)`)
 
 // readyClient keeps no idle connections, so no connection goroutine
 // outlives a process.
@@ -95,7 +104,11 @@ type Proc struct {
 // (127.0.0.1:port) and answers ReadyPath with 200. On failure the process
 // is killed and the error carries the last lines of its output.
 func Start(ctx context.Context, o *Options) (*Proc, error) {
-	p := &Proc{out: newOutWriter(), exited: make(chan struct{}), path: o.LogPath}
+	pattern := o.AddrPattern
+	if pattern == nil {
+		pattern = defaultAddrPattern
+	}
+	p := &Proc{out: newOutWriter(pattern), exited: make(chan struct{}), path: o.LogPath}
 	var w io.Writer = p.out
 	if o.LogPath != "" {
 		f, err := os.Create(o.LogPath)
@@ -270,11 +283,13 @@ type outWriter struct {
 	addr   chan string
 	found  bool
 	closed bool
+	// pattern finds the listening address.
+	pattern *regexp.Regexp
 }
 
-// newOutWriter returns a writer with no log file.
-func newOutWriter() *outWriter {
-	return &outWriter{addr: make(chan string, 1)}
+// newOutWriter returns a writer with no log file that looks for pattern.
+func newOutWriter(pattern *regexp.Regexp) *outWriter {
+	return &outWriter{addr: make(chan string, 1), pattern: pattern}
 }
 
 // Write implements io.Writer.
@@ -299,7 +314,7 @@ func (w *outWriter) Write(p []byte) (int, error) {
 // addLine records one complete output line.
 func (w *outWriter) addLine(line []byte) {
 	if !w.found {
-		if m := addrPattern.FindSubmatch(line); m != nil {
+		if m := w.pattern.FindSubmatch(line); m != nil {
 			w.found = true
 			w.addr <- string(m[1])
 		}

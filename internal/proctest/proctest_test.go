@@ -6,8 +6,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,6 +23,10 @@ import (
 // helperEnv makes the test binary act as a tiny server instead of running
 // tests: the child process the tests start.
 const helperEnv = "PROCTEST_HELPER_SERVER"
+
+// decoyEnv makes the helper print another address before its own, as
+// `superstep serve --model-server local` does.
+const decoyEnv = "PROCTEST_HELPER_DECOY"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
@@ -44,6 +50,9 @@ func helperServer() int {
 			"y_total{op=\"a b\"} 1.5 1700000000\n")
 	})
 	srv := &http.Server{Handler: mux}
+	if os.Getenv(decoyEnv) != "" {
+		fmt.Println("helper: model server on http://127.0.0.1:9")
+	}
 	fmt.Printf("helper: listening on http://%s\n", ln.Addr())
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
@@ -185,5 +194,64 @@ func TestBuild_Fails(t *testing.T) {
 	err := proctest.Build(context.Background(), "./does-not-exist", filepath.Join(t.TempDir(), "x"), false)
 	if err == nil || !strings.Contains(err.Error(), "go build") {
 		t.Fatalf("Build: %v", err)
+	}
+}
+
+// A process that prints another address before its own is found by a
+// pattern of its own.
+func TestStart_AddrPattern(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := proctest.Start(ctx, &proctest.Options{Bin: os.Args[0], Env: []string{helperEnv + "=1", decoyEnv + "=1"},
+		AddrPattern: regexp.MustCompile(`listening on http://(127\.0\.0\.1:[0-9]+)`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.Terminate(30 * time.Second); err != nil {
+			t.Error(err)
+		}
+	}()
+	if strings.HasSuffix(p.URL(), ":9") || !healthy(p, 30*time.Second) {
+		t.Fatalf("URL %s: the decoy address, or not healthy", p.URL())
+	}
+}
+
+// BuildTemp builds a binary that runs, and its remove function deletes it.
+func TestBuildTemp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin, remove, err := proctest.BuildTemp(ctx, "./testdata/hello", "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, bin).Output()
+	remove()
+	if err != nil || string(out) != "hello\n" {
+		t.Fatalf("built binary: %q %v", out, err)
+	}
+	if _, err := os.Stat(bin); !os.IsNotExist(err) {
+		t.Fatalf("binary still there after remove: %v", err)
+	}
+	if _, _, err := proctest.BuildTemp(ctx, "./does-not-exist", "x"); err == nil {
+		t.Fatal("BuildTemp of a missing package succeeded")
+	}
+}
+
+// WorkDir without keep is the test's temporary directory; with keep, a
+// directory removed once the test passed.
+func TestWorkDir(t *testing.T) {
+	var kept, temp string
+	t.Run("pass", func(t *testing.T) {
+		temp = proctest.WorkDir(t, false, "proctest-workdir")
+		kept = proctest.WorkDir(t, true, "proctest-workdir")
+		if !strings.Contains(filepath.Base(kept), "proctest-workdir-") || kept == temp {
+			t.Fatalf("kept dir %s, temp dir %s", kept, temp)
+		}
+	})
+	for _, dir := range []string{temp, kept} {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s still there after a passed test: %v", dir, err)
+		}
 	}
 }

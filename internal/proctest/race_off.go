@@ -1,0 +1,6 @@
+//go:build !race
+
+package proctest
+
+// RaceEnabled reports whether this binary was built with -race.
+const RaceEnabled = false
