@@ -116,6 +116,17 @@ func SnapshotOutcome(snapshot []byte) (Outcome, error) {
 	return r.outcome(), nil
 }
 
+// ItemOutcome returns how Outcome shows one output item (the "item" of an
+// output_item event): a message's text, "function_call NAME ARGS", or the
+// item's type; and the item's type.
+func ItemOutcome(item []byte) (text, itemType string, err error) {
+	var it wireItem
+	if err := json.Unmarshal(item, &it); err != nil {
+		return "", "", fmt.Errorf("verify: output item is not JSON: %w", err)
+	}
+	return it.text(), it.Type, nil
+}
+
 // IsTerminal reports whether an event type ends a response's stream.
 func IsTerminal(eventType string) bool {
 	switch eventType {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -154,41 +153,9 @@ func resumedBeforeReset(v verify.ClientView) bool {
 
 // liveEvent is the part of a stream event the renderer reads.
 type liveEvent struct {
-	OutputIndex int           `json:"output_index"`
-	Delta       string        `json:"delta"`
-	Item        *liveItem     `json:"item"`
-	Response    *liveResponse `json:"response"`
-}
-
-type liveResponse struct {
-	Output []liveItem `json:"output"`
-}
-
-type liveItem struct {
-	Type    string `json:"type"`
-	Name    string `json:"name"`
-	Args    string `json:"arguments"`
-	Content []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	} `json:"content"`
-}
-
-// text is the item as verify.Outcome shows it.
-func (it *liveItem) text() string {
-	switch it.Type {
-	case "message":
-		var b strings.Builder
-		for _, c := range it.Content {
-			if c.Type == "output_text" {
-				b.WriteString(c.Text)
-			}
-		}
-		return b.String()
-	case "function_call":
-		return "function_call " + it.Name + " " + it.Args
-	}
-	return it.Type
+	OutputIndex int             `json:"output_index"`
+	Delta       string          `json:"delta"`
+	Item        json.RawMessage `json:"item"`
 }
 
 func parseLiveEvent(data []byte) (*liveEvent, error) {
@@ -213,29 +180,28 @@ func render(events []verify.ReceivedEvent) error {
 		case "response.created", "response.in_progress":
 			// The first shows the empty output; a reset shows the last
 			// committed one, withdrawing what was streamed since.
-			if ev.Response == nil {
-				return fmt.Errorf("seq %d: %s without a response", e.Seq, e.Type)
+			out, err := verify.OutcomeOf(e.Data)
+			if err != nil {
+				return fmt.Errorf("seq %d: %w", e.Seq, err)
 			}
-			items = items[:0]
-			for i := range ev.Response.Output {
-				items = append(items, ev.Response.Output[i].text())
-			}
+			items = append(items[:0], out.Output...)
 		case "response.output_item.added":
-			if ev.Item == nil || ev.OutputIndex != len(items) {
-				return fmt.Errorf("seq %d: item added at output_index %d with %d items rendered", e.Seq, ev.OutputIndex, len(items))
+			text, _, err := verify.ItemOutcome(ev.Item)
+			if err != nil || ev.OutputIndex != len(items) {
+				return fmt.Errorf("seq %d: item added at output_index %d with %d items rendered (%v)", e.Seq, ev.OutputIndex, len(items), err)
 			}
-			items = append(items, ev.Item.text())
+			items = append(items, text)
 		case "response.output_text.delta":
 			if ev.OutputIndex < 0 || ev.OutputIndex >= len(items) {
 				return fmt.Errorf("seq %d: delta for output_index %d with %d items rendered", e.Seq, ev.OutputIndex, len(items))
 			}
 			items[ev.OutputIndex] += ev.Delta
 		case "response.output_item.done":
-			if ev.Item == nil || ev.OutputIndex < 0 || ev.OutputIndex >= len(items) {
-				return fmt.Errorf("seq %d: item done at output_index %d with %d items rendered", e.Seq, ev.OutputIndex, len(items))
+			done, typ, err := verify.ItemOutcome(ev.Item)
+			if err != nil || ev.OutputIndex < 0 || ev.OutputIndex >= len(items) {
+				return fmt.Errorf("seq %d: item done at output_index %d with %d items rendered (%v)", e.Seq, ev.OutputIndex, len(items), err)
 			}
-			done := ev.Item.text()
-			if ev.Item.Type == "message" && items[ev.OutputIndex] != done {
+			if typ == "message" && items[ev.OutputIndex] != done {
 				return fmt.Errorf("seq %d: the deltas of item %d add up to %q, its done event says %q",
 					e.Seq, ev.OutputIndex, items[ev.OutputIndex], done)
 			}
