@@ -36,7 +36,7 @@ func (c *Config) WithDefaults() Config {
 		out.CommitBackoff = CommitBackoffDefault
 	}
 	if out.ClaimInterval == 0 {
-		out.ClaimInterval = out.LeaseDuration / 3
+		out.ClaimInterval = min(out.LeaseDuration/3, ClaimIntervalMax)
 	}
 	if out.CancelPollInterval == 0 {
 		out.CancelPollInterval = CancelPollDefault

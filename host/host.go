@@ -22,6 +22,11 @@ const (
 	CommitRetriesDefault = 5
 	CommitBackoffDefault = 20 * time.Millisecond
 	CancelPollDefault    = time.Second
+	// ClaimIntervalMax caps the default ClaimInterval: a dead host's runs
+	// are claimed at most this long after their leases expire, whatever
+	// the lease. One claim is one indexed query that finds nothing when
+	// no host died.
+	ClaimIntervalMax = time.Second
 )
 
 // Config configures a Host. The zero value (or nil) is valid: every zero
@@ -55,7 +60,9 @@ type Config struct {
 	// interface{ Exclusive() bool } returning true implies it.
 	ExclusiveStore bool
 	// ClaimInterval is how often the host claims runs that need a host
-	// (lease expired, unowned); default LeaseDuration/3.
+	// (lease expired, unowned); default LeaseDuration/3, at most
+	// ClaimIntervalMax. Queued and released runs are also claimed at once
+	// through the store's notices when it has them.
 	ClaimInterval time.Duration
 	// MaxRuns caps how many runs this host drives at once; 0 means no cap.
 	// A host at its cap creates new responses unowned (queued) for any
