@@ -101,6 +101,9 @@ func (h *Host) commitAgentTurn(r *run, updates []agent.Update, turnErr error, hi
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err := r.awaitLive(); err != nil { // the turn's live events come first
+		return err
+	}
 	if r.fenced {
 		return errLeaseLost
 	}

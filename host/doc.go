@@ -24,16 +24,20 @@
 // # Publication modes
 //
 // metadata.publication selects how a response's events reach readers.
-// "committed" (the default): a superstep's events are in the log, and so
-// visible, only after its commit. "live": text deltas executors emit with
-// workflow.Context.EmitLive are appended to the log at once (fenced by the
-// lease, outside a commit) in an open message item, which the superstep's
-// commit closes with the yielded text. If a live superstep is not
+// "committed" (the default, unless the model was registered with
+// WithPublication): a superstep's events are in the log, and so visible,
+// only after its commit. "live": text deltas and tool calls executors emit with
+// workflow.Context.EmitLive are appended to the log as they come (fenced by
+// the lease, outside a commit; those emitted while an append is in flight
+// go together in the next one, and EmitLive does not wait for them) in an
+// open message item, which the superstep's commit closes with the yielded
+// text once they are all durable. If a live superstep is not
 // committed (crash, hand-over, failed attempt), a reset
 // response.in_progress carrying the last committed output is appended
 // before it re-runs: the log stays append-only and every reader, resuming
-// anywhere, sees the same history. A plain agent's turn is not published
-// live.
+// anywhere, sees the same history. A plain agent's turn (RegisterAgent of
+// an agent that is not workflow-backed) is published live the same way,
+// its whole turn being one superstep.
 //
 // # Recovery and fencing
 //

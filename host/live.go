@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/superstep/superstep/agent"
@@ -76,22 +77,103 @@ func (h *Host) liveHook(r *run) workflow.LiveFunc {
 	return func(_ context.Context, ev workflow.LiveEvent) error { return h.publishLive(r, ev) }
 }
 
-// publishLive appends the events of one live event to the log (fenced by
-// the lease) before anyone can read them.
+// Bounds of a run's live queue: publishLive blocks while this many frames
+// or payload bytes wait for an append, so a stream that outruns the store
+// is slowed to the store's pace instead of growing memory. A batch being
+// appended does not count: while it is written, the next one fills. When
+// the executor outruns the store, its tokens wait in this queue, so the
+// bound is also the latency added under overload: BenchmarkLiveTokens
+// gained no throughput from 32 frames to 256 but a token's time to the
+// client grew about 2x (docs/benchmarks.md). A model at its real pace
+// (tens to a few hundred tokens/s) never fills it.
+const (
+	liveQueueFrames = 32
+	liveQueueBytes  = 32 << 10
+)
+
+// liveQueue holds a run's live frames from their receipt until they are
+// durable: they are numbered when queued, and the run's appender writes
+// whatever is queued as one EventAppend each time its previous append
+// returns (tokens that arrive while an append is in flight share the
+// next one). The store wakes readers when an append commits, so a frame
+// reaches no client before its append returned. Guarded by run.mu.
+type liveQueue struct {
+	// cond (on run.mu) is broadcast whenever the queue changes: frames
+	// queued, a batch taken or finished, the appender stopping.
+	cond   *sync.Cond
+	frames []wire.Frame // queued, not taken by the appender yet
+	bytes  int          // payload bytes of frames
+	recv   []time.Time  // when each live event behind frames reached the host
+	// next is the seq after the last queued frame while busy (r.nextSeq,
+	// which counts durable events only, lags behind it then).
+	next     int64
+	inflight bool  // the appender is writing a batch
+	err      error // the append that failed: the run stops; sticky
+	started  bool  // the appender goroutine was started
+	stop     bool  // the run's driver returned: the appender exits
+	done     chan struct{}
+}
+
+// busy reports whether frames are queued or being appended.
+func (q *liveQueue) busy() bool { return len(q.frames) > 0 || q.inflight }
+
+// full reports whether publishLive must wait for the appender.
+func (q *liveQueue) full() bool {
+	return len(q.frames) >= liveQueueFrames || q.bytes >= liveQueueBytes
+}
+
+// drop forgets the queued frames (never appended, so never seen).
+func (q *liveQueue) drop() {
+	q.frames, q.recv, q.bytes = nil, nil, 0
+}
+
+// liveRefusal returns why r takes no more live events, if it does not.
+// Called with r.mu held.
+func (r *run) liveRefusal() error {
+	switch {
+	case r.liveQ.err != nil:
+		return r.liveQ.err
+	case r.fenced:
+		return errLeaseLost
+	case r.cancelled:
+		return errRunCancelled
+	case r.liveQ.stop:
+		return errLiveStopped
+	}
+	return nil
+}
+
+// errLiveStopped refuses a live event that arrives after the run's driver
+// returned.
+var errLiveStopped = errors.New("host: live event after the run stopped")
+
+// publishLive queues the events of one live event for r's appender, which
+// appends them to the log (fenced by the lease) before anyone can read
+// them. It returns without waiting for the append unless the queue is
+// full; an append failure is returned by the next call (or by the
+// superstep's commit, which waits for the queue), and stops the run.
 func (h *Host) publishLive(r *run, ev workflow.LiveEvent) error {
 	start := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.fenced {
-		return errLeaseLost
-	}
-	if r.cancelled {
-		return errRunCancelled
+	q := &r.liveQ
+	for {
+		if err := r.liveRefusal(); err != nil {
+			return err
+		}
+		if !q.full() {
+			break
+		}
+		q.cond.Wait() // backpressure: the appender takes the queue when its append returns
 	}
 	if r.liveSt.step != ev.Step {
 		r.liveSt = liveState{step: ev.Step}
 	}
-	seq := &wire.Seq{Next: r.nextSeq}
+	next := r.nextSeq
+	if q.busy() {
+		next = q.next
+	}
+	seq := &wire.Seq{Next: next}
 	st := r.liveSt
 	st.items = append([]liveItem(nil), st.items...)
 	if err := liveFrames(seq, r.resp, &st, ev); err != nil {
@@ -100,12 +182,98 @@ func (h *Host) publishLive(r *run, ev workflow.LiveEvent) error {
 	if len(seq.Frames) == 0 {
 		return nil
 	}
-	if err := h.appendLive(r, seq.Frames); err != nil {
-		return err
+	r.liveSt = st
+	q.frames = append(q.frames, seq.Frames...)
+	for _, f := range seq.Frames {
+		q.bytes += len(f.Payload)
 	}
-	r.nextSeq, r.liveSt = seq.Next, st
-	h.metrics.livePublish.Observe(time.Since(start).Seconds())
+	q.recv = append(q.recv, start)
+	q.next = seq.Next
+	if !q.started {
+		q.started, q.done = true, make(chan struct{})
+		go h.liveAppender(r)
+	}
+	q.cond.Broadcast()
 	return nil
+}
+
+// liveAppender is r's appender goroutine: it appends the queued frames,
+// all at once, until the run's driver returned (stopLive). After a failed
+// append, or once the run is fenced or cancelled, queued frames are
+// dropped: they were never appended, so no client saw them, and the run
+// stops without committing the superstep they belong to.
+func (h *Host) liveAppender(r *run) {
+	q := &r.liveQ
+	defer close(q.done)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer q.cond.Broadcast()
+	for {
+		switch {
+		case q.stop:
+			q.drop()
+			return
+		case len(q.frames) == 0:
+			q.cond.Wait()
+			continue
+		case q.err != nil || r.fenced || r.cancelled:
+			q.drop()
+			q.cond.Broadcast()
+			continue
+		}
+		batch, recv := q.frames, q.recv
+		q.drop()
+		q.inflight = true
+		q.cond.Broadcast() // room for the emitter
+		r.mu.Unlock()
+		err := h.appendLive(r, batch)
+		r.mu.Lock()
+		q.inflight = false
+		if err != nil {
+			q.err = err
+			if errors.Is(err, store.ErrFenced) {
+				// Stop the executors at once, as a refused synchronous
+				// append did (and as the lease guard does); any other
+				// failure stops the superstep at its next EmitLive or its
+				// commit, whose error then fails the response.
+				r.fenced = true
+				r.cancel(fmt.Errorf("%w: %w", errLeaseLost, err))
+			}
+		} else {
+			r.nextSeq = batch[len(batch)-1].Seq + 1
+			now := time.Now()
+			for _, t := range recv {
+				h.metrics.livePublish.Observe(now.Sub(t).Seconds())
+			}
+		}
+		q.cond.Broadcast()
+	}
+}
+
+// awaitLive waits, with r.mu held, until every live frame queued for r is
+// durable (or dropped), so that a commit's events follow them in seq; it
+// returns the append failure that stopped the queue, if any.
+func (r *run) awaitLive() error {
+	q := &r.liveQ
+	for q.busy() {
+		q.cond.Wait()
+	}
+	return q.err
+}
+
+// stopLive stops r's appender once its driver returned and waits for it:
+// a batch being appended finishes, queued frames are dropped (their
+// superstep is not committed).
+func (h *Host) stopLive(r *run) {
+	r.mu.Lock()
+	q := &r.liveQ
+	q.stop = true
+	started := q.started
+	q.cond.Broadcast()
+	r.mu.Unlock()
+	if started {
+		<-q.done
+	}
 }
 
 // liveFrames builds the frames of ev on top of what st says is open.
@@ -218,7 +386,8 @@ func appendReset(seq *wire.Seq, resp *wire.Response) error {
 }
 
 // appendLive appends frames to r's head response's log outside a commit,
-// retrying transient failures like a commit.
+// retrying transient failures like a commit. It reads only r's immutable
+// fields: the appender calls it without r.mu.
 func (h *Host) appendLive(r *run, frames []wire.Frame) error {
 	ctx := h.runCtx
 	p := &store.EventAppendParams{RunID: r.id, Epoch: r.epoch, ResponseID: r.responseID(), Events: toEventInputs(frames)}
@@ -232,9 +401,6 @@ func (h *Host) appendLive(r *run, frames []wire.Frame) error {
 			return nil
 		}
 		h.metrics.failed(opPublish)
-		if errors.Is(err, store.ErrFenced) {
-			r.fenced = true
-		}
 		final := errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) ||
 			(errors.Is(err, store.ErrConflict) && !h.appendFits(ctx, p))
 		if final || attempt >= h.cfg.CommitRetries || !sleepCtx(ctx, backoff) {
@@ -344,6 +510,9 @@ func (h *Host) resetUncommitted(ctx context.Context, r *run) error {
 		return err
 	}
 	if err := h.appendLive(r, seq.Frames); err != nil {
+		if errors.Is(err, store.ErrFenced) {
+			r.fenced = true
+		}
 		return err
 	}
 	r.nextSeq = seq.Next

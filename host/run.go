@@ -38,7 +38,8 @@ type run struct {
 	live bool // publication mode live (see PublicationLive)
 
 	mu        sync.Mutex
-	liveSt    liveState // live items of the running superstep
+	liveSt    liveState // live items of the running superstep (queued ones included)
+	liveQ     liveQueue // live frames not durable yet
 	cancelled bool
 	fenced    bool
 	finished  bool           // the head response reached a terminal status
@@ -121,6 +122,7 @@ func (h *Host) newRun(m *model, rr *store.Response, snap *wire.Response, runID s
 		live: mode == PublicationLive,
 		done: make(chan struct{}), resp: snap, nextSeq: rr.NextSeq, lastStep: lastStep, lastParts: parts,
 		usage: usage}
+	r.liveQ.cond = sync.NewCond(&r.mu)
 	if len(rr.Usage) > 0 && !rr.Status.Terminal() {
 		if err := json.Unmarshal(rr.Usage, &r.respUsage); err != nil {
 			h.log.Warn("host: cannot read the response's usage so far", "response_id", rr.ID, "err", err)
@@ -167,6 +169,7 @@ func (h *Host) driveWorkflow(r *run, wr *workflow.Run) func(ctx context.Context)
 // cancelled terminal event, fails the response loudly, or hands the run
 // back for recovery; then releases the lease.
 func (h *Host) afterDrive(r *run, err error) {
+	h.stopLive(r) // no live append may follow (or race) the terminal commit
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	log := h.log.With("run_id", r.id, "response_id", r.responseID())
@@ -217,6 +220,12 @@ func (h *Host) releaseLease(r *run) {
 func (h *Host) commitStep(r *run, s *workflow.Step) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// The step's events follow its live events in seq: wait until those
+	// are durable (a failed append fails the step, as it would have failed
+	// the EmitLive that queued it).
+	if err := r.awaitLive(); err != nil {
+		return err
+	}
 	if r.fenced {
 		return errLeaseLost
 	}
