@@ -41,6 +41,9 @@ func (c *Config) WithDefaults() Config {
 	if out.CancelPollInterval == 0 {
 		out.CancelPollInterval = CancelPollDefault
 	}
+	if out.KeepCheckpoints == 0 {
+		out.KeepCheckpoints = KeepCheckpointsDefault
+	}
 	if out.Logger == nil {
 		out.Logger = slog.Default()
 	}
@@ -67,6 +70,9 @@ func (c *Config) validate() error {
 	}
 	if c.CommitBackoff < 0 {
 		errs = append(errs, fmt.Errorf("host: Config.CommitBackoff must be positive, got %v", c.CommitBackoff))
+	}
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("host: Config.Retention must not be negative, got %v", c.Retention))
 	}
 	return errors.Join(errs...)
 }

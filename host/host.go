@@ -27,6 +27,10 @@ const (
 	// the lease. One claim is one indexed query that finds nothing when
 	// no host died.
 	ClaimIntervalMax = time.Second
+	// KeepCheckpointsDefault is the default Config.KeepCheckpoints: the
+	// last commit's checkpoint is all recovery and continuation read; one
+	// more is kept for inspection.
+	KeepCheckpointsDefault = 2
 )
 
 // Config configures a Host. The zero value (or nil) is valid: every zero
@@ -80,6 +84,20 @@ type Config struct {
 	// Addr is this host's address as others reach it, shown by Hosts (and
 	// kept in the store's host registry, store.HostRegistry).
 	Addr string
+	// KeepCheckpoints is how many of a run's newest checkpoints are kept
+	// when its history is pruned: every CheckpointPruneEvery commits and at
+	// the commit that finishes a response, after the commit (never in its
+	// way). The store also keeps the checkpoint each response resumes from.
+	// Default KeepCheckpointsDefault (2); negative keeps every checkpoint.
+	KeepCheckpoints int
+	// Retention is how long finished responses are kept: a background loop
+	// deletes, in batches, terminal responses completed longer ago than
+	// Retention, with their events, and a run whose responses are all gone
+	// with its checkpoints. It needs a store implementing
+	// store.ResponsePruner, whose rules say what is kept (responses of
+	// active runs; an old completed head goes, ending its conversation).
+	// 0 (the default) keeps responses forever.
+	Retention time.Duration
 	// Test holds knobs for tests only (fault injection); the superstep
 	// command never sets them.
 	Test TestConfig
@@ -168,6 +186,8 @@ type Host struct {
 	}
 
 	test testSignals
+	// storage queues checkpoint pruning off the commit path (retention.go).
+	storage storageState
 }
 
 // New returns a Host over s. cfg may be nil (every default). The host does

@@ -16,6 +16,8 @@ const (
 	opLeaseRelease = "lease_release" // a lease release failed
 	opRecover      = "recover"       // claiming or resuming a run failed
 	opFinish       = "finish"        // a run could not be finished and was handed back
+	opPrune        = "prune"         // pruning a run's checkpoint history failed
+	opRetention    = "retention"     // deleting expired responses failed
 )
 
 // metrics are the host's Prometheus collectors.
@@ -32,6 +34,10 @@ type metrics struct {
 	// executor's EmitLive calls the hook synchronously) to its frames
 	// being durable in the log, where readers are woken.
 	livePublish prometheus.Histogram
+	// checkpointsPruned and responsesPruned count what checkpoint pruning
+	// and response retention deleted.
+	checkpointsPruned prometheus.Counter
+	responsesPruned   prometheus.Counter
 }
 
 // newMetrics creates the collectors and registers them on reg (if not nil).
@@ -52,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "superstep_host_runs_recovered_total", Help: "Unfinished runs claimed and resumed."}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "superstep_host_failures_total",
-			Help: "Failures of host operations (op: commit, create, publish, deliver, lease_renew, lease_release, recover, finish)."},
+			Help: "Failures of host operations (op: commit, create, publish, deliver, lease_renew, lease_release, recover, finish, prune, retention)."},
 			[]string{"op"}),
 		cancelsSeen: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "superstep_host_remote_cancels_total", Help: "Cancels recorded through another host and noticed here."}),
@@ -60,15 +66,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name:    "superstep_live_publish_seconds",
 			Help:    "Time from a live event (a token) reaching the host to its events being durable and visible to readers (live publication).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		checkpointsPruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "superstep_host_checkpoints_pruned_total", Help: "Checkpoints deleted by pruning runs' histories (Config.KeepCheckpoints)."}),
+		responsesPruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "superstep_host_responses_pruned_total", Help: "Finished responses deleted by retention (Config.Retention)."}),
 	}
-	for _, op := range []string{opCommit, opCreate, opPublish, opDeliver, opLeaseRenew, opLeaseRelease, opRecover, opFinish} {
+	for _, op := range []string{opCommit, opCreate, opPublish, opDeliver, opLeaseRenew, opLeaseRelease, opRecover, opFinish, opPrune, opRetention} {
 		m.failures.WithLabelValues(op) // export every op at 0
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.commits, m.commitFailures, m.commitSeconds, m.activeRuns, m.leaseLost,
-		m.recovered, m.failures, m.cancelsSeen, m.livePublish} {
+		m.recovered, m.failures, m.cancelsSeen, m.livePublish, m.checkpointsPruned, m.responsesPruned} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("host: register metrics: %w", err)
 		}

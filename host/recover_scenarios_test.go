@@ -138,7 +138,8 @@ func TestHost_Recover_FirstCommitFails(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
 			forEachHosting(t, examples.TwoOutputs, func(t *testing.T, model string) {
-				sc := newScenario(t, host.Config{})
+				// Every checkpoint kept: the test reads the whole history.
+				sc := newScenario(t, host.Config{KeepCheckpoints: -1})
 				sc.arm(&faultRule{point: host.FaultCommitBefore, mode: mode.mode, match: stepIs(1)})
 				r := sc.create(model, "x", nil)
 				c := newClient("streaming", r.ID)

@@ -423,6 +423,7 @@ func (h *Host) commitLocked(r *run, step int64, parts []store.Part, seq *wire.Se
 	r.resp, r.nextSeq, r.lastStep, r.lastParts, r.respUsage = resp, seq.Next, step, parts, usage
 	r.liveSt = liveState{} // the step's live items are closed (or void)
 	r.finished = store.Status(resp.Status).Terminal()
+	h.afterCommit(r.id, step, r.finished) // prunes the checkpoint history when due (after publication)
 	h.test.committed.Signal(step)
 	return nil
 }

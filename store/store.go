@@ -434,3 +434,35 @@ type Notifier interface {
 	// ctx ends or the store is closed.
 	Notices(ctx context.Context, buffer int) <-chan Notice
 }
+
+// ResponsePruneParams are the arguments of ResponsePrune.
+type ResponsePruneParams struct {
+	// Before: responses whose completion (CompletedAt) is before it are
+	// deleted, within the rules of ResponsePruner.
+	Before time.Time
+	// Limit caps how many responses one call deletes; <= 0 means
+	// ResponsePruneLimitDefault.
+	Limit int
+}
+
+// ResponsePruneLimitDefault is the batch size of ResponsePrune when Limit
+// is <= 0.
+const ResponsePruneLimitDefault = 100
+
+// ResponsePruner is implemented by stores that can delete old finished
+// responses in batches (response retention). It is optional: callers find
+// it with a type assertion.
+type ResponsePruner interface {
+	// ResponsePrune deletes up to p.Limit terminal responses completed
+	// before p.Before, with their events, oldest completion first, and
+	// returns how many it deleted. It never deletes a response of an
+	// Active run. A run's head goes too when it is old enough, though a
+	// completed head could still have been continued (previous_response_id:
+	// an agent's conversation, a workflow waiting for input): retention
+	// ends conversations, as the OpenAI API's does, and a continuation
+	// naming a pruned response is refused as unknown. A run whose responses
+	// are all deleted goes with its checkpoints, as with ResponseDelete.
+	// Concurrent calls (several hosts) are safe: each response is deleted
+	// once.
+	ResponsePrune(ctx context.Context, p *ResponsePruneParams) (int, error)
+}

@@ -37,6 +37,9 @@ type serveConfig struct {
 	lease, grace, keepAlive      time.Duration
 	maxSupersteps                int
 	maxRuns                      int
+	// keepCheckpoints and retention bound the database (host.Config).
+	keepCheckpoints int
+	retention       time.Duration
 	// hostID names this host as a lease owner; advertise is the address
 	// other hosts and tools are shown for it (default: the bound one).
 	hostID, advertise string
@@ -62,6 +65,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.DurationVar(&c.keepAlive, "keepalive", responses.KeepAliveDefault, "idle time before a stream gets a keep-alive comment")
 	fs.IntVar(&c.maxSupersteps, "max-supersteps", host.MaxSuperstepsDefault, "most supersteps one run may take")
 	fs.IntVar(&c.maxRuns, "max-runs", 0, "most runs this host drives at once; others wait for a host with capacity (0: no limit)")
+	fs.IntVar(&c.keepCheckpoints, "keep-checkpoints", host.KeepCheckpointsDefault, "checkpoints kept per run when its history is pruned (every 16 commits and when a response finishes); negative keeps all")
+	fs.DurationVar(&c.retention, "retention", 0, "delete finished responses (and runs whose responses are all gone) this long after they completed; 0 keeps them forever (env SUPERSTEP_RETENTION)")
 	fs.StringVar(&c.hostID, "host-id", os.Getenv("SUPERSTEP_HOST_ID"), "this host's id among hosts sharing a database (env SUPERSTEP_HOST_ID; default hostname-pid-random). Never give two live hosts the same id")
 	fs.StringVar(&c.advertise, "advertise-addr", os.Getenv("SUPERSTEP_ADVERTISE_ADDR"), "the address /v1/hosts shows for this host (env SUPERSTEP_ADVERTISE_ADDR; default: the address it listens on)")
 	fs.StringVar(&c.modelServer, "model-server", os.Getenv("OPENAI_BASE_URL"), "model server of the LLM demos: \"local\" (the deterministic local test model, in process, offline) or an OpenAI-compatible base URL such as https://api.openai.com/v1 (env OPENAI_BASE_URL)")
@@ -81,6 +86,13 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	if c.openAIKey == "" {
 		c.openAIKey = os.Getenv("OPENAI_API_KEY")
 	}
+	if env := os.Getenv("SUPERSTEP_RETENTION"); env != "" && !flagSet(fs, "retention") {
+		d, err := time.ParseDuration(env)
+		if err != nil {
+			return nil, withCode(exitUsage, fmt.Errorf("serve: SUPERSTEP_RETENTION: %w", err))
+		}
+		c.retention = d
+	}
 	return c, c.validate()
 }
 
@@ -95,6 +107,12 @@ func (c *serveConfig) validate() error {
 	if c.lease <= 0 || c.grace < 0 || c.keepAlive <= 0 || c.maxSupersteps <= 0 {
 		errs = append(errs, errors.New("serve: --lease, --keepalive and --max-supersteps must be positive, --grace not negative"))
 	}
+	if c.keepCheckpoints == 0 {
+		errs = append(errs, errors.New("serve: --keep-checkpoints must be positive, or negative to keep every checkpoint"))
+	}
+	if c.retention < 0 {
+		errs = append(errs, fmt.Errorf("serve: --retention must not be negative, got %v", c.retention))
+	}
 	if c.modelServer != "" && c.modelServer != modelServerLocal {
 		if u, err := url.Parse(c.modelServer); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("serve: --model-server must be %q or an http(s) base URL, got %q", modelServerLocal, redactModelURL(c.modelServer)))
@@ -107,6 +125,13 @@ func (c *serveConfig) validate() error {
 		errs = append(errs, fmt.Errorf("serve: --model-api must be %s or %s, got %q", agent.APIChatCompletions, agent.APIResponses, c.modelAPI))
 	}
 	return withCode(exitUsage, errors.Join(errs...))
+}
+
+// flagSet reports whether the flag was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func envOr(name, def string) string {
@@ -240,7 +265,8 @@ func redactModelURL(s string) string {
 func newServer(cfg *serveConfig, st store.Store, keys map[string]string, llm *examples.LLMOptions, log *slog.Logger) (*http.Server, *host.Host, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	h, err := host.New(st, &host.Config{HostID: cfg.hostID, Addr: cfg.advertise, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps, MaxRuns: cfg.maxRuns, Logger: log, Metrics: reg})
+	h, err := host.New(st, &host.Config{HostID: cfg.hostID, Addr: cfg.advertise, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps, MaxRuns: cfg.maxRuns,
+		KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, Logger: log, Metrics: reg})
 	if err != nil {
 		return nil, nil, withCode(exitUsage, fmt.Errorf("serve: %w", err))
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/examples"
+	"github.com/superstep/superstep/host"
 )
 
 func TestParseServeFlags_ModelServer(t *testing.T) {
@@ -36,6 +37,30 @@ func TestParseServeFlags_ModelServer(t *testing.T) {
 	c, err = parseServeFlags([]string{"--model-server", "local", "--openai-api-key", "sk-flag", "--model", "m1", "--model-api", "responses"}, io.Discard)
 	if err != nil || c.modelServer != "local" || c.openAIKey != "sk-flag" || c.model != "m1" || c.modelAPI != "responses" {
 		t.Fatalf("flags over the environment: %+v, %v", c, err)
+	}
+}
+
+func TestParseServeFlags_Storage(t *testing.T) {
+	t.Setenv("SUPERSTEP_RETENTION", "")
+	c, err := parseServeFlags(nil, io.Discard)
+	if err != nil || c.keepCheckpoints != host.KeepCheckpointsDefault || c.retention != 0 {
+		t.Fatalf("defaults: keep %d, retention %v, %v", c.keepCheckpoints, c.retention, err)
+	}
+	t.Setenv("SUPERSTEP_RETENTION", "720h")
+	if c, err = parseServeFlags([]string{"--keep-checkpoints", "-1"}, io.Discard); err != nil || c.retention != 720*time.Hour || c.keepCheckpoints != -1 {
+		t.Fatalf("from the environment: keep %d, retention %v, %v", c.keepCheckpoints, c.retention, err)
+	}
+	if c, err = parseServeFlags([]string{"--retention", "1h", "--keep-checkpoints", "5"}, io.Discard); err != nil || c.retention != time.Hour || c.keepCheckpoints != 5 {
+		t.Fatalf("flags over the environment: keep %d, retention %v, %v", c.keepCheckpoints, c.retention, err)
+	}
+	for _, args := range [][]string{{"--keep-checkpoints", "0"}, {"--retention", "-1s"}, {"--retention", "soon"}} {
+		if _, err := parseServeFlags(args, io.Discard); err == nil {
+			t.Fatalf("%q: no error", args)
+		}
+	}
+	t.Setenv("SUPERSTEP_RETENTION", "forever")
+	if _, err := parseServeFlags(nil, io.Discard); err == nil || !strings.Contains(err.Error(), "SUPERSTEP_RETENTION") {
+		t.Fatalf("bad SUPERSTEP_RETENTION: %v", err)
 	}
 }
 

@@ -258,43 +258,49 @@ func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response,
 // (store.ErrNotFound).
 func (s *Store) ResponseDelete(ctx context.Context, id string) error {
 	return s.writeWake(ctx, "response delete", []string{id}, func(ctx context.Context, tx *sql.Tx) error {
-		var runID string
-		var num int64
-		if err := tx.QueryRowContext(ctx, "SELECT run_id, num FROM responses WHERE id = ?", id).Scan(&runID, &num); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM events WHERE k BETWEEN ? AND ?", logKey(num, 0), logKey(num, lowMax)); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM responses WHERE id = ?", id); err != nil {
-			return err
-		}
-		if err := fault.Point(ctx, "delete.response_deleted"); err != nil {
-			return err
-		}
-		var left int
-		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM responses WHERE run_id = ?", runID).Scan(&left); err != nil {
-			return err
-		}
-		if left > 0 {
-			// The newest remaining response becomes the head; it is
-			// terminal (only a head can be live), so the run is inactive.
-			_, err := tx.ExecContext(ctx, `UPDATE runs SET active = 0,
-				head_response_id = (SELECT id FROM responses WHERE run_id = ?1 ORDER BY rowid DESC LIMIT 1)
-				WHERE id = ?1 AND head_response_id = ?2`, runID, id)
-			return err
-		}
-		for _, q := range []string{"DELETE FROM checkpoints WHERE k BETWEEN " + runKeyLo + " AND " + runKeyHi,
-			"DELETE FROM blobs WHERE run_id = ?1", "DELETE FROM runs WHERE id = ?1"} {
-			if _, err := tx.ExecContext(ctx, q, runID); err != nil {
-				return err
-			}
-			if err := fault.Point(ctx, "delete.run_statement"); err != nil {
-				return err
-			}
-		}
-		return nil
+		return deleteResponseTx(ctx, tx, id)
 	})
+}
+
+// deleteResponseTx is ResponseDelete inside the writer's transaction (also
+// used by ResponsePrune).
+func deleteResponseTx(ctx context.Context, tx *sql.Tx, id string) error {
+	var runID string
+	var num int64
+	if err := tx.QueryRowContext(ctx, "SELECT run_id, num FROM responses WHERE id = ?", id).Scan(&runID, &num); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM events WHERE k BETWEEN ? AND ?", logKey(num, 0), logKey(num, lowMax)); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM responses WHERE id = ?", id); err != nil {
+		return err
+	}
+	if err := fault.Point(ctx, "delete.response_deleted"); err != nil {
+		return err
+	}
+	var left int
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM responses WHERE run_id = ?", runID).Scan(&left); err != nil {
+		return err
+	}
+	if left > 0 {
+		// The newest remaining response becomes the head; it is
+		// terminal (only a head can be live), so the run is inactive.
+		_, err := tx.ExecContext(ctx, `UPDATE runs SET active = 0,
+			head_response_id = (SELECT id FROM responses WHERE run_id = ?1 ORDER BY rowid DESC LIMIT 1)
+			WHERE id = ?1 AND head_response_id = ?2`, runID, id)
+		return err
+	}
+	for _, q := range []string{"DELETE FROM checkpoints WHERE k BETWEEN " + runKeyLo + " AND " + runKeyHi,
+		"DELETE FROM blobs WHERE run_id = ?1", "DELETE FROM runs WHERE id = ?1"} {
+		if _, err := tx.ExecContext(ctx, q, runID); err != nil {
+			return err
+		}
+		if err := fault.Point(ctx, "delete.run_statement"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // orNow returns t, or the current time when t is zero.

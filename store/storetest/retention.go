@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/superstep/superstep/store"
 )
@@ -64,4 +66,104 @@ func statusAt(step, last int) store.Status {
 		return store.StatusCompleted
 	}
 	return store.StatusInProgress
+}
+
+// testResponsePrune is the conformance section of store.ResponsePruner
+// (skipped by a backend that does not implement it, which none of the
+// repository's do: both run it).
+func testResponsePrune(t *testing.T, h Harness) {
+	t.Parallel()
+	b := h.setup(t)
+	pr, ok := b.s.(store.ResponsePruner)
+	if !ok {
+		t.Skip("store does not implement store.ResponsePruner")
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	// finish commits a terminal status on the run's head at now.
+	finish := func(runID string, st store.Status, now time.Time) {
+		Commit(b.ctx, t, b.s, runID, &CommitOpts{Status: st, Now: now})
+	}
+	cont := func(c *store.ResponseCreateResult) *store.ResponseCreateResult {
+		return CreateResponse(b.ctx, t, b.s, &ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
+	}
+	// A: old completed, continued by an old completed head: both go (a
+	// completed head could be continued, but retention ends that too),
+	// and the run with them.
+	a1 := CreateResponse(b.ctx, t, b.s, nil)
+	finish(a1.Run.ID, store.StatusCompleted, old)
+	a2 := cont(a1)
+	finish(a1.Run.ID, store.StatusCompleted, old)
+	// B: an old failed head alone: it goes with its run.
+	b1 := CreateResponse(b.ctx, t, b.s, nil)
+	finish(b1.Run.ID, store.StatusFailed, old)
+	// C: an old completed response whose run is active again: kept.
+	c1 := CreateResponse(b.ctx, t, b.s, nil)
+	finish(c1.Run.ID, store.StatusCompleted, old)
+	c2 := cont(c1)
+	Commit(b.ctx, t, b.s, c1.Run.ID, &CommitOpts{})
+	// D: a recent cancelled head: kept.
+	d1 := CreateResponse(b.ctx, t, b.s, nil)
+	finish(d1.Run.ID, store.StatusCancelled, time.Now())
+	// E: old completed then old incomplete head: both go, run too.
+	e1 := CreateResponse(b.ctx, t, b.s, nil)
+	finish(e1.Run.ID, store.StatusCompleted, old)
+	e2 := cont(e1)
+	finish(e1.Run.ID, store.StatusIncomplete, old)
+
+	// Two pruners at once, one response per call: each response is
+	// deleted once.
+	before := time.Now().Add(-time.Hour)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	total := 0
+	errs := make(chan error, 2)
+	for range 2 {
+		wg.Go(func() {
+			for {
+				n, err := pr.ResponsePrune(b.ctx, &store.ResponsePruneParams{Before: before, Limit: 1})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if n == 0 {
+					return
+				}
+				mu.Lock()
+				total += n
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		requireNoError(t, err, "ResponsePrune")
+	}
+	if total != 5 {
+		t.Fatalf("pruned %d responses; want 5 (a1, a2, b1, e1, e2)", total)
+	}
+	for _, id := range []string{a1.Response.ID, a2.Response.ID, b1.Response.ID, e1.Response.ID, e2.Response.ID} {
+		_, err := b.s.ResponseGet(b.ctx, id)
+		requireIs(t, err, store.ErrNotFound, "ResponseGet of a pruned response")
+		evs, err := b.s.EventList(b.ctx, &store.EventListParams{ResponseID: id, After: -1})
+		if err == nil && len(evs) > 0 {
+			t.Fatalf("pruned response %s kept %d events", id, len(evs))
+		}
+	}
+	for _, id := range []string{c1.Response.ID, c2.Response.ID, d1.Response.ID} {
+		_, err := b.s.ResponseGet(b.ctx, id)
+		requireNoError(t, err, "ResponseGet of a kept response")
+	}
+	for _, runID := range []string{a1.Run.ID, b1.Run.ID, e1.Run.ID} {
+		_, err := b.s.RunGet(b.ctx, runID)
+		requireIs(t, err, store.ErrNotFound, "RunGet of a run whose responses were all pruned")
+		_, err = b.s.CheckpointList(b.ctx, runID)
+		requireIs(t, err, store.ErrNotFound, "CheckpointList of a pruned run")
+	}
+	requireNoError(t, store.Check(b.ctx, b.s), "store.Check after pruning")
+	n, err := pr.ResponsePrune(b.ctx, &store.ResponsePruneParams{Before: time.Now().Add(time.Hour)})
+	requireNoError(t, err, "ResponsePrune of recent")
+	if n != 1 { // d1 now; the active run c stays
+		t.Fatalf("pruning everything finished deleted %d; want 1 (d1)", n)
+	}
 }

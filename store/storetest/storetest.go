@@ -74,6 +74,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Reopen", func(t *testing.T) { testReopen(t, h) })
 	t.Run("Response", func(t *testing.T) { testResponse(t, h) })
 	t.Run("Retention", func(t *testing.T) { testRetention(t, h) })
+	t.Run("ResponsePrune", func(t *testing.T) { testResponsePrune(t, h) })
 	t.Run("Run", func(t *testing.T) { testRun(t, h) })
 }
 
