@@ -49,7 +49,11 @@ func (h *Host) afterCommit(runID string, step int64, finished bool) {
 		return
 	}
 	if finished {
-		h.pruneRun(h.runCtx, runID)
+		// A run has at most step+1 checkpoints (steps 0..step): a short one
+		// has nothing to prune, and skipping it spares a store write.
+		if step+1 > int64(h.cfg.KeepCheckpoints) {
+			h.pruneRun(h.runCtx, runID)
+		}
 		return
 	}
 	if step%CheckpointPruneEvery != 0 {
