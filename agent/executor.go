@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -278,27 +276,21 @@ func (e *agentExecutor) record(c *workflow.Context, res *turnResult) error {
 	return c.Set(UsageKey(e.id), total)
 }
 
-// statePrefix is how the workflow checkpoint names the part of a
-// shared-state key (workflow.Part.Name = "state/" + key); its data is the
-// value's registered type name, a newline and the value's JSON. The
-// readers below depend on that format; TestCheckpointUsage pins it.
-const statePrefix = "state/"
-
 // CheckpointUsage returns the tokens the run's agent executors used so far,
 // summed over the UsageKey entries of a workflow checkpoint's shared state
 // (agents inside sub-workflows are not counted). A host subtracts the sum
 // at the start of a response from the sum at a later step to get the
 // response's usage.
 func CheckpointUsage(parts []workflow.Part) (Usage, error) {
+	state, err := workflow.CheckpointState(parts, UsageKey(""))
+	if err != nil {
+		return Usage{}, fmt.Errorf("agent: usage: %w", err)
+	}
 	var total Usage
-	prefix := statePrefix + UsageKey("")
-	for _, p := range parts {
-		if !strings.HasPrefix(p.Name, prefix) {
-			continue
-		}
-		var u Usage
-		if err := decodeStatePart(p, &u); err != nil {
-			return Usage{}, err
+	for key, v := range state {
+		u, ok := v.(Usage)
+		if !ok {
+			return Usage{}, fmt.Errorf("agent: usage: state %q holds %T: %w", key, v, workflow.ErrCheckpoint)
 		}
 		total.Add(u)
 	}
@@ -308,25 +300,16 @@ func CheckpointUsage(parts []workflow.Part) (Usage, error) {
 // CheckpointIncomplete returns the IncompleteKey entry of a workflow
 // checkpoint's shared state; ok is false when there is none.
 func CheckpointIncomplete(parts []workflow.Part) (inc Incomplete, ok bool, err error) {
-	for _, p := range parts {
-		if p.Name == statePrefix+IncompleteKey {
-			if err := decodeStatePart(p, &inc); err != nil {
-				return Incomplete{}, false, err
-			}
-			return inc, true, nil
-		}
+	state, err := workflow.CheckpointState(parts, IncompleteKey)
+	if err != nil {
+		return Incomplete{}, false, fmt.Errorf("agent: incomplete: %w", err)
 	}
-	return Incomplete{}, false, nil
-}
-
-// decodeStatePart decodes the JSON value of a state part into v.
-func decodeStatePart(p workflow.Part, v any) error {
-	_, data, ok := bytes.Cut(p.Data, []byte("\n"))
-	if !ok {
-		return fmt.Errorf("agent: checkpoint part %q: %w: malformed state part", p.Name, workflow.ErrCheckpoint)
+	v, found := state[IncompleteKey]
+	if !found {
+		return Incomplete{}, false, nil
 	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("agent: checkpoint part %q: %w: %w", p.Name, workflow.ErrCheckpoint, err)
+	if inc, ok = v.(Incomplete); !ok {
+		return Incomplete{}, false, fmt.Errorf("agent: incomplete: state %q holds %T: %w", IncompleteKey, v, workflow.ErrCheckpoint)
 	}
-	return nil
+	return inc, true, nil
 }

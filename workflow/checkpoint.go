@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/superstep/superstep/internal/invariants"
 )
@@ -195,6 +196,30 @@ func decodeStatePart(data []byte) (any, error) {
 		return nil, fmt.Errorf("%w: malformed state part", ErrCheckpoint)
 	}
 	return decodeValue(typedValue{T: string(name), V: v})
+}
+
+// CheckpointState returns the shared-state values of a checkpoint's parts
+// (as made by Checkpoint or given to a CommitFunc) whose key starts with
+// keyPrefix, by key, decoded through the type registry; it decodes no
+// other part, so reading a few keys of a large checkpoint is cheap. Parts
+// of sub-workflows are not included. Errors wrap ErrCheckpoint.
+func CheckpointState(parts []Part, keyPrefix string) (map[string]any, error) {
+	var out map[string]any
+	for _, p := range parts {
+		key, ok := strings.CutPrefix(p.Name, prefixState)
+		if !ok || !strings.HasPrefix(key, keyPrefix) {
+			continue
+		}
+		v, err := decodeStatePart(p.Data)
+		if err != nil {
+			return nil, fmt.Errorf("workflow: checkpoint part %q: %w", p.Name, err)
+		}
+		if out == nil {
+			out = make(map[string]any)
+		}
+		out[key] = v
+	}
+	return out, nil
 }
 
 // Restore recreates a run from parts made by Checkpoint or given to a

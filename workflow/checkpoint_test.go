@@ -172,3 +172,24 @@ func TestCheckpoint_UnchangedPartsKeepTheirBytes(t *testing.T) {
 		t.Fatalf("parts: %v / %v", s1, s2)
 	}
 }
+
+// CheckpointState decodes the state entries under a key prefix, and only
+// those: a corrupt part under another key is not read.
+func TestCheckpointState(t *testing.T) {
+	parts := []workflow.Part{
+		{Name: "state/usage/a", Data: []byte("int\n1")},
+		{Name: "state/usage/b", Data: []byte("int\n2")},
+		{Name: "state/other", Data: []byte("no newline: corrupt")},
+		{Name: "exec/usage/c", Data: []byte("int\n3")},
+	}
+	got, err := workflow.CheckpointState(parts, "usage/")
+	if err != nil || len(got) != 2 || got["usage/a"] != 1 || got["usage/b"] != 2 {
+		t.Fatalf("CheckpointState(usage/) = %v, %v", got, err)
+	}
+	if _, err := workflow.CheckpointState(parts, "other"); !errors.Is(err, workflow.ErrCheckpoint) {
+		t.Fatalf("a corrupt part under the prefix: %v, want ErrCheckpoint", err)
+	}
+	if got, err := workflow.CheckpointState(nil, ""); err != nil || got != nil {
+		t.Fatalf("no parts: %v %v", got, err)
+	}
+}
