@@ -1,19 +1,10 @@
 package responses
 
-import "net/http"
+import (
+	"net/http"
 
-// hostObject is one entry of GET /v1/hosts.
-type hostObject struct {
-	ID             string   `json:"id"`
-	Addr           string   `json:"addr"`
-	Runs           []string `json:"runs"`
-	LeaseExpiresAt int64    `json:"lease_expires_at"`
-}
-
-type hostList struct {
-	Object string       `json:"object"`
-	Data   []hostObject `json:"data"`
-}
+	"github.com/superstep/superstep/responses/wire"
+)
 
 // handleHosts serves GET /v1/hosts: the live hosts sharing the store (those
 // in its host registry, and any other holding a lease) and the runs each
@@ -24,13 +15,13 @@ func (s *server) handleHosts(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	list := hostList{Object: "list", Data: make([]hostObject, 0, len(hosts))}
+	list := wire.HostList{Object: "list", Data: make([]wire.Host, 0, len(hosts))}
 	for _, h := range hosts {
 		runs := h.Runs
 		if runs == nil {
 			runs = []string{}
 		}
-		list.Data = append(list.Data, hostObject{ID: h.ID, Addr: h.Addr, Runs: runs, LeaseExpiresAt: h.LeaseExpiresAt.Unix()})
+		list.Data = append(list.Data, wire.Host{ID: h.ID, Addr: h.Addr, Runs: runs, LeaseExpiresAt: h.LeaseExpiresAt.Unix()})
 	}
 	writeJSON(w, http.StatusOK, list)
 }

@@ -12,17 +12,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-)
 
-// hostsReply is the body of GET /v1/hosts.
-type hostsReply struct {
-	Data []struct {
-		ID             string   `json:"id"`
-		Addr           string   `json:"addr"`
-		Runs           []string `json:"runs"`
-		LeaseExpiresAt int64    `json:"lease_expires_at"`
-	} `json:"data"`
-}
+	"github.com/superstep/superstep/responses/wire"
+)
 
 // runHosts implements `superstep hosts`: it asks a running server for
 // GET /v1/hosts and prints the live hosts as a table.
@@ -48,7 +40,7 @@ func runHosts(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // fetchHosts reads GET /v1/hosts from the server at addr.
-func fetchHosts(ctx context.Context, addr, key string) (*hostsReply, error) {
+func fetchHosts(ctx context.Context, addr, key string) (*wire.HostList, error) {
 	base := addr
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
@@ -76,7 +68,7 @@ func fetchHosts(ctx context.Context, addr, key string) (*hostsReply, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, errors.New(resp.Status + ": " + strings.TrimSpace(string(body)))
 	}
-	var out hostsReply
+	var out wire.HostList
 	if err := json.Unmarshal(body, &out); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", resp.Request.URL, err)
 	}

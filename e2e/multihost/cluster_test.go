@@ -17,6 +17,7 @@ import (
 	"github.com/superstep/superstep/internal/pgtest"
 	"github.com/superstep/superstep/internal/proctest"
 	"github.com/superstep/superstep/internal/verifytest"
+	"github.com/superstep/superstep/responses/wire"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/postgres"
 )
@@ -157,19 +158,8 @@ func (c *cluster) startOnce(ctx context.Context, i int) (*hostProc, error) {
 	return h, nil
 }
 
-// hostsReply is the body of GET /v1/hosts.
-type hostsReply struct {
-	Object string `json:"object"`
-	Data   []struct {
-		ID             string   `json:"id"`
-		Addr           string   `json:"addr"`
-		Runs           []string `json:"runs"`
-		LeaseExpiresAt int64    `json:"lease_expires_at"`
-	} `json:"data"`
-}
-
 // getHosts reads GET /v1/hosts from base.
-func getHosts(ctx context.Context, base string) (*hostsReply, error) {
+func getHosts(ctx context.Context, base string) (*wire.HostList, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/hosts", nil)
 	if err != nil {
 		return nil, err
@@ -186,7 +176,7 @@ func getHosts(ctx context.Context, base string) (*hostsReply, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("multihost: GET %s/v1/hosts: %s %s", base, resp.Status, body)
 	}
-	var out hostsReply
+	var out wire.HostList
 	if err := json.Unmarshal(body, &out); err != nil {
 		return nil, fmt.Errorf("multihost: GET %s/v1/hosts: %w in %s", base, err, body)
 	}
