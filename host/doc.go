@@ -76,8 +76,8 @@
 // # Storage
 //
 // A run's checkpoint history is pruned to Config.KeepCheckpoints (default
-// 2) every CheckpointPruneEvery commits and when a response finishes, on a
-// host goroutine after the commit (never delaying it); the store keeps the
+// 2) by every CheckpointPruneEvery-th commit and the commit that finishes a
+// response, inside that commit's transaction (no extra write); the store keeps the
 // last commit's checkpoint, which recovery and continuation read, and each
 // response's CommitStep whatever KeepCheckpoints says. With
 // Config.Retention, a background loop deletes finished responses completed
@@ -85,8 +85,8 @@
 // those of active runs; a completed head goes too, ending a conversation
 // (previous_response_id) or a workflow's wait for input as the OpenAI
 // API's retention does; a run whose responses are all gone goes with its
-// checkpoints. Pruning failures
-// are logged and counted (op prune, retention); they never fail a run.
+// checkpoints. Its failures are logged and counted (op retention); they
+// never fail a run.
 //
 // # Caveats
 //

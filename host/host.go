@@ -85,9 +85,11 @@ type Config struct {
 	// kept in the store's host registry, store.HostRegistry).
 	Addr string
 	// KeepCheckpoints is how many of a run's newest checkpoints are kept
-	// when its history is pruned: every CheckpointPruneEvery commits and at
-	// the commit that finishes a response, after the commit (never in its
-	// way). The store also keeps the checkpoint each response resumes from.
+	// when its history is pruned: by the commit of every
+	// CheckpointPruneEvery-th step and the commit that finishes a response,
+	// in the commit's own transaction (store.CommitParams.PruneKeep, no
+	// write of its own). The store also keeps the checkpoint each response
+	// resumes from.
 	// Default KeepCheckpointsDefault (2); negative keeps every checkpoint.
 	KeepCheckpoints int
 	// Retention is how long finished responses are kept: a background loop
@@ -186,8 +188,6 @@ type Host struct {
 	}
 
 	test testSignals
-	// storage queues checkpoint pruning off the commit path (retention.go).
-	storage storageState
 }
 
 // New returns a Host over s. cfg may be nil (every default). The host does

@@ -35,7 +35,7 @@ func (h *Host) start(ctx context.Context) error {
 	if err := h.claimAndResume(ctx, h.exclusive()); err != nil {
 		return err
 	}
-	h.startStorageLoops() // prunes queued by recovered runs meanwhile too
+	h.startRetention()
 	leases := newLeaseTracker()
 	h.loopWG.Add(2)
 	go func() {

@@ -16,7 +16,6 @@ const (
 	opLeaseRelease = "lease_release" // a lease release failed
 	opRecover      = "recover"       // claiming or resuming a run failed
 	opFinish       = "finish"        // a run could not be finished and was handed back
-	opPrune        = "prune"         // pruning a run's checkpoint history failed
 	opRetention    = "retention"     // deleting expired responses failed
 )
 
@@ -71,7 +70,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		responsesPruned: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "superstep_host_responses_pruned_total", Help: "Finished responses deleted by retention (Config.Retention)."}),
 	}
-	for _, op := range []string{opCommit, opCreate, opPublish, opDeliver, opLeaseRenew, opLeaseRelease, opRecover, opFinish, opPrune, opRetention} {
+	for _, op := range []string{opCommit, opCreate, opPublish, opDeliver, opLeaseRenew, opLeaseRelease, opRecover, opFinish, opRetention} {
 		m.failures.WithLabelValues(op) // export every op at 0
 	}
 	if reg == nil {

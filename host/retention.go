@@ -2,9 +2,7 @@ package host
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/superstep/superstep/store"
@@ -24,70 +22,26 @@ const (
 	// retentionBatch is how many responses one store call deletes; the
 	// loop calls again while a batch comes back full.
 	retentionBatch = store.ResponsePruneLimitDefault
-	// storageTimeout bounds one store call of pruning or retention.
+	// storageTimeout bounds one store call of retention.
 	storageTimeout = 30 * time.Second
 )
 
-// storageState queues runs whose checkpoint history is due for periodic
-// pruning, for the prune loop: pruning is a store write that must not
-// delay the next superstep of a running run.
-type storageState struct {
-	mu      sync.Mutex
-	pending map[string]struct{} // run IDs; a run queued twice is pruned once
-	wake    chan struct{}       // capacity 1: "pending is not empty"
+// pruneKeep is the store.CommitParams.PruneKeep of the commit of step:
+// the commit itself prunes the run's history, in its own transaction, when
+// it finishes a response or every CheckpointPruneEvery steps, unless the
+// run cannot have more checkpoints (steps 0..step) than it keeps.
+func (h *Host) pruneKeep(step int64, finishes bool) int {
+	keep := h.cfg.KeepCheckpoints
+	if keep < 0 || step+1 <= int64(keep) || (!finishes && step%CheckpointPruneEvery != 0) {
+		return 0
+	}
+	return keep
 }
 
-// afterCommit prunes the run's checkpoint history when the commit of step
-// made it due. The commit that finishes a response prunes at once, on the
-// run's goroutine: the commit is durable and published (readers were woken
-// by it), and the run's lease is released only after the prune, so a
-// finished run's history is already bounded when another host or tool
-// sees the run idle. Every CheckpointPruneEvery steps the run is queued
-// for the prune loop instead, which never blocks the next superstep.
-func (h *Host) afterCommit(runID string, step int64, finished bool) {
-	if h.cfg.KeepCheckpoints < 0 {
-		return
-	}
-	if finished {
-		// A run has at most step+1 checkpoints (steps 0..step): a short one
-		// has nothing to prune, and skipping it spares a store write.
-		if step+1 > int64(h.cfg.KeepCheckpoints) {
-			h.pruneRun(h.runCtx, runID)
-		}
-		return
-	}
-	if step%CheckpointPruneEvery != 0 {
-		return
-	}
-	st := &h.storage
-	st.mu.Lock()
-	if st.pending == nil {
-		st.pending = make(map[string]struct{})
-	}
-	st.pending[runID] = struct{}{}
-	wake := st.wake // nil until the loops start; pending waits for them
-	st.mu.Unlock()
-	select {
-	case wake <- struct{}{}:
-	default: // already signalled (or no loop yet)
-	}
-}
-
-// startStorageLoops starts the checkpoint prune loop and, when
-// Config.Retention is set and the store can prune responses, the retention
-// loop; both end with the host's other loops (Shutdown).
-func (h *Host) startStorageLoops() {
-	if h.cfg.KeepCheckpoints >= 0 {
-		h.storage.mu.Lock()
-		h.storage.wake = make(chan struct{}, 1)
-		h.storage.wake <- struct{}{} // runs queued before the start
-		h.storage.mu.Unlock()
-		h.loopWG.Add(1)
-		go func() {
-			defer h.loopWG.Done()
-			h.pruneLoop(h.loopCtx)
-		}()
-	}
+// startRetention starts the retention loop when Config.Retention is set
+// and the store can prune responses; it ends with the host's other loops
+// (Shutdown).
+func (h *Host) startRetention() {
 	if h.cfg.Retention <= 0 {
 		return
 	}
@@ -101,56 +55,6 @@ func (h *Host) startStorageLoops() {
 		defer h.loopWG.Done()
 		h.retentionLoop(h.loopCtx, pr)
 	}()
-}
-
-// wakeChan returns the prune loop's wake channel.
-func (st *storageState) wakeChan() chan struct{} {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.wake
-}
-
-// pruneLoop prunes the queued runs' checkpoint histories down to
-// Config.KeepCheckpoints until ctx ends. Failures are logged and counted
-// (superstep_host_failures_total{op="prune"}): the run goes on, with a
-// longer history until its next prune.
-func (h *Host) pruneLoop(ctx context.Context) {
-	st := &h.storage
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-st.wakeChan():
-		}
-		st.mu.Lock()
-		runs := st.pending
-		st.pending = nil
-		st.mu.Unlock()
-		for runID := range runs {
-			if ctx.Err() != nil {
-				return
-			}
-			h.pruneRun(ctx, runID)
-		}
-	}
-}
-
-// pruneRun prunes one run's checkpoint history. The store keeps the
-// newest checkpoint (the one recovery and continuation read, through
-// CheckpointGetLast) and every response's CommitStep whatever KeepLast is.
-func (h *Host) pruneRun(ctx context.Context, runID string) {
-	ctx, cancel := context.WithTimeout(ctx, storageTimeout)
-	defer cancel()
-	n, err := h.store.CheckpointPrune(ctx, &store.CheckpointPruneParams{RunID: runID, KeepLast: h.cfg.KeepCheckpoints})
-	switch {
-	case err == nil:
-		h.metrics.checkpointsPruned.Add(float64(n))
-	case errors.Is(err, store.ErrNotFound), ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		// The run was deleted meanwhile, or the host is stopping.
-	default:
-		h.metrics.failed(opPrune)
-		h.log.Warn("host: pruning the run's checkpoints failed", "run_id", runID, "err", err)
-	}
 }
 
 // retentionPeriod is the period of the retention loop: Retention/10 within

@@ -407,7 +407,7 @@ func (h *Host) commitLocked(r *run, step int64, parts []store.Part, seq *wire.Se
 	}
 	p := &store.CommitParams{RunID: r.id, Epoch: r.epoch, Step: step, Checkpoint: parts,
 		ResponseID: resp.ID, Events: toEventInputs(seq.Frames), Status: store.Status(resp.Status),
-		Snapshot: snap}
+		Snapshot: snap, PruneKeep: h.pruneKeep(step, store.Status(resp.Status).Terminal())}
 	if resp.Error != nil {
 		p.Error, _ = json.Marshal(resp.Error)
 	}
@@ -423,7 +423,6 @@ func (h *Host) commitLocked(r *run, step int64, parts []store.Part, seq *wire.Se
 	r.resp, r.nextSeq, r.lastStep, r.lastParts, r.respUsage = resp, seq.Next, step, parts, usage
 	r.liveSt = liveState{} // the step's live items are closed (or void)
 	r.finished = store.Status(resp.Status).Terminal()
-	h.afterCommit(r.id, step, r.finished) // prunes the checkpoint history when due (after publication)
 	h.test.committed.Signal(step)
 	return nil
 }
@@ -478,11 +477,12 @@ func (h *Host) commitAttempt(ctx context.Context, p *store.CommitParams) error {
 		return err
 	}
 	start := time.Now()
-	_, err := h.store.Commit(ctx, p)
+	res, err := h.store.Commit(ctx, p)
 	h.metrics.commitSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return err
 	}
+	h.metrics.checkpointsPruned.Add(float64(res.Pruned))
 	f.Point = FaultCommitAfter
 	return h.fault(ctx, f)
 }

@@ -192,6 +192,10 @@ type CommitParams struct {
 	Error    []byte
 	Usage    []byte
 	Now      time.Time
+	// PruneKeep, when positive, also prunes the run's checkpoint history
+	// as CheckpointPrune with KeepLast PruneKeep would, in the commit's own
+	// transaction (no write of its own).
+	PruneKeep int
 }
 
 // CommitResult is returned by Commit.
@@ -200,6 +204,8 @@ type CommitResult struct {
 	// BytesWritten is the number of checkpoint bytes actually stored by
 	// this commit (parts already stored are not counted).
 	BytesWritten int64
+	// Pruned is how many checkpoints PruneKeep deleted.
+	Pruned int
 }
 
 // EventAppendParams are the arguments of EventAppend.

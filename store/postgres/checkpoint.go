@@ -119,29 +119,32 @@ func (s *Store) CheckpointPrune(ctx context.Context, p *store.CheckpointPrunePar
 	if _, err := s.begin(time.Time{}); err != nil {
 		return 0, err
 	}
-	keep := max(p.KeepLast, 1)
 	var deleted int64
-	err := s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		var last int64
-		if err := tx.QueryRow(ctx, "SELECT last_step FROM runs WHERE id = $1 FOR UPDATE", p.RunID).Scan(&last); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, `DELETE FROM checkpoints WHERE run_id = $1 AND step <> $3
-			AND step NOT IN (SELECT step FROM checkpoints WHERE run_id = $1 ORDER BY step DESC LIMIT $2)
-			AND step NOT IN (SELECT commit_step FROM responses WHERE run_id = $1)`, p.RunID, keep, last)
-		if err != nil {
-			return err
-		}
-		deleted = tag.RowsAffected()
-		if deleted == 0 {
-			return nil
-		}
-		_, err = tx.Exec(ctx, `DELETE FROM blobs b WHERE b.run_id = $1 AND NOT EXISTS (
-			SELECT 1 FROM checkpoints c WHERE c.run_id = $1 AND b.hash = ANY (c.part_hashes))`, p.RunID)
+	err := s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) (err error) {
+		deleted, err = pruneTx(ctx, tx, p.RunID, max(p.KeepLast, 1))
 		return err
 	})
 	if err != nil {
 		return 0, mapError("prune checkpoints of run "+p.RunID, p.RunID, 0, err)
 	}
 	return int(deleted), nil
+}
+
+// pruneTx is CheckpointPrune inside tx: it keeps the newest keep
+// checkpoints, the last commit's and every response's CommitStep, and
+// deletes the blobs no remaining checkpoint references.
+func pruneTx(ctx context.Context, tx pgx.Tx, runID string, keep int) (int64, error) {
+	var last int64
+	if err := tx.QueryRow(ctx, "SELECT last_step FROM runs WHERE id = $1 FOR UPDATE", runID).Scan(&last); err != nil {
+		return 0, err
+	}
+	tag, err := tx.Exec(ctx, `DELETE FROM checkpoints WHERE run_id = $1 AND step <> $3
+		AND step NOT IN (SELECT step FROM checkpoints WHERE run_id = $1 ORDER BY step DESC LIMIT $2)
+		AND step NOT IN (SELECT commit_step FROM responses WHERE run_id = $1)`, runID, keep, last)
+	if err != nil || tag.RowsAffected() == 0 {
+		return 0, err
+	}
+	_, err = tx.Exec(ctx, `DELETE FROM blobs b WHERE b.run_id = $1 AND NOT EXISTS (
+		SELECT 1 FROM checkpoints c WHERE c.run_id = $1 AND b.hash = ANY (c.part_hashes))`, runID)
+	return tag.RowsAffected(), err
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/superstep/superstep/store"
@@ -52,13 +53,30 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encodedEvents, enc *encodedParts, now time.Time) (*store.CommitResult, error) {
 	failAt, injected := commitFault(ctx)
 	var res store.CommitResult
-	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-		return conn.QueryRow(ctx, commitSQL, p.RunID, p.Epoch, p.Step, p.ResponseID,
+	commit := func(ctx context.Context, q interface {
+		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	}) error {
+		return q.QueryRow(ctx, commitSQL, p.RunID, p.Epoch, p.Step, p.ResponseID,
 			ev.seqs, ev.types, ev.payloads,
 			enc.names, enc.hashes, enc.blobHashes, enc.blobData, enc.refHashes, enc.size,
 			string(p.Status), p.Snapshot, p.Error, p.Usage, now, p.Status.Terminal(), s.txChannel(), failAt,
 		).Scan(&res.NextSeq, &res.BytesWritten)
-	})
+	}
+	var err error
+	if p.PruneKeep > 0 {
+		// One transaction, so one WAL flush: the commit, then the prune.
+		err = s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+			if err := commit(ctx, tx); err != nil {
+				return err
+			}
+			n, err := pruneTx(ctx, tx, p.RunID, p.PruneKeep)
+			res.Pruned = int(n)
+			return err
+		})
+	} else {
+		// The common case: one round trip in autocommit.
+		err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error { return commit(ctx, conn) })
+	}
 	if err != nil {
 		if injected != nil && isInjected(err) {
 			return nil, fmt.Errorf("store/postgres: commit run %s step %d: %w", p.RunID, p.Step, injected)

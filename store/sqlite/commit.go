@@ -29,7 +29,12 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	parts := hashParts(p.Checkpoint)
 	res := &store.CommitResult{}
 	err := s.writeWake(ctx, "commit", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Tx) error {
-		return commitTx(ctx, tx, p, parts, now, res)
+		if err := commitTx(ctx, tx, p, parts, now, res); err != nil || p.PruneKeep <= 0 {
+			return err
+		}
+		var err error
+		res.Pruned, err = pruneTx(ctx, tx, p.RunID, p.PruneKeep)
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -52,6 +52,36 @@ func testRetention(t *testing.T, h Harness) {
 		}
 	})
 
+	// A commit with PruneKeep prunes as CheckpointPrune would, in its own
+	// transaction: the new checkpoint counts among those kept, and the
+	// blobs of pruned checkpoints go while shared ones stay readable.
+	t.Run("CommitPrunes", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		parts := func(step int) []store.Part {
+			return append(Parts(2, 4096, 9), store.Part{Name: "var", Data: []byte{byte(step)}})
+		}
+		for step := 1; step <= 5; step++ {
+			Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Checkpoint: parts(step)})
+		}
+		p := NextCommit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Checkpoint: parts(6), Status: store.StatusCompleted})
+		p.PruneKeep = 2
+		res, err := b.s.Commit(b.ctx, p)
+		requireNoError(t, err, "Commit with PruneKeep")
+		cps, err := b.s.CheckpointList(b.ctx, c.Run.ID)
+		requireNoError(t, err, "CheckpointList")
+		if res.Pruned != 5 || len(cps) != 2 || cps[0].Step != 5 || cps[1].Step != 6 {
+			t.Fatalf("Commit with PruneKeep 2 pruned %d and left %+v; want 5 pruned, steps 5 and 6 left", res.Pruned, cps)
+		}
+		for _, step := range []int64{5, 6} {
+			cp, err := b.s.CheckpointGet(b.ctx, c.Run.ID, step)
+			requireNoError(t, err, "CheckpointGet after a pruning commit")
+			requireParts(t, cp.Parts, parts(int(step)))
+		}
+		requireNoError(t, store.Check(b.ctx, b.s), "store.Check after a pruning commit")
+	})
+
 	t.Run("PruneUnknownRun", func(t *testing.T) {
 		t.Parallel()
 		b := h.setup(t)
