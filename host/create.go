@@ -207,7 +207,7 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 	if owner == "" {
 		h.log.Info("host: at MaxRuns; response queued for a host with capacity", "response_id", snap.ID)
 	} else {
-		r := h.newRun(m, res.Response, snap, sp.runID, res.Run.Lease.Epoch, sp.lastStep, sp.lastParts)
+		r := h.newRun(m, res.Response, snap, sp.runID, res.Run.Lease, sp.lastStep, sp.lastParts)
 		if err := h.startRun(r, sp.drive(r)); err != nil {
 			// The response is durable; recovery (Start on any host) resumes it.
 			h.log.Warn("host: created response not started here; left for recovery", "response_id", snap.ID, "err", err)

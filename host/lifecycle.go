@@ -235,8 +235,7 @@ func (h *Host) runsSnapshot() []*run {
 func (h *Host) renewLeases(ctx context.Context, leases *leaseTracker) bool {
 	ok := true
 	for _, r := range h.runsSnapshot() {
-		start := time.Now()
-		err := h.renewLease(ctx, r)
+		expires, err := h.renewLease(ctx, r)
 		switch {
 		case errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound):
 			h.fence(r, err)
@@ -245,7 +244,7 @@ func (h *Host) renewLeases(ctx context.Context, leases *leaseTracker) bool {
 			h.metrics.failed(opLeaseRenew)
 			h.log.Warn("host: lease renewal failed; retrying", "run_id", r.id, "err", err)
 		default:
-			leases.renewed(r, start)
+			leases.renewed(r, expires)
 			h.checkRemoteCancel(ctx, r)
 		}
 	}
@@ -253,13 +252,12 @@ func (h *Host) renewLeases(ctx context.Context, leases *leaseTracker) bool {
 }
 
 // renewLease renews r's lease, with the FaultLeaseRenew point before.
-func (h *Host) renewLease(ctx context.Context, r *run) error {
+func (h *Host) renewLease(ctx context.Context, r *run) (expires time.Time, err error) {
 	if err := h.fault(ctx, &Fault{Point: FaultLeaseRenew, RunID: r.id, ResponseID: r.responseID()}); err != nil {
-		return err
+		return time.Time{}, err
 	}
-	_, err := h.store.LeaseRenew(ctx, &store.LeaseParams{RunID: r.id, Owner: h.cfg.HostID,
+	return h.store.LeaseRenew(ctx, &store.LeaseParams{RunID: r.id, Owner: h.cfg.HostID,
 		Epoch: r.epoch, Duration: h.cfg.LeaseDuration})
-	return err
 }
 
 // fence stops r: another owner took its lease (or the run is gone).
@@ -289,58 +287,58 @@ func (h *Host) checkRemoteCancel(ctx context.Context, r *run) {
 	}
 }
 
-// leaseTracker remembers, for each run driven here, when its lease was
-// last known good: the start of its last successful renewal, or an early
-// estimate of its claim for a run not renewed yet. The lease loop writes
-// it, the guard loop reads it; keeping it apart from the run's own lock
-// means a run stuck in a commit cannot delay the guard.
+// leaseTracker remembers, for each run driven here, when its lease
+// expires as the store last said: at its claim or creation
+// (run.leaseExpires), then at each successful renewal. The lease loop
+// writes it, the guard loop reads it; keeping it apart from the run's own
+// lock means a run stuck in a commit cannot delay the guard.
 type leaseTracker struct {
-	mu   sync.Mutex
-	good map[*run]time.Time
+	mu      sync.Mutex
+	expires map[*run]time.Time
 	// stopping are the runs the guard is stopping (not stopped twice).
 	stopping map[*run]bool
 }
 
 func newLeaseTracker() *leaseTracker {
-	return &leaseTracker{good: make(map[*run]time.Time), stopping: make(map[*run]bool)}
+	return &leaseTracker{expires: make(map[*run]time.Time), stopping: make(map[*run]bool)}
 }
 
-// renewed records a successful renewal of r sent at start.
-func (t *leaseTracker) renewed(r *run, start time.Time) {
+// renewed records that a renewal of r extended its lease to expires.
+func (t *leaseTracker) renewed(r *run, expires time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if start.After(t.good[r]) {
-		t.good[r] = start
+	if expires.After(t.expires[r]) {
+		t.expires[r] = expires
 	}
 }
 
 // overdue syncs the tracker with runs (forgetting runs that left, adding
-// new ones as good since claimedBefore) and returns the runs whose lease
-// was last known good at or before limit and that are not being stopped
-// yet, marking them stopping, with that time.
-func (t *leaseTracker) overdue(runs []*run, claimedBefore, limit time.Time) map[*run]time.Time {
+// new ones with the expiry of their claim) and returns the runs whose lease
+// expires at or before deadline and that are not being stopped yet,
+// marking them stopping, with their expiry.
+func (t *leaseTracker) overdue(runs []*run, deadline time.Time) map[*run]time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	present := make(map[*run]bool, len(runs))
 	var out map[*run]time.Time
 	for _, r := range runs {
 		present[r] = true
-		good, ok := t.good[r]
+		expires, ok := t.expires[r]
 		if !ok {
-			good = claimedBefore
-			t.good[r] = good
+			expires = r.leaseExpires
+			t.expires[r] = expires
 		}
-		if !good.After(limit) && !t.stopping[r] {
+		if !expires.After(deadline) && !t.stopping[r] {
 			t.stopping[r] = true
 			if out == nil {
 				out = make(map[*run]time.Time)
 			}
-			out[r] = good
+			out[r] = expires
 		}
 	}
-	for r := range t.good {
+	for r := range t.expires {
 		if !present[r] {
-			delete(t.good, r)
+			delete(t.expires, r)
 			delete(t.stopping, r)
 		}
 	}
@@ -360,12 +358,11 @@ var errLeaseUnrenewed = errors.New("host: lease not renewed in time")
 // an unreachable store. A stopped run is left to expire and be recovered
 // from its last commit, here or elsewhere.
 //
-// A run not renewed yet counts as claimed one guard period before the
-// guard first saw it (it registers runs right after their claim or
-// creation returned).
+// Expiries are the store's, computed from this host's clock when it
+// claimed or renewed.
 func (h *Host) leaseGuardLoop(ctx context.Context, leases *leaseTracker) {
 	period := max(h.cfg.LeaseDuration/20, time.Millisecond)
-	limit := h.cfg.LeaseDuration - h.cfg.LeaseDuration/4
+	margin := h.cfg.LeaseDuration / 4
 	t := time.NewTicker(period)
 	defer t.Stop()
 	var stops sync.WaitGroup
@@ -376,11 +373,10 @@ func (h *Host) leaseGuardLoop(ctx context.Context, leases *leaseTracker) {
 			return
 		case <-t.C:
 		}
-		now := time.Now()
-		for r, good := range leases.overdue(h.runsSnapshot(), now.Add(-period), now.Add(-limit)) {
+		for r, expires := range leases.overdue(h.runsSnapshot(), time.Now().Add(margin)) {
 			h.metrics.failed(opLeaseRenew)
 			h.log.Error("host: lease not renewed in time; stopping the run before the lease can expire",
-				"run_id", r.id, "response_id", r.responseID(), "last_renewed", good, "lease", h.cfg.LeaseDuration)
+				"run_id", r.id, "response_id", r.responseID(), "lease_expires", expires, "lease", h.cfg.LeaseDuration)
 			// fence waits for the run's lock, which a commit in flight
 			// holds: one goroutine per run keeps the others on time.
 			stops.Go(func() { h.fence(r, errLeaseUnrenewed) })

@@ -91,7 +91,7 @@ func (h *Host) resume(ctx context.Context, sr *store.Run) error {
 	if err != nil {
 		return fmt.Errorf("host: last checkpoint of run %s: %w", sr.ID, err)
 	}
-	r := h.newRun(m, head, &snap, sr.ID, sr.Lease.Epoch, cp.Step, cp.Parts)
+	r := h.newRun(m, head, &snap, sr.ID, sr.Lease, cp.Step, cp.Parts)
 	drive, err := h.resumeDriver(ctx, r, m, head, cp)
 	if err != nil {
 		return err

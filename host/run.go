@@ -27,7 +27,11 @@ type run struct {
 	id    string
 	model *model
 	epoch int64
-	info  RunInfo
+	// leaseExpires is when the lease of the claim (or creation) that made
+	// this run expires, as the store said; renewals are tracked by the
+	// lease guard (leaseTracker).
+	leaseExpires time.Time
+	info         RunInfo
 
 	ctx    context.Context // cancelled on cancel, fencing and hard stop
 	cancel context.CancelCauseFunc
@@ -107,7 +111,7 @@ func (h *Host) startRun(r *run, drive func(ctx context.Context) error) error {
 }
 
 // newRun returns a run driven under epoch, positioned after lastStep.
-func (h *Host) newRun(m *model, rr *store.Response, snap *wire.Response, runID string, epoch, lastStep int64, parts []store.Part) *run {
+func (h *Host) newRun(m *model, rr *store.Response, snap *wire.Response, runID string, lease store.Lease, lastStep int64, parts []store.Part) *run {
 	info := RunInfo{ResponseID: rr.ID, RunID: runID, Metadata: snap.Metadata, MaxSupersteps: h.cfg.MaxSupersteps}
 	ctx, cancel := context.WithCancelCause(WithRunInfo(h.runCtx, info))
 	// The metadata was validated at create; an unknown value cannot be here.
@@ -118,7 +122,7 @@ func (h *Host) newRun(m *model, rr *store.Response, snap *wire.Response, runID s
 		// means the response's usage counts the run's earlier tokens too.
 		h.log.Warn("host: cannot read agent usage from the checkpoint", "run_id", runID, "err", err)
 	}
-	r := &run{id: runID, model: m, epoch: epoch, info: info, ctx: ctx, cancel: cancel,
+	r := &run{id: runID, model: m, epoch: lease.Epoch, leaseExpires: lease.ExpiresAt, info: info, ctx: ctx, cancel: cancel,
 		live: mode == PublicationLive,
 		done: make(chan struct{}), resp: snap, nextSeq: rr.NextSeq, lastStep: lastStep, lastParts: parts,
 		usage: usage}
