@@ -66,8 +66,8 @@ func (h *Host) unregister(ctx context.Context) {
 // Hosts returns the live hosts sorted by ID: this one, the hosts in the
 // store's registry (which lists hosts driving no run too), and every host
 // that holds an unexpired lease on an unfinished run (hosts of versions
-// without the registry). It reads every run of the store (RunList), so its
-// cost grows with the number of runs kept.
+// without the registry). It reads the store's active runs (RunList with
+// ActiveOnly), so its cost follows the runs in flight.
 func (h *Host) Hosts(ctx context.Context) ([]HostInfo, error) {
 	now := time.Now()
 	byID := map[string]*HostInfo{h.cfg.HostID: {ID: h.cfg.HostID, Addr: h.cfg.Addr,
@@ -89,7 +89,7 @@ func (h *Host) Hosts(ctx context.Context) ([]HostInfo, error) {
 			}
 		}
 	}
-	err := h.eachRun(ctx, func(r *store.Run) {
+	err := h.eachActiveRun(ctx, func(r *store.Run) {
 		l := r.Lease
 		if !r.Active || l.Owner == "" || !l.ExpiresAt.After(now) {
 			return
@@ -116,11 +116,11 @@ func (h *Host) Hosts(ctx context.Context) ([]HostInfo, error) {
 	return out, nil
 }
 
-// eachRun calls fn for every run of the store, page by page.
-func (h *Host) eachRun(ctx context.Context, fn func(*store.Run)) error {
+// eachActiveRun calls fn for every active run of the store, page by page.
+func (h *Host) eachActiveRun(ctx context.Context, fn func(*store.Run)) error {
 	after := ""
 	for {
-		page, err := h.store.RunList(ctx, &store.RunListParams{After: after, Limit: 500})
+		page, err := h.store.RunList(ctx, &store.RunListParams{After: after, Limit: 500, ActiveOnly: true})
 		if err != nil {
 			return fmt.Errorf("host: list runs: %w", err)
 		}

@@ -258,6 +258,9 @@ type CheckpointPruneParams struct {
 type RunListParams struct {
 	After string // list runs with ID > After
 	Limit int    // <= 0 means 100
+	// ActiveOnly lists only Active runs, through an index of them: its
+	// cost follows the runs in flight, not all the runs kept.
+	ActiveOnly bool
 }
 
 // Store is the durable state of superstep: responses, their event logs, runs,

@@ -27,7 +27,10 @@ func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*store.R
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.pool.Query(ctx, "SELECT "+runColumns+" FROM runs WHERE id > $1 ORDER BY id LIMIT $2", p.After, limit)
+	// With ActiveOnly the partial index runs_claimable (WHERE active)
+	// serves the filter.
+	rows, err := s.pool.Query(ctx, "SELECT "+runColumns+" FROM runs WHERE id > $1 AND (active OR NOT $3) ORDER BY id LIMIT $2",
+		p.After, limit, p.ActiveOnly)
 	if err != nil {
 		return nil, mapError("list runs", "", 0, err)
 	}

@@ -63,7 +63,13 @@ func (s *Store) RunList(ctx context.Context, p *store.RunListParams) ([]*store.R
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.rdb.QueryContext(ctx, "SELECT "+runColumns+" FROM runs WHERE id > ? ORDER BY id LIMIT ?", p.After, limit)
+	q := "SELECT " + runColumns + " FROM runs WHERE id > ? ORDER BY id LIMIT ?"
+	if p.ActiveOnly {
+		// The partial index of active runs (they are few) and a sort,
+		// rather than a walk of every run in id order.
+		q = "SELECT " + runColumns + " FROM runs INDEXED BY runs_claimable WHERE active = 1 AND id > ? ORDER BY id LIMIT ?"
+	}
+	rows, err := s.rdb.QueryContext(ctx, q, p.After, limit)
 	if err != nil {
 		return nil, mapError("run list", err)
 	}

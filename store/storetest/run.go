@@ -46,6 +46,36 @@ func testRun(t *testing.T, h Harness) {
 			}
 		}
 	})
+
+	t.Run("ListActiveOnly", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		for _, id := range []string{"run_a", "run_b", "run_c", "run_d"} {
+			CreateResponse(b.ctx, t, b.s, &ResponseOpts{RunID: id})
+		}
+		for _, id := range []string{"run_b", "run_c"} {
+			Commit(b.ctx, t, b.s, id, &CommitOpts{Status: store.StatusCompleted})
+		}
+		var got []string
+		after := ""
+		for {
+			runs, err := b.s.RunList(b.ctx, &store.RunListParams{After: after, Limit: 1, ActiveOnly: true})
+			requireNoError(t, err, "RunList(ActiveOnly)")
+			for _, r := range runs {
+				if !r.Active {
+					t.Fatalf("RunList(ActiveOnly) listed %s, which is not active", r.ID)
+				}
+				got = append(got, r.ID)
+				after = r.ID
+			}
+			if len(runs) < 1 {
+				break
+			}
+		}
+		if len(got) != 2 || got[0] != "run_a" || got[1] != "run_d" {
+			t.Fatalf("RunList(ActiveOnly) pages = %v, want [run_a run_d]", got)
+		}
+	})
 }
 
 func testCheckpoint(t *testing.T, h Harness) {
