@@ -45,6 +45,7 @@ func (h *Host) heartbeat(ctx context.Context) {
 		Host: store.HostInfo{ID: h.cfg.HostID, Addr: h.cfg.Addr, MaxRuns: h.cfg.MaxRuns, Runs: running},
 		TTL:  h.cfg.LeaseDuration})
 	if err != nil && ctx.Err() == nil {
+		h.metrics.failed(opHeartbeat)
 		h.log.Warn("host: registry heartbeat failed; retrying at the next renewal", "err", err)
 	}
 }

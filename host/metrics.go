@@ -17,6 +17,7 @@ const (
 	opRecover      = "recover"       // claiming or resuming a run failed
 	opFinish       = "finish"        // a run could not be finished and was handed back
 	opRetention    = "retention"     // deleting expired responses failed
+	opHeartbeat    = "heartbeat"     // refreshing this host's registry entry failed
 )
 
 // metrics are the host's Prometheus collectors.
@@ -70,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		responsesPruned: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "superstep_host_responses_pruned_total", Help: "Finished responses deleted by retention (Config.Retention)."}),
 	}
-	for _, op := range []string{opCommit, opCreate, opPublish, opDeliver, opLeaseRenew, opLeaseRelease, opRecover, opFinish, opRetention} {
+	for _, op := range []string{opCommit, opCreate, opPublish, opDeliver, opLeaseRenew, opLeaseRelease, opRecover, opFinish, opRetention, opHeartbeat} {
 		m.failures.WithLabelValues(op) // export every op at 0
 	}
 	if reg == nil {
