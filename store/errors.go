@@ -24,6 +24,17 @@ var (
 	ErrCorrupt = errors.New("store: corrupt")
 	// ErrClosed is returned by calls made after Close.
 	ErrClosed = errors.New("store: closed")
+	// ErrCancelled is returned by Commit (and EventAppend) for a response
+	// whose cancel is recorded, unless the commit finishes it as
+	// cancelled: the owner must finish it with StatusCancelled.
+	ErrCancelled = errors.New("store: response cancelled")
+	// ErrUnavailable marks a transient failure: the store could not be
+	// reached or could not do the work now (connection lost, timeout,
+	// serialization failure, disk full, database locked). Nothing of the
+	// call is visible, or (for a write whose reply was lost) it may be;
+	// the caller retries later. Every other backend failure is
+	// deterministic.
+	ErrUnavailable = errors.New("store: unavailable")
 )
 
 // FencedError carries the epochs of a fenced write. It matches ErrFenced.

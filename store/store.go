@@ -66,7 +66,17 @@ type Response struct {
 	// CommitStep is the run step of the last commit that wrote this
 	// response's events (the step a continuation resumes from); the step
 	// the run was at when the response was created until then.
-	CommitStep      int64
+	CommitStep int64
+	// StartStep is the run's LastStep when the response was created: the
+	// commit of step StartStep+1 is the first one made for this response,
+	// and it absorbed the answers its request carried (function_call_output
+	// items). Written by ResponseCreate, never changed. A durable fact, so
+	// recovery need not infer whether answers were absorbed.
+	StartStep int64
+	// CancelRequested is set by ResponseCancel. From then on the response
+	// reads as cancelled (Status is StatusCancelled) and the only commit the
+	// store accepts for it is one with Status StatusCancelled (ErrCancelled
+	// otherwise), which appends its terminal event.
 	CancelRequested bool
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
@@ -85,9 +95,32 @@ type Run struct {
 	Lease    Lease
 	// Active is true while the head response is not terminal: the run needs
 	// a host driving it.
-	Active    bool
+	Active bool
+	// Resume records the hosts' failed attempts to resume the run since its
+	// last commit (LeaseRelease with Failure); the zero value when none.
+	Resume    ResumeState
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// ResumeState is what the store knows of failed attempts to resume a run:
+// a run no host can resume (model not registered, corrupt checkpoint,
+// graph changed) is visible as such instead of being claimed in a loop.
+type ResumeState struct {
+	// Failures counts consecutive failed resumes; a commit resets it.
+	Failures int
+	// Error is the last failure's reason, as the host reported it.
+	Error string
+	// NotBefore: LeaseClaim skips the run until then (store clock).
+	NotBefore time.Time
+}
+
+// ResumeFailure reports, on LeaseRelease, that the holder could not resume
+// the run.
+type ResumeFailure struct {
+	Reason string
+	// RetryAfter is how long no host may claim the run (> 0).
+	RetryAfter time.Duration
 }
 
 // Lease names the host that owns a run and the epoch its writes are made
@@ -222,6 +255,10 @@ type EventListParams struct {
 	ResponseID string
 	After      int64 // exclusive; -1 lists from sequence 0
 	Limit      int   // at most this many; <= 0 means EventListLimitDefault
+	// MaxBytes, when positive, ends the page once the payloads listed
+	// reach it (the event that crosses it is included: a page holds at
+	// least one event), so a page's memory is bounded by bytes too.
+	MaxBytes int
 }
 
 // EventListLimitDefault is the page size of EventList when Limit is <= 0.
@@ -242,7 +279,11 @@ type LeaseParams struct {
 	Owner    string
 	Epoch    int64
 	Duration time.Duration // for LeaseRenew
-	Now      time.Time
+	// Failure, on LeaseRelease only, records a failed resume (see
+	// ResumeState): the release then announces nothing (no NoticeRunReady)
+	// and no host claims the run before Failure.RetryAfter has passed.
+	Failure *ResumeFailure
+	Now     time.Time
 }
 
 // CheckpointPruneParams are the arguments of CheckpointPrune.
@@ -442,6 +483,15 @@ type Notifier interface {
 	// next delivered notice is a NoticeResync. The channel is closed when
 	// ctx ends or the store is closed.
 	Notices(ctx context.Context, buffer int) <-chan Notice
+}
+
+// Clock is implemented by stores whose lease expiries, claims and commits
+// are judged by a clock of their own (PostgreSQL: the database server's),
+// not by the hosts'. Hosts compare it with theirs to warn about skew. It is
+// optional: callers find it with a type assertion.
+type Clock interface {
+	// StoreNow returns the store's current time.
+	StoreNow(ctx context.Context) (time.Time, error)
 }
 
 // ResponsePruneParams are the arguments of ResponsePrune.
