@@ -75,7 +75,7 @@ func TestMigrateVersion1(t *testing.T) {
 	s := openStore(t, schema, nil)
 	res := storetest.CreateResponse(t.Context(), t, s, nil)
 	// Undo migrations 3 and 2: what a version-1 superstep left behind.
-	if _, err := s.pool.Exec(t.Context(), "DROP INDEX responses_completed; DROP TABLE hosts; DELETE FROM superstep_schema_version WHERE version >= 2"); err != nil {
+	if _, err := s.pool.Exec(t.Context(), undoVersion4+"DROP INDEX responses_completed; DROP TABLE hosts; DELETE FROM superstep_schema_version WHERE version >= 2"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -83,8 +83,8 @@ func TestMigrateVersion1(t *testing.T) {
 	}
 	s = openStore(t, schema, nil)
 	var v int
-	if err := s.pool.QueryRow(t.Context(), "SELECT max(version) FROM superstep_schema_version").Scan(&v); err != nil || v != 3 {
-		t.Fatalf("schema version after reopen %d (%v), want 3", v, err)
+	if err := s.pool.QueryRow(t.Context(), "SELECT max(version) FROM superstep_schema_version").Scan(&v); err != nil || v != latestVersion(t) {
+		t.Fatalf("schema version after reopen %d (%v), want %d", v, err, latestVersion(t))
 	}
 	if _, err := s.HostHeartbeat(t.Context(), &store.HostHeartbeatParams{Host: store.HostInfo{ID: "h"}, TTL: time.Minute}); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -11,16 +12,22 @@ import (
 // runColumns are selected by every query that returns a run; scanRun reads
 // them.
 const runColumns = `id, model, head_response_id, last_step, lease_owner, lease_epoch,
-	lease_expires_at, active, created_at, updated_at`
+	lease_expires_at, active, created_at, updated_at, resume_failures, resume_error, resume_not_before`
 
 func scanRun(row pgx.Row) (*store.Run, error) {
 	var r store.Run
 	err := row.Scan(&r.ID, &r.Model, &r.HeadResponseID, &r.LastStep, &r.Lease.Owner, &r.Lease.Epoch,
-		&r.Lease.ExpiresAt, &r.Active, &r.CreatedAt, &r.UpdatedAt)
+		&r.Lease.ExpiresAt, &r.Active, &r.CreatedAt, &r.UpdatedAt,
+		&r.Resume.Failures, &r.Resume.Error, &r.Resume.NotBefore)
 	if err != nil {
 		return nil, err
 	}
 	r.Lease.ExpiresAt = r.Lease.ExpiresAt.UTC()
+	if r.Resume.NotBefore.Unix() <= 0 {
+		r.Resume.NotBefore = time.Time{} // 'epoch': none
+	} else {
+		r.Resume.NotBefore = r.Resume.NotBefore.UTC()
+	}
 	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	return &r, nil
 }
@@ -28,13 +35,13 @@ func scanRun(row pgx.Row) (*store.Run, error) {
 // responseColumns are selected by every query that returns a response;
 // scanResponse reads them.
 const responseColumns = `id, run_id, previous_response_id, model, owner, status, request, snapshot,
-	error, usage, next_seq, commit_step, cancel_requested, created_at, updated_at, completed_at`
+	error, usage, next_seq, commit_step, start_step, cancel_requested, created_at, updated_at, completed_at`
 
 func scanResponse(row pgx.Row) (*store.Response, error) {
 	var r store.Response
 	var status string
 	err := row.Scan(&r.ID, &r.RunID, &r.PreviousResponseID, &r.Model, &r.Owner, &status, &r.Request,
-		&r.Snapshot, &r.Error, &r.Usage, &r.NextSeq, &r.CommitStep, &r.CancelRequested, &r.CreatedAt,
+		&r.Snapshot, &r.Error, &r.Usage, &r.NextSeq, &r.CommitStep, &r.StartStep, &r.CancelRequested, &r.CreatedAt,
 		&r.UpdatedAt, &r.CompletedAt)
 	if err != nil {
 		return nil, err

@@ -26,12 +26,12 @@ func TestMigrateVersion1(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// Undo migrations 3 and 2: what a version-1 superstep left behind.
+	// Undo migrations 4, 3 and 2: what a version-1 superstep left behind.
 	db, err := sql.Open("sqlite3", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec("DROP INDEX responses_completed; DROP TABLE hosts; PRAGMA user_version = 1"); err != nil {
+	if _, err := db.Exec(undoVersion4 + "DROP INDEX responses_completed; DROP TABLE hosts; PRAGMA user_version = 1"); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {

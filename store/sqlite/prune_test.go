@@ -35,7 +35,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{"DROP INDEX responses_completed", "PRAGMA user_version = 2"} {
+	for _, q := range []string{undoVersion4, "DROP INDEX responses_completed", "PRAGMA user_version = 2"} {
 		if _, err := db.Exec(q); err != nil {
 			db.Close()
 			t.Fatalf("%s: %v", q, err)

@@ -7,7 +7,7 @@ import (
 )
 
 const runColumns = `id, model, head_response_id, last_step, checkpoint_step, lease_owner, lease_epoch, lease_expires_at,
-	active, created_at, updated_at, num`
+	active, created_at, updated_at, resume_failures, resume_error, resume_not_before, num`
 
 // runRow is a run with the columns store.Run does not show.
 type runRow struct {
@@ -19,14 +19,15 @@ type runRow struct {
 // scanRun scans a row of runColumns followed by extra columns.
 func scanRun(row interface{ Scan(...any) error }, extra ...any) (*runRow, error) {
 	var r runRow
-	var expires, created, updated int64
+	var expires, created, updated, notBefore int64
 	dest := []any{&r.ID, &r.Model, &r.HeadResponseID, &r.LastStep, &r.checkpointStep, &r.Lease.Owner, &r.Lease.Epoch,
-		&expires, &r.Active, &created, &updated, &r.num}
+		&expires, &r.Active, &created, &updated, &r.Resume.Failures, &r.Resume.Error, &notBefore, &r.num}
 	err := row.Scan(append(dest, extra...)...)
 	if err != nil {
 		return nil, err
 	}
 	r.Lease.ExpiresAt, r.CreatedAt, r.UpdatedAt = timeOrZero(expires), fromNanos(created), fromNanos(updated)
+	r.Resume.NotBefore = timeOrZero(notBefore)
 	return &r, nil
 }
 

@@ -78,8 +78,11 @@ func testResponse(t *testing.T, h Harness) {
 		res, err := b.s.ResponseCreate(b.ctx, cont)
 		requireNoError(t, err, "continuing the completed head")
 		if res.Run.HeadResponseID != cont.Response.ID || !res.Run.Active || res.Run.LastStep != 2 || res.Run.Lease.Epoch != 2 ||
-			res.Response.CommitStep != 2 || res.Response.NextSeq != 1 {
+			res.Response.CommitStep != 2 || res.Response.StartStep != 2 || res.Response.NextSeq != 1 {
 			t.Fatalf("after continuing: run %+v, response %+v", res.Run, res.Response)
+		}
+		if c.Response.StartStep != 0 {
+			t.Fatalf("first response StartStep = %d, want 0", c.Response.StartStep)
 		}
 		cps, err := b.s.CheckpointList(b.ctx, c.Run.ID)
 		requireNoError(t, err, "CheckpointList")
@@ -87,6 +90,11 @@ func testResponse(t *testing.T, h Harness) {
 			t.Fatalf("continuation wrote a checkpoint: %+v", cps)
 		}
 		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+		got, err := b.s.ResponseGet(b.ctx, cont.Response.ID)
+		requireNoError(t, err, "ResponseGet")
+		if got.StartStep != 2 || got.CommitStep != 3 {
+			t.Fatalf("after its commit: StartStep %d CommitStep %d, want 2 and 3", got.StartStep, got.CommitStep)
+		}
 		stale := ResponseParams(&ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
 		_, err = b.s.ResponseCreate(b.ctx, stale)
 		requireIs(t, err, store.ErrConflict, "continuing from a response that is no longer the head")
