@@ -30,12 +30,39 @@ const (
 
 // TestHost_Postgres_TransientOutage cuts every connection between the
 // host's store and PostgreSQL (a TCP proxy resets them and refuses new
-// ones) for 1.2 s while runs are in flight. A transient failure never
+// ones) while runs are in flight: for 1.2 s within the lease, and for
+// longer than the lease guard lets a run go without renewal. A transient failure never
 // fails a run: every response completes once the database is back, none
 // fails. (Before, a commit was retried for ~0.6 s, then the run committed
 // `failed`, which stuck when the database was back by then.)
 func TestHost_Postgres_TransientOutage(t *testing.T) {
 	t.Parallel()
+	for _, o := range outages {
+		t.Run(o.name, func(t *testing.T) {
+			t.Parallel()
+			testPostgresOutage(t, o)
+		})
+	}
+}
+
+// outage says how long the store is unavailable and under what lease.
+type outage struct {
+	name     string
+	duration time.Duration
+	lease    time.Duration
+	// handedBack: the outage outlasts 3/4 of the lease, so the lease
+	// guard stops the runs in their commit retries; they are left for
+	// recovery and recovered once the store is back.
+	handedBack bool
+}
+
+var outages = []outage{
+	// The lease outlives the outage: the commits are retried through it.
+	{name: "WithinLease", duration: 1200 * time.Millisecond, lease: 20 * time.Second},
+	{name: "PastLease", duration: 2500 * time.Millisecond, lease: 2 * time.Second, handedBack: true},
+}
+
+func testPostgresOutage(t *testing.T, o outage) {
 	schema := pgSchema(t)
 	u, err := url.Parse(pgtest.URL())
 	if err != nil {
@@ -52,14 +79,23 @@ func TestHost_Postgres_TransientOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	testOutage(t, s, proxy.Cut, proxy.Restore)
+	testOutage(t, s, o, proxy.Cut, proxy.Restore)
 }
 
 // TestHost_SQLite_TransientBusy: another connection to the file (an
-// operator's shell) holds SQLite's write lock past the busy timeout for
-// 1.2 s while runs are in flight; every response completes, none fails.
+// operator's shell) holds SQLite's write lock past the busy timeout while
+// runs are in flight; every response completes, none fails.
 func TestHost_SQLite_TransientBusy(t *testing.T) {
 	t.Parallel()
+	for _, o := range outages {
+		t.Run(o.name, func(t *testing.T) {
+			t.Parallel()
+			testSQLiteBusy(t, o)
+		})
+	}
+}
+
+func testSQLiteBusy(t *testing.T, o outage) {
 	path := filepath.Join(t.TempDir(), "host.db")
 	s, err := sqlite.Open(context.Background(), path, &sqlite.Options{BusyTimeout: 10 * time.Millisecond})
 	if err != nil {
@@ -86,17 +122,15 @@ func TestHost_SQLite_TransientBusy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testOutage(t, s, lock, unlock)
+	testOutage(t, s, o, lock, unlock)
 }
 
 // testOutage starts outageRuns runs on a host over s, makes the store
-// unavailable with cut once they have committed, for 1.2 s, undoes it
-// with restore, and requires every response to complete.
-func testOutage(t *testing.T, s store.Store, cut, restore func()) {
+// unavailable with cut once they have committed, for o.duration, undoes
+// it with restore, and requires every response to complete.
+func testOutage(t *testing.T, s store.Store, o outage, cut, restore func()) {
 	t.Helper()
-	// The lease outlives the outage (the lease guard would otherwise stop
-	// the runs and hand them back: also no failure, but not this path).
-	cfg := host.Config{HostID: "h1", LeaseDuration: 20 * time.Second}
+	cfg := host.Config{HostID: "h1", LeaseDuration: o.lease}
 	h := newHost(t, s, &cfg, registerDemos)
 	defer shutdown(t, h)
 	ids := make([]string, outageRuns)
@@ -107,8 +141,11 @@ func testOutage(t *testing.T, s store.Store, cut, restore func()) {
 		h.WaitCommitted(t)
 	}
 	cut()
-	time.Sleep(1200 * time.Millisecond) // the outage itself, not a wait for the host
+	time.Sleep(o.duration) // the outage itself, not a wait for the host
 	restore()
+	if o.handedBack {
+		h.WaitLeaseLost(t) // stopped by the lease guard, not failed
+	}
 
 	var wg sync.WaitGroup
 	statuses := make([]store.Status, len(ids))
