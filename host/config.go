@@ -7,7 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 )
+
+// CommitBackoffMaxDefault is the default Config.CommitBackoffMax: a store
+// back after an outage is written to within about this long.
+const CommitBackoffMaxDefault = 2 * time.Second
 
 // WithDefaults returns a copy of c (which may be nil) with every zero field
 // set to its default.
@@ -34,6 +39,12 @@ func (c *Config) WithDefaults() Config {
 	}
 	if out.CommitBackoff == 0 {
 		out.CommitBackoff = CommitBackoffDefault
+	}
+	if out.CommitBackoffMax == 0 {
+		out.CommitBackoffMax = CommitBackoffMaxDefault
+	}
+	if out.CommitBackoffMax > 0 && out.CommitBackoffMax < out.CommitBackoff {
+		out.CommitBackoffMax = out.CommitBackoff
 	}
 	if out.ClaimInterval == 0 {
 		out.ClaimInterval = min(out.LeaseDuration/3, ClaimIntervalMax)
@@ -70,6 +81,9 @@ func (c *Config) validate() error {
 	}
 	if c.CommitBackoff < 0 {
 		errs = append(errs, fmt.Errorf("host: Config.CommitBackoff must be positive, got %v", c.CommitBackoff))
+	}
+	if c.CommitBackoffMax < 0 {
+		errs = append(errs, fmt.Errorf("host: Config.CommitBackoffMax must be positive, got %v", c.CommitBackoffMax))
 	}
 	if c.Retention < 0 {
 		errs = append(errs, fmt.Errorf("host: Config.Retention must not be negative, got %v", c.Retention))

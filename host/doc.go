@@ -61,9 +61,14 @@
 //
 // # Failures
 //
-// A failed commit is retried with exponential backoff (CommitRetries,
-// CommitBackoff); an attempt that failed but did commit is recognised. Once
-// the retries are exhausted the response fails loudly (response.failed);
+// A failed commit is retried with exponential backoff (CommitBackoff,
+// capped at CommitBackoffMax); an attempt that failed but did commit is
+// recognised. A transient failure (store.ErrUnavailable: connection lost,
+// timeout, serialization failure, disk full, database locked) is retried
+// for as long as the run holds its lease and never fails the response:
+// when the lease guard stops the run, or its driver ends with such an
+// error, the run is handed back for recovery. Other failures are retried
+// CommitRetries times, then the response fails loudly (response.failed);
 // if even that cannot be committed, the run is handed back for recovery.
 // In-memory state changes only after a commit succeeded. Every failure is
 // logged and counted in superstep_host_failures_total{op}.

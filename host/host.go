@@ -47,12 +47,21 @@ type Config struct {
 	LeaseDuration time.Duration
 	// MaxSupersteps caps the supersteps of one run; default 1000.
 	MaxSupersteps int
-	// CommitRetries is how many times a failed commit is retried (with
-	// exponential backoff from CommitBackoff) before the run fails loudly
-	// or is handed back for recovery. Default 5; negative means none.
+	// CommitRetries is how many times a commit that failed with an error
+	// not known to be transient is retried (with exponential backoff from
+	// CommitBackoff) before the run fails loudly. A transient failure
+	// (store.ErrUnavailable: connection lost, timeout, serialization
+	// failure, disk full, database locked) is retried without a count for
+	// as long as the run holds its lease, and never fails the run: once
+	// the lease cannot be kept the run is handed back for recovery.
+	// Default 5; negative means none.
 	CommitRetries int
 	// CommitBackoff is the first retry delay; default 20ms.
 	CommitBackoff time.Duration
+	// CommitBackoffMax caps the retry delay, which doubles from
+	// CommitBackoff at each retry; default CommitBackoffMaxDefault (2s),
+	// and never below CommitBackoff.
+	CommitBackoffMax time.Duration
 	// Logger receives the host's logs; default slog.Default().
 	Logger *slog.Logger
 	// Metrics, when not nil, receives the host's Prometheus collectors.

@@ -197,6 +197,15 @@ func (h *Host) afterDrive(r *run, err error) {
 		log.Info("host: response deleted while running; run stopped")
 		return
 	default:
+		if errors.Is(err, store.ErrUnavailable) {
+			// A transient failure never fails the response: the run is
+			// recovered from its last commit once the store is back (the
+			// release below fails too while it is unreachable; then the
+			// lease expires).
+			log.Warn("host: store unavailable; handing the run back for recovery", "err", err, "step", r.lastStep)
+			err = nil
+			break
+		}
 		log.Error("host: run failed", "err", err, "step", r.lastStep)
 		err = h.finishLocked(r, wire.StatusFailed, &wire.Error{Code: "server_error", Message: err.Error()})
 	}
@@ -431,14 +440,23 @@ func (h *Host) commitLocked(r *run, step int64, parts []store.Part, seq *wire.Se
 	return nil
 }
 
-// commit writes p, retrying transient failures with exponential backoff;
-// nextSeq is the response's NextSeq once p is committed. Fencing, conflicts
-// and deleted responses are not retried. A conflict after a failed attempt
-// is checked against the store: the earlier attempt may have committed
-// after all (the failure was in reporting it).
+// commit writes p, retrying failed attempts with exponential backoff
+// from CommitBackoff, capped at CommitBackoffMax; nextSeq is the
+// response's NextSeq once p is committed. It is called with r.mu held.
+//
+// A transient failure (store.ErrUnavailable) is retried for as long as
+// the run holds its lease: between attempts commit releases r.mu (see
+// commitWait), so the lease guard can stop the run, and then commit
+// returns the failure without having written p and the run is left for
+// recovery; it never ends in a failed response. Other failures are
+// retried CommitRetries times. Fencing, conflicts and deleted responses
+// are not retried. A conflict after a failed attempt is checked against
+// the store: the earlier attempt may have committed after all (the
+// failure was in reporting it).
 func (h *Host) commit(r *run, p *store.CommitParams, nextSeq int64) error {
 	ctx := h.runCtx // a cancel must not abort a commit; a hard stop does
 	backoff := h.cfg.CommitBackoff
+	failures := 0 // failed attempts not known to be transient
 	for attempt := 0; ; attempt++ {
 		err := h.commitAttempt(ctx, p)
 		if err == nil {
@@ -447,7 +465,8 @@ func (h *Host) commit(r *run, p *store.CommitParams, nextSeq int64) error {
 		}
 		h.metrics.commitFailures.Inc()
 		h.metrics.failed(opCommit)
-		retryable := !errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrNotFound)
+		transient := errors.Is(err, store.ErrUnavailable)
+		retryable := transient || (!errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrNotFound))
 		if errors.Is(err, store.ErrConflict) {
 			// A conflict is final unless the store still fits p (a
 			// transient serialization failure) or already holds it (an
@@ -459,17 +478,26 @@ func (h *Host) commit(r *run, p *store.CommitParams, nextSeq int64) error {
 				return nil
 			}
 			retryable = fits
+			if !fits && h.storeUnavailable(ctx, p.RunID) {
+				// The check could not read the store: make it again.
+				transient, retryable = true, true
+			}
 		}
-		if !retryable || attempt >= h.cfg.CommitRetries {
+		if !transient {
+			failures++
+		}
+		if !retryable || failures > h.cfg.CommitRetries {
 			h.log.Error("host: commit failed", "run_id", p.RunID, "step", p.Step, "attempt", attempt+1, "err", err)
 			return fmt.Errorf("host: commit run %s step %d: %w", p.RunID, p.Step, err)
 		}
 		h.log.Warn("host: commit failed; retrying", "run_id", p.RunID, "step", p.Step, "attempt", attempt+1,
-			"backoff", backoff, "err", err)
-		if !sleepCtx(h.runCtx, backoff) {
-			return fmt.Errorf("host: commit run %s step %d: %w (stopped: %w)", p.RunID, p.Step, err, h.runCtx.Err())
+			"backoff", backoff, "transient", transient, "err", err)
+		if stop := h.commitWait(r, backoff); stop != nil {
+			h.log.Warn("host: commit not retried: the run is stopping; left for recovery", "run_id", p.RunID,
+				"step", p.Step, "attempt", attempt+1, "stop", stop, "err", err)
+			return fmt.Errorf("host: commit run %s step %d: %w (stopped: %w)", p.RunID, p.Step, err, stop)
 		}
-		backoff *= 2
+		backoff = min(backoff*2, h.cfg.CommitBackoffMax)
 	}
 }
 

@@ -1,9 +1,14 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
+	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,6 +36,8 @@ var errMissingBlob = errors.New("store/postgres: referenced checkpoint part miss
 
 // mapError is the one place where driver errors become store sentinels. op
 // names the operation for the message; runID and epoch fill a FencedError.
+// Transient failures (see transient) wrap store.ErrUnavailable, the
+// driver's error kept in the chain.
 func mapError(op, runID string, epoch int64, err error) error {
 	if err == nil {
 		return nil
@@ -40,6 +47,9 @@ func mapError(op, runID string, epoch int64, err error) error {
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("store/postgres: %s: %w", op, store.ErrNotFound)
+	}
+	if transient(err) {
+		return fmt.Errorf("store/postgres: %s: %w: %w", op, store.ErrUnavailable, err)
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
@@ -51,7 +61,7 @@ func mapError(op, runID string, epoch int64, err error) error {
 	case codeFenced:
 		current, _ := strconv.ParseInt(pgErr.Detail, 10, 64)
 		return fmt.Errorf("store/postgres: %s: %w", op, &store.FencedError{RunID: runID, Epoch: epoch, CurrentEpoch: current})
-	case codeConflict, codeUnique, codeSerialization, codeDeadlock:
+	case codeConflict, codeUnique:
 		return fmt.Errorf("store/postgres: %s: %s: %w", op, pgErr.Message, store.ErrConflict)
 	case codeForeignKey:
 		return fmt.Errorf("store/postgres: %s: %s: %w", op, pgErr.Message, store.ErrNotFound)
@@ -61,9 +71,51 @@ func mapError(op, runID string, epoch int64, err error) error {
 	return fmt.Errorf("store/postgres: %s: %w", op, err)
 }
 
+// transient reports whether err is a failure that can go away by itself,
+// so that the same call may succeed later: the server could not be
+// reached or dropped the connection (refused, reset, closed, EOF, a
+// failed connect), a timeout (a network one, or a deadline such as
+// Options.WriteTimeout: a deadline ends a call that waited too long, not
+// one that was wrong), and the SQLSTATEs of the same nature: class 08
+// (connection exception), 40001 and 40P01 (serialization failure,
+// deadlock: the transaction can be run again), class 53 (insufficient
+// resources: disk full, out of memory, too many connections), 57014
+// (query cancelled, as a statement_timeout does), 57P01 to 57P03 (server
+// shutting down, crashed or starting) and 57P05 (idle session timeout). A cancelled
+// context is not transient: the caller gave up. Everything else (a
+// constraint violation, bad data, a fencing) is deterministic.
+func transient(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		c := pgErr.Code
+		return strings.HasPrefix(c, "08") || strings.HasPrefix(c, "53") || c == codeSerialization ||
+			c == codeDeadlock || c == "57014" || c == "57P01" || c == "57P02" || c == "57P03" || c == "57P05"
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &connectErr), errors.As(err, &netErr), pgconn.Timeout(err), pgconn.SafeToRetry(err):
+		return true
+	}
+	for _, target := range []error{context.DeadlineExceeded, io.EOF, io.ErrUnexpectedEOF, net.ErrClosed,
+		syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE, syscall.ETIMEDOUT,
+		syscall.EHOSTUNREACH, syscall.ENETUNREACH} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	// pgx reports a use of a connection it closed after an error as an
+	// error of its own with no type ("conn closed").
+	return strings.Contains(err.Error(), "conn closed")
+}
+
 // isStoreError reports whether err already carries a store sentinel.
 func isStoreError(err error) bool {
-	for _, target := range []error{store.ErrNotFound, store.ErrFenced, store.ErrConflict, store.ErrCorrupt, store.ErrClosed} {
+	for _, target := range []error{store.ErrNotFound, store.ErrFenced, store.ErrConflict, store.ErrCorrupt, store.ErrClosed,
+		store.ErrUnavailable} {
 		if errors.Is(err, target) {
 			return true
 		}

@@ -28,8 +28,9 @@ var (
 
 // mapError is the one place where driver errors become store sentinels:
 // sql.ErrNoRows becomes store.ErrNotFound, a constraint violation
-// store.ErrConflict, SQLITE_BUSY/LOCKED ErrLocked, SQLITE_CORRUPT and
-// SQLITE_NOTADB store.ErrCorrupt. Errors that already are ours pass
+// store.ErrConflict, SQLITE_BUSY/LOCKED ErrLocked and store.ErrUnavailable,
+// the other transient codes (see mapSQLiteError) store.ErrUnavailable,
+// SQLITE_CORRUPT store.ErrCorrupt and SQLITE_NOTADB ErrNotSuperstep. Errors that already are ours pass
 // through. Every query's error returns through it, wrapped with op.
 func mapError(op string, err error) error {
 	if err == nil {
@@ -53,7 +54,7 @@ func mapError(op string, err error) error {
 func isOurs(err error) bool {
 	for _, target := range []error{
 		store.ErrNotFound, store.ErrFenced, store.ErrConflict, store.ErrCorrupt, store.ErrClosed,
-		ErrLocked, ErrNotSuperstep, ErrTooNew, fault.ErrInjected, context.Canceled, context.DeadlineExceeded,
+		store.ErrUnavailable, ErrLocked, ErrNotSuperstep, ErrTooNew, fault.ErrInjected, context.Canceled, context.DeadlineExceeded,
 	} {
 		if errors.Is(err, target) {
 			return true
@@ -65,12 +66,23 @@ func isOurs(err error) bool {
 // mapSQLiteError maps a driver error by its code. It keeps the driver's
 // error in the chain: the writer inspects its code to decide whether a
 // failed request may have ended the batch's transaction.
+//
+// Transient codes wrap store.ErrUnavailable: the same write can succeed
+// later, once the condition is gone. They are SQLITE_BUSY and
+// SQLITE_LOCKED (another connection holds the lock past the busy
+// timeout), SQLITE_FULL (disk full), SQLITE_IOERR (a failed read, write
+// or fsync), SQLITE_READONLY (the file or its filesystem became read-only,
+// as a remount after disk errors does; a store opened with OpenReadOnly
+// refuses writes with ErrReadOnly before SQLite sees them) and
+// SQLITE_PROTOCOL (a lost race on the WAL's locks).
 func mapSQLiteError(serr sqlite3.Error) error {
 	switch serr.Code {
 	case sqlite3.ErrConstraint:
 		return fmt.Errorf("%w: %w", store.ErrConflict, serr)
 	case sqlite3.ErrBusy, sqlite3.ErrLocked:
-		return fmt.Errorf("%w: %w", ErrLocked, serr)
+		return fmt.Errorf("%w: %w: %w", ErrLocked, store.ErrUnavailable, serr)
+	case sqlite3.ErrFull, sqlite3.ErrIoErr, sqlite3.ErrReadonly, sqlite3.ErrProtocol:
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, serr)
 	case sqlite3.ErrNotADB:
 		return fmt.Errorf("%w: %w", ErrNotSuperstep, serr)
 	case sqlite3.ErrCorrupt:

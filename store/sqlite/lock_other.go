@@ -7,12 +7,19 @@ import (
 	"os"
 )
 
-// lockFile opens the database file; without flock, a second process is
-// detected by SQLite's own locking (ErrLocked after the busy timeout).
+// LockPath returns the lock file of the database at path: path + "-lock",
+// next to it.
+func LockPath(path string) string { return path + "-lock" }
+
+// lockFile creates the lock file (LockPath) without locking it: without
+// flock, a second process is detected by SQLite's own locking (ErrLocked
+// after the busy timeout). Like the unix version it never opens the
+// database file itself.
 func lockFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	lp := LockPath(path)
+	f, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		return nil, fmt.Errorf("sqlite: open lock file %s: %w", lp, err)
 	}
 	return f, nil
 }

@@ -14,7 +14,9 @@
 // # Caveats
 //
 // One process owns a database file at a time: Open takes an exclusive flock
-// on it and fails with ErrLocked when another process holds it. Because of
+// on its lock file (LockPath: the path with "-lock" appended, created next
+// to the database and left there) and fails with ErrLocked when another
+// process holds it. The database file itself is opened only by SQLite. Because of
 // that, Open releases every lease left in the file (their holders are
 // gone), so recovery claims unfinished runs at once; epochs are kept.
 // OpenReadOnly takes no lock and writes nothing, for inspecting a file a
