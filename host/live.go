@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -393,16 +394,24 @@ func (h *Host) appendLive(r *run, frames []wire.Frame) error {
 	p := &store.EventAppendParams{RunID: r.id, Epoch: r.epoch, ResponseID: r.responseID(), Events: toEventInputs(frames)}
 	backoff := h.cfg.CommitBackoff
 	for attempt := 0; ; attempt++ {
-		err := h.fault(ctx, &Fault{Point: FaultPublish, RunID: r.id, ResponseID: r.responseID(), Seq: frames[0].Seq})
-		if err == nil {
-			err = h.store.EventAppend(ctx, p)
-		}
+		err := h.appendAttempt(ctx, r, p)
 		if err == nil {
 			return nil
 		}
 		h.metrics.failed(opPublish)
-		final := errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) ||
-			(errors.Is(err, store.ErrConflict) && !h.appendFits(ctx, p))
+		final := errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound)
+		if errors.Is(err, store.ErrConflict) {
+			// As for a commit: final unless the log still fits p (a
+			// transient serialization failure) or already holds p (an
+			// earlier attempt was applied after all; the failure was in
+			// reporting it).
+			applied, fits := h.appendState(ctx, p)
+			if applied {
+				h.log.Info("host: an earlier live append attempt had succeeded", "run_id", r.id, "seq", frames[0].Seq)
+				return nil
+			}
+			final = !fits
+		}
 		if final || attempt >= h.cfg.CommitRetries || !sleepCtx(ctx, backoff) {
 			h.log.Error("host: publishing live events failed", "run_id", r.id, "seq", frames[0].Seq, "err", err)
 			return fmt.Errorf("host: publish live events of response %s: %w", r.responseID(), err)
@@ -505,6 +514,16 @@ func (h *Host) resetUncommitted(ctx context.Context, r *run) error {
 	if len(evs) == 0 || evs[0].Step != -1 || wire.IsTerminal(evs[0].Type) {
 		return nil
 	}
+	// The last event may be the reset itself: an earlier recovery appended
+	// it and failed (or crashed) before the superstep's commit. It voids
+	// everything before it already; a second one would repeat it.
+	again := &wire.Seq{Next: evs[0].Seq}
+	if err := appendReset(again, r.resp); err != nil {
+		return err
+	}
+	if f := again.Frames[0]; evs[0].Type == f.Type && bytes.Equal(evs[0].Payload, f.Payload) {
+		return nil
+	}
 	seq := &wire.Seq{Next: r.nextSeq}
 	if err := appendReset(seq, r.resp); err != nil {
 		return err
@@ -521,9 +540,50 @@ func (h *Host) resetUncommitted(ctx context.Context, r *run) error {
 	return nil
 }
 
-// appendFits reports whether the response's log still ends where p's
-// events begin (a conflict was a transient serialization failure).
-func (h *Host) appendFits(ctx context.Context, p *store.EventAppendParams) bool {
+// appendAttempt makes one attempt to append p, with the fault points
+// around the store call.
+func (h *Host) appendAttempt(ctx context.Context, r *run, p *store.EventAppendParams) error {
+	f := &Fault{Point: FaultPublish, RunID: r.id, ResponseID: p.ResponseID, Seq: p.Events[0].Seq}
+	if err := h.fault(ctx, f); err != nil {
+		return err
+	}
+	if err := h.store.EventAppend(ctx, p); err != nil {
+		return err
+	}
+	f.Point = FaultAppendAfter
+	return h.fault(ctx, f)
+}
+
+// appendState compares the store with p, made under p.Epoch: applied when
+// the response's log ends where p's events end and holds p's events at
+// their seqs, as appended outside a commit (an attempt that reported
+// failure was applied after all); fits when the log ends where p's events
+// begin (the attempt can be made again).
+func (h *Host) appendState(ctx context.Context, p *store.EventAppendParams) (applied, fits bool) {
+	run, err := h.store.RunGet(ctx, p.RunID)
+	if err != nil || run.Lease.Epoch != p.Epoch {
+		return false, false
+	}
 	resp, err := h.store.ResponseGet(ctx, p.ResponseID)
-	return err == nil && resp.NextSeq == p.Events[0].Seq
+	if err != nil {
+		return false, false
+	}
+	first, end := p.Events[0].Seq, p.Events[len(p.Events)-1].Seq+1
+	switch resp.NextSeq {
+	case first:
+		return false, true
+	case end:
+		evs, err := h.store.EventList(ctx, &store.EventListParams{ResponseID: p.ResponseID, After: first - 1, Limit: len(p.Events)})
+		if err != nil || len(evs) != len(p.Events) {
+			return false, false
+		}
+		for i, ev := range evs {
+			want := &p.Events[i]
+			if ev.Seq != want.Seq || ev.Type != want.Type || ev.Step != -1 || !bytes.Equal(ev.Payload, want.Payload) {
+				return false, false
+			}
+		}
+		return true, false
+	}
+	return false, false
 }

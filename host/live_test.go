@@ -6,11 +6,14 @@ import (
 	"iter"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/verify"
 )
 
@@ -173,4 +176,141 @@ func TestHost_Live_AppendFailsOnce(t *testing.T) {
 		t.Fatalf("fired %d, metric %v", sc.firedAt(host.FaultPublish), sc.metric("superstep_host_failures_total", "publish"))
 	}
 	sc.requireLogged("publishing live events failed; retrying")
+}
+
+// backends are the stores host tests of a path both stores have run on.
+var backends = []string{"sqlite", "postgres"}
+
+// backendBundle returns a started host with no models registered over a
+// fresh store of the backend; cleanup as setup's.
+func backendBundle(t *testing.T, backend string, cfg *host.Config) *testBundle {
+	t.Helper()
+	if backend == "sqlite" {
+		return setup(t, &setupOpts{noReg: true, cfg: cfg})
+	}
+	s := openPG(t, pgSchema(t))
+	b := &testBundle{store: s, host: newHost(t, s, cfg, nil)}
+	t.Cleanup(func() {
+		shutdown(t, b.host)
+		if err := store.Check(context.Background(), s); err != nil {
+			t.Errorf("store.Check: %v", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("close store: %v", err)
+		}
+	})
+	return b
+}
+
+// failOnce returns a FaultFunc failing the first arrival at p that match
+// accepts (nil: any), and a count of the failures it injected.
+func failOnce(p host.FaultPoint, match func(*host.Fault) bool) (func(context.Context, *host.Fault) error, *atomic.Int32) {
+	var fired atomic.Int32
+	return func(_ context.Context, f *host.Fault) error {
+		if f.Point == p && (match == nil || match(f)) && fired.CompareAndSwap(0, 1) {
+			return errors.New("injected: the reply was lost")
+		}
+		return nil
+	}, &fired
+}
+
+// countingAgent counts the turns of an agent.
+type countingAgent struct {
+	agent.Agent
+	runs atomic.Int32
+}
+
+func (a *countingAgent) Run(ctx context.Context, s *agent.Session, in []agent.Message) iter.Seq2[agent.Update, error] {
+	a.runs.Add(1)
+	return a.Agent.Run(ctx, s, in)
+}
+
+// lifecycleCount returns how many events of type typ evs has.
+func lifecycleCount(evs []event, typ string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// A live append the store applied but whose reply was an error (the
+// failure injected after the store call) is recognised as applied, as a
+// commit is: the retry finds the events in the log, the superstep goes
+// on, and nothing is voided, repeated or run again.
+func TestHost_Live_AppendAppliedButFailed(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		for _, how := range liveHostings {
+			t.Run(backend+"/"+how, func(t *testing.T) {
+				t.Parallel()
+				fault, fired := failOnce(host.FaultAppendAfter, nil)
+				b := backendBundle(t, backend, &host.Config{CommitBackoff: time.Millisecond,
+					Test: host.TestConfig{FaultFunc: fault}})
+				a := &countingAgent{Agent: newGatedAgent(5, nil)}
+				registerGated(t, b.host, how, a)
+				r := create(t, b.host, "gated", "hi", liveMD)
+				evs := checkGated(t, b, r.ID, a.Agent.(*gatedAgent))
+				if fired.Load() != 1 {
+					t.Fatalf("fault fired %d times", fired.Load())
+				}
+				if n := lifecycleCount(evs, "response.in_progress"); n != 1 || evs[len(evs)-1].Type != "response.completed" {
+					t.Fatalf("%d response.in_progress, last %s: %s", n, evs[len(evs)-1].Type, types(evs))
+				}
+				if n := a.runs.Load(); n != 1 {
+					t.Fatalf("the agent ran %d times", n)
+				}
+			})
+		}
+	}
+}
+
+// resets returns the reset response.in_progress events of evs (every one
+// after the first).
+func resets(evs []event) []event {
+	var out []event
+	seen := false
+	for _, e := range evs {
+		if e.Type != "response.in_progress" {
+			continue
+		}
+		if seen {
+			out = append(out, e)
+		}
+		seen = true
+	}
+	return out
+}
+
+// A recovery whose reset response.in_progress was appended, but whose
+// host died before it knew (the crash right after the store call), leaves
+// the reset as the log's last event: the next recovery sees that it voids
+// the interrupted superstep already and appends no second one.
+func TestHost_Recover_LiveResetAppliedOnce(t *testing.T) {
+	t.Parallel()
+	forEachHosting(t, examples.Stream, func(t *testing.T, model string) {
+		sc := newScenario(t, host.Config{})
+		sc.arm(&faultRule{point: host.FaultCommitBefore, mode: modeCrash, match: stepIs(2)})
+		r := sc.create(model, "x", liveMD)
+		select {
+		case <-sc.crashFired:
+		case <-time.After(testTimeout):
+			t.Fatal("armed crash fault did not fire")
+		}
+		// The next incarnation dies right after its reset is appended.
+		sc.arm(&faultRule{point: host.FaultAppendAfter, mode: modeCrash})
+		sc.restart(true)
+		sc.crashAtFault()
+		sc.waitDone(r.ID)
+		sc.check(map[string]verify.Outcome{r.ID: streamRef})
+		evs := collect(t, sc.host(), r.ID, -1)
+		if rs := resets(evs); len(rs) != 1 {
+			t.Fatalf("%d resets (events %s)", len(rs), types(evs))
+		}
+		if got := strings.Join(deltas(evs), "|"); got != "x |one |two |three|done|done" {
+			t.Fatalf("deltas %q", got)
+		}
+	})
 }
