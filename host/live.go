@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,8 +56,12 @@ func publicationMode(md map[string]string, def string) (string, error) {
 // or a function_call item of one of the agent's own tool calls (published
 // whole).
 type liveItem struct {
+	// executorID is the executor of the hosted workflow the item belongs
+	// to (for an event nested in sub-workflows, the outermost one: its
+	// outputs are that executor's); stream names the emitting attempt down
+	// the nesting (see liveStream).
 	executorID string
-	attempt    int
+	stream     string
 	id         string
 	index      int
 	text       string    // a message's deltas so far
@@ -277,54 +282,90 @@ func (h *Host) stopLive(r *run) {
 	}
 }
 
-// liveFrames builds the frames of ev on top of what st says is open.
-func liveFrames(seq *wire.Seq, resp *wire.Response, st *liveState, ev workflow.LiveEvent) error {
-	var delta string
-	switch v := ev.Value.(type) {
-	case workflow.LiveDiscard:
-		return resetLive(seq, resp, st)
-	case agent.Update:
-		switch v.Kind {
-		case agent.UpdateTextDelta:
-			delta = v.Text
-		case agent.UpdateRetry:
-			return resetLive(seq, resp, st)
-		case agent.UpdateToolCall:
-			return liveToolCall(seq, resp, st, ev, v)
-		default:
-			return nil // tool results and the like are not output items
+// liveStream names the attempt that emitted ev, through every level of
+// sub-workflow nesting: "exec#attempt", then "/step/exec#attempt" per
+// nested level. It returns the hosted workflow's executor too.
+func liveStream(ev workflow.LiveEvent) (executorID, stream string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s#%d", ev.ExecutorID, ev.Attempt)
+	for v := ev.Value; ; {
+		inner, ok := v.(workflow.LiveEvent)
+		if !ok {
+			break
 		}
-	case string:
-		delta = v
-	default:
+		fmt.Fprintf(&b, "/%d/%s#%d", inner.Step, inner.ExecutorID, inner.Attempt)
+		v = inner.Value
+	}
+	return ev.ExecutorID, b.String()
+}
+
+// within reports whether stream is prefix or one of the streams nested in it.
+func within(stream, prefix string) bool {
+	return stream == prefix || strings.HasPrefix(stream, prefix+"/")
+}
+
+// liveFrames builds the frames of ev on top of what st says is open. It is
+// the one translator of live events, nested ones (sub-workflows) included:
+// agent.LiveUpdate reads the event's update.
+func liveFrames(seq *wire.Seq, resp *wire.Response, st *liveState, ev workflow.LiveEvent) error {
+	u, ok := agent.LiveUpdate(ev)
+	if !ok {
 		return nil
+	}
+	exec, stream := liveStream(ev)
+	switch u.Kind {
+	case agent.UpdateTextDelta:
+	case agent.UpdateRetry:
+		if _, discard := innermost(ev).(workflow.LiveDiscard); discard {
+			// The attempt failed: everything it (and what it nests)
+			// published is void.
+			return voidLive(seq, resp, st, func(it *liveItem) bool { return within(it.stream, stream) })
+		}
+		// The agent retries a model call: the message it was streaming is void.
+		open := st.open(stream)
+		return voidLive(seq, resp, st, func(it *liveItem) bool { return it == open })
+	case agent.UpdateToolCall:
+		return liveToolCall(seq, resp, st, exec, stream, u)
+	default:
+		return nil // tool results and the like are not output items
 	}
 	if err := beginLive(seq, resp); err != nil {
 		return err
 	}
-	it := st.open(ev.ExecutorID, ev.Attempt)
+	it := st.open(stream)
 	if it == nil {
 		idx := len(resp.Output) + len(st.items)
-		st.items = append(st.items, liveItem{executorID: ev.ExecutorID, attempt: ev.Attempt,
-			id: wire.MessageID(resp.ID, idx), index: idx})
+		st.items = append(st.items, liveItem{executorID: exec, stream: stream, id: wire.MessageID(resp.ID, idx), index: idx})
 		it = &st.items[len(st.items)-1]
 		if err := seq.MessageStart(it.id, it.index); err != nil {
 			return err
 		}
 	}
-	it.text += delta
-	return seq.MessageDelta(it.id, it.index, delta)
+	it.text += u.Text
+	return seq.MessageDelta(it.id, it.index, u.Text)
+}
+
+// innermost returns the value of ev under its sub-workflow nesting.
+func innermost(ev workflow.LiveEvent) any {
+	v := ev.Value
+	for {
+		inner, ok := v.(workflow.LiveEvent)
+		if !ok {
+			return v
+		}
+		v = inner.Value
+	}
 }
 
 // liveToolCall publishes an agent's own tool call as a whole function_call
 // item (its arguments in one delta), after closing the message the
 // attempt was streaming: the call comes after that text, and the text
 // after the call is a new message.
-func liveToolCall(seq *wire.Seq, resp *wire.Response, st *liveState, ev workflow.LiveEvent, u agent.Update) error {
+func liveToolCall(seq *wire.Seq, resp *wire.Response, st *liveState, exec, stream string, u agent.Update) error {
 	if err := beginLive(seq, resp); err != nil {
 		return err
 	}
-	if it := st.open(ev.ExecutorID, ev.Attempt); it != nil {
+	if it := st.open(stream); it != nil {
 		item, err := seq.MessageFinish(it.id, it.index, it.text)
 		if err != nil {
 			return err
@@ -337,8 +378,7 @@ func liveToolCall(seq *wire.Seq, resp *wire.Response, st *liveState, ev workflow
 	if err != nil {
 		return err
 	}
-	st.items = append(st.items, liveItem{executorID: ev.ExecutorID, attempt: ev.Attempt, id: id, index: idx,
-		done: true, item: item})
+	st.items = append(st.items, liveItem{executorID: exec, stream: stream, id: id, index: idx, done: true, item: item})
 	return nil
 }
 
@@ -353,12 +393,12 @@ func beginLive(seq *wire.Seq, resp *wire.Response) error {
 	return seq.Lifecycle(wire.EventResponseInProgress, c)
 }
 
-// open returns the message item an executor attempt is streaming, if any:
-// its last item, unless that one is closed.
-func (st *liveState) open(executorID string, attempt int) *liveItem {
+// open returns the message item a stream is writing, if any: its last
+// item, unless that one is closed.
+func (st *liveState) open(stream string) *liveItem {
 	for i := len(st.items) - 1; i >= 0; i-- {
 		it := &st.items[i]
-		if it.executorID == executorID && it.attempt == attempt {
+		if it.stream == stream {
 			if it.done {
 				return nil
 			}
@@ -368,14 +408,54 @@ func (st *liveState) open(executorID string, attempt int) *liveItem {
 	return nil
 }
 
-// resetLive voids the open live items: a reset response.in_progress whose
-// output is the last committed output.
-func resetLive(seq *wire.Seq, resp *wire.Response, st *liveState) error {
-	if len(st.items) == 0 {
+// voidLive withdraws the live items void says are void. The log is
+// append-only, so that takes a reset response.in_progress whose output is
+// the last committed output; the items that stay valid are then published
+// again after it as they stand (a closed item whole, an open message with
+// its text so far), so that what follows the reset is a coherent history
+// by itself. When no item is void, nothing is appended.
+func voidLive(seq *wire.Seq, resp *wire.Response, st *liveState, void func(*liveItem) bool) error {
+	var keep []liveItem
+	for i := range st.items {
+		if !void(&st.items[i]) {
+			keep = append(keep, st.items[i])
+		}
+	}
+	if len(keep) == len(st.items) {
 		return nil
 	}
+	if err := appendReset(seq, resp); err != nil {
+		return err
+	}
 	st.items = nil
-	return appendReset(seq, resp)
+	for _, it := range keep {
+		idx := len(resp.Output) + len(st.items)
+		n := liveItem{executorID: it.executorID, stream: it.stream, index: idx, text: it.text, done: it.done}
+		var err error
+		switch {
+		case it.done && it.item.Type == wire.ItemFunctionCall:
+			n.id = wire.FunctionCallID(resp.ID, idx)
+			n.item, err = seq.FunctionCall(n.id, idx, it.item.CallID, it.item.Name, it.item.Arguments)
+		case it.done:
+			n.id = wire.MessageID(resp.ID, idx)
+			n.item, err = seq.Message(n.id, idx, it.text)
+		default:
+			n.id = wire.MessageID(resp.ID, idx)
+			if err = seq.MessageStart(n.id, idx); err == nil && it.text != "" {
+				err = seq.MessageDelta(n.id, idx, it.text)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		st.items = append(st.items, n)
+	}
+	return nil
+}
+
+// resetLive voids every live item (see voidLive).
+func resetLive(seq *wire.Seq, resp *wire.Response, st *liveState) error {
+	return voidLive(seq, resp, st, func(*liveItem) bool { return true })
 }
 
 // appendReset appends a reset response.in_progress carrying resp (the last

@@ -15,6 +15,7 @@ import (
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/verify"
+	"github.com/superstep/superstep/workflow"
 )
 
 var (
@@ -313,4 +314,75 @@ func TestHost_Recover_LiveResetAppliedOnce(t *testing.T) {
 			t.Fatalf("deltas %q", got)
 		}
 	})
+}
+
+// streamABC emits "a ", "b ", "c" live and yields "a b c".
+func streamABC() workflow.Executor {
+	return workflow.Func("writer", func(c *workflow.Context, _ string) error {
+		for _, tok := range []string{"a ", "b ", "c"} {
+			if err := c.EmitLive(tok); err != nil {
+				return err
+			}
+		}
+		return c.Yield("a b c")
+	})
+}
+
+// registerNested registers "flat" (streamABC as the workflow's output
+// executor) and "wrapped" (the same executor inside a sub-workflow,
+// itself the output executor), each also inside two levels of nesting
+// ("wrapped2").
+func registerNested(t *testing.T, h *host.Host) {
+	t.Helper()
+	build := func(name string, start workflow.Executor, out string) *workflow.Workflow {
+		wf, err := workflow.NewBuilder(name).SetStart(start).Outputs(out).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wf
+	}
+	flat := build("flat", streamABC(), "writer")
+	wrapped := build("wrapped", build("inner", streamABC(), "writer").AsExecutor("sub"), "sub")
+	wrapped2 := build("wrapped2", wrapped.AsExecutor("outer"), "outer")
+	for name, wf := range map[string]*workflow.Workflow{"flat": flat, "wrapped": wrapped, "wrapped2": wrapped2} {
+		if err := h.RegisterWorkflow(name, wf); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Live events emitted inside a sub-workflow (AsExecutor) are published as
+// the same executor's are when it is not nested: the same deltas, closed
+// by the commit into the same output.
+func TestHost_Live_NestedSubWorkflow(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			b := backendBundle(t, backend, nil)
+			registerNested(t, b.host)
+			for _, model := range []string{"flat", "wrapped", "wrapped2"} {
+				r := create(t, b.host, model, "go", liveMD)
+				evs := collect(t, b.host, r.ID, -1)
+				checkLog(t, evs)
+				if got := deltas(evs); !slices.Equal(got, []string{"a ", "b ", "c"}) {
+					t.Fatalf("%s: deltas %q", model, got)
+				}
+				if got := outputs(evs); !slices.Equal(got, []string{"a b c"}) {
+					t.Fatalf("%s: outputs %q", model, got)
+				}
+				if n := len(resets(evs)); n != 0 {
+					t.Fatalf("%s: %d resets: %s", model, n, types(evs))
+				}
+				rec, log, err := verify.Load(testCtx(t), b.store, r.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ref := verify.Outcome{Status: "completed", Output: []string{"a b c"}}
+				if err := verify.Check(&verify.Input{Responses: []verify.ResponseInput{{ID: r.ID, Log: log, Record: rec, Reference: &ref}}}).Err(); err != nil {
+					t.Fatalf("%s: %v", model, err)
+				}
+			}
+		})
+	}
 }
