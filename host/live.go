@@ -113,11 +113,16 @@ type liveQueue struct {
 	// next is the seq after the last queued frame while busy (r.nextSeq,
 	// which counts durable events only, lags behind it then).
 	next     int64
-	inflight bool  // the appender is writing a batch
-	err      error // the append that failed: the run stops; sticky
-	started  bool  // the appender goroutine was started
-	stop     bool  // the run's driver returned: the appender exits
-	done     chan struct{}
+	inflight bool // the appender is writing a batch
+	// durable is the live state as of the last append that returned: what
+	// the log holds, while run.liveSt counts queued frames too. Frames
+	// dropped unappended leave it as it was, so a terminal commit after
+	// them closes exactly the items the log has open.
+	durable liveState
+	err     error // the append that failed: the run stops; sticky
+	started bool  // the appender goroutine was started
+	stop    bool  // the run's driver returned: the appender exits
+	done    chan struct{}
 }
 
 // busy reports whether frames are queued or being appended.
@@ -128,7 +133,8 @@ func (q *liveQueue) full() bool {
 	return len(q.frames) >= liveQueueFrames || q.bytes >= liveQueueBytes
 }
 
-// drop forgets the queued frames (never appended, so never seen).
+// drop forgets the queued frames (never appended, so never seen); the
+// caller takes their state back (run.liveSt) when it is not appending them.
 func (q *liveQueue) drop() {
 	q.frames, q.recv, q.bytes = nil, nil, 0
 }
@@ -218,16 +224,18 @@ func (h *Host) liveAppender(r *run) {
 		switch {
 		case q.stop:
 			q.drop()
+			r.liveSt = q.durable
 			return
 		case len(q.frames) == 0:
 			q.cond.Wait()
 			continue
 		case q.err != nil || r.fenced || r.cancelled:
 			q.drop()
+			r.liveSt = q.durable
 			q.cond.Broadcast()
 			continue
 		}
-		batch, recv := q.frames, q.recv
+		batch, recv, st := q.frames, q.recv, r.liveSt // st: the state after every queued frame
 		q.drop()
 		q.inflight = true
 		q.cond.Broadcast() // room for the emitter
@@ -237,6 +245,9 @@ func (h *Host) liveAppender(r *run) {
 		q.inflight = false
 		if err != nil {
 			q.err = err
+			if len(q.frames) == 0 {
+				r.liveSt = q.durable
+			}
 			if errors.Is(err, store.ErrFenced) {
 				// Stop the executors at once, as a refused synchronous
 				// append did (and as the lease guard does); any other
@@ -246,6 +257,7 @@ func (h *Host) liveAppender(r *run) {
 				r.cancel(fmt.Errorf("%w: %w", errLeaseLost, err))
 			}
 		} else {
+			q.durable = st
 			r.nextSeq = batch[len(batch)-1].Seq + 1
 			now := time.Now()
 			for _, t := range recv {
@@ -666,4 +678,24 @@ func (h *Host) appendState(ctx context.Context, p *store.EventAppendParams) (app
 		return true, false
 	}
 	return false, false
+}
+
+// closeLive makes the live items of st part of resp's output for a
+// terminal commit with no step of its own (cancel, failure): a closed item
+// as it was published, an open message closed incomplete with the text
+// the log has so far. Every item a client saw added is then done before
+// the terminal event, and the snapshot holds what the stream showed.
+func closeLive(seq *wire.Seq, resp *wire.Response, st *liveState) error {
+	for _, it := range st.items {
+		if it.done {
+			resp.Output = append(resp.Output, it.item)
+			continue
+		}
+		item, err := seq.MessageEnd(it.id, it.index, it.text, wire.ItemIncomplete)
+		if err != nil {
+			return err
+		}
+		resp.Output = append(resp.Output, item)
+	}
+	return nil
 }

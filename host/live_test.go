@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"slices"
 	"strings"
@@ -384,5 +385,140 @@ func TestHost_Live_NestedSubWorkflow(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkClosed checks that every item the log announces (since its last
+// response.in_progress) is done before the terminal event, that the
+// terminal response's output holds each as it was done, and that the
+// stored snapshot (what GET returns) agrees; it returns that output.
+func checkClosed(t *testing.T, h *host.Host, id string, evs []event) []wireItem {
+	t.Helper()
+	open := map[int]string{}
+	done := map[int]wireItem{}
+	last := evs[len(evs)-1]
+	for _, e := range evs[:len(evs)-1] {
+		switch e.Type {
+		case "response.in_progress":
+			open, done = map[int]string{}, map[int]wireItem{}
+		case "response.output_item.added":
+			open[e.OutputIndex] = e.Item.ID
+		case "response.output_item.done":
+			if open[e.OutputIndex] != e.Item.ID {
+				t.Fatalf("output_item.done of %s at %d, not open: %s", e.Item.ID, e.OutputIndex, types(evs))
+			}
+			delete(open, e.OutputIndex)
+			done[e.OutputIndex] = *e.Item
+		}
+	}
+	if len(open) > 0 || !terminal(last.Type) {
+		t.Fatalf("items %v still open at %s: %s", open, last.Type, types(evs))
+	}
+	out := last.Response.Output
+	if len(out) != len(done) {
+		t.Fatalf("terminal output has %d items, %d were done", len(out), len(done))
+	}
+	for i, it := range out {
+		d := done[i]
+		if d.ID != it.ID || d.Status != it.Status || fmt.Sprint(d.Content) != fmt.Sprint(it.Content) {
+			t.Fatalf("output %d is %+v, its output_item.done said %+v", i, it, d)
+		}
+	}
+	rec, err := h.Get(testCtx(t), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := snapshot(t, rec)
+	if snap.Status != last.Response.Status || fmt.Sprint(snap.Output) != fmt.Sprint(out) {
+		t.Fatalf("snapshot %s %+v, terminal event %s %+v", snap.Status, snap.Output, last.Response.Status, out)
+	}
+	return out
+}
+
+// waitDelta reads the response's events until the delta text shows, so
+// that it is durable.
+func waitDelta(t *testing.T, h *host.Host, id, text string) {
+	t.Helper()
+	for ev, err := range h.Events(testCtx(t), id, "", -1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == "response.output_text.delta" && strings.Contains(string(ev.Payload), text) {
+			return
+		}
+	}
+	t.Fatalf("delta %q never came", text)
+}
+
+// A cancel while a live message streams: the message is closed
+// (incomplete, with the text streamed so far) before the cancelled
+// response, in the stream, the snapshot and GET.
+func TestHost_Live_CancelClosesOpenItems(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		for _, how := range liveHostings {
+			t.Run(backend+"/"+how, func(t *testing.T) {
+				t.Parallel()
+				b := backendBundle(t, backend, nil)
+				a := newGatedAgent(6, func(ctx context.Context, i int) error {
+					if i == 3 { // "t0 t1 t2 " streamed: wait for the cancel
+						<-ctx.Done()
+						return context.Cause(ctx)
+					}
+					return nil
+				})
+				registerGated(t, b.host, how, a)
+				r := create(t, b.host, "gated", "hi", liveMD)
+				waitDelta(t, b.host, r.ID, token(2))
+				if _, err := b.host.Cancel(testCtx(t), r.ID, ""); err != nil {
+					t.Fatal(err)
+				}
+				evs := collect(t, b.host, r.ID, -1)
+				checkLog(t, evs)
+				if last := evs[len(evs)-1]; last.Response.Status != "cancelled" {
+					t.Fatalf("last %s %s", last.Type, last.Response.Status)
+				}
+				out := checkClosed(t, b.host, r.ID, evs)
+				if len(out) != 1 || out[0].Status != "incomplete" || out[0].Content[0].Text != "t0 t1 t2 " {
+					t.Fatalf("output %+v", out)
+				}
+			})
+		}
+	}
+}
+
+// An infrastructure failure while a live message streams (the step's
+// commit keeps failing): the message is closed incomplete before
+// response.failed, in the stream, the snapshot and GET.
+func TestHost_Live_FailureClosesOpenItems(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		for _, how := range liveHostings {
+			t.Run(backend+"/"+how, func(t *testing.T) {
+				t.Parallel()
+				var fails atomic.Int32
+				fault := func(_ context.Context, f *host.Fault) error {
+					// The step's commit and its retry fail; the terminal commit goes through.
+					if f.Point == host.FaultCommitBefore && fails.Add(1) <= 2 {
+						return errors.New("injected: disk on fire")
+					}
+					return nil
+				}
+				b := backendBundle(t, backend, &host.Config{CommitRetries: 1, CommitBackoff: time.Millisecond,
+					Test: host.TestConfig{FaultFunc: fault}})
+				a := newGatedAgent(4, nil)
+				registerGated(t, b.host, how, a)
+				r := create(t, b.host, "gated", "hi", liveMD)
+				evs := collect(t, b.host, r.ID, -1)
+				checkLog(t, evs)
+				if last := evs[len(evs)-1]; last.Type != "response.failed" || !strings.Contains(last.Response.Error.Message, "disk on fire") {
+					t.Fatalf("last %s %+v", last.Type, last.Response.Error)
+				}
+				out := checkClosed(t, b.host, r.ID, evs)
+				if len(out) != 1 || out[0].Status != "incomplete" || out[0].Content[0].Text != a.text() {
+					t.Fatalf("output %+v", out)
+				}
+			})
+		}
 	}
 }

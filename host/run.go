@@ -392,6 +392,13 @@ func (h *Host) finishLocked(r *run, status string, e *wire.Error) error {
 			return err
 		}
 	}
+	// Items the interrupted step opened live are closed first: the log
+	// holds them (the driver returned, so no live append is in flight).
+	if st := r.liveQ.durable; r.live && st.step == r.lastStep+1 {
+		if err := closeLive(seq, resp, &st); err != nil {
+			return err
+		}
+	}
 	u := r.respUsage
 	resp.Usage = &u
 	resp.Finish(status, time.Now(), e)
