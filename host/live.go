@@ -513,27 +513,14 @@ func (h *Host) appendLive(r *run, frames []wire.Frame) error {
 	}
 }
 
-// translateLiveStep appends the wire events of a committed step in live
-// mode (see translateLive).
-func translateLiveStep(seq *wire.Seq, resp *wire.Response, s *workflow.Step, st *liveState) error {
-	if st.step != s.Number {
-		return translateStep(seq, resp, s)
-	}
-	var ups []agent.Update
-	for _, ev := range s.Events {
-		if u, ok := agent.UpdateFromEvent(ev); ok {
-			ups = append(ups, u)
-		}
-	}
-	return translateLive(seq, resp, ups, st)
-}
-
 // translateLive appends the output items of ups, committed in live mode:
 // they take over the live items their executors published, in order
-// (closing the open messages with the committed text); when they do not
-// line up (an executor yielded something else, or in another order), the
-// live items are voided by a reset and the outputs added as complete items.
-func translateLive(seq *wire.Seq, resp *wire.Response, ups []agent.Update, st *liveState) error {
+// (closing the open messages with the committed text; the cut-th update,
+// -1 for none, was cut short and its item ends incomplete); when they do
+// not line up (an executor yielded something else, or in another order),
+// the live items are voided by a reset and the outputs added as complete
+// items.
+func translateLive(seq *wire.Seq, resp *wire.Response, ups []agent.Update, st *liveState, cut int) error {
 	if !liveLinesUp(ups, st.items) {
 		if err := resetLive(seq, resp, st); err != nil {
 			return err
@@ -542,7 +529,7 @@ func translateLive(seq *wire.Seq, resp *wire.Response, ups []agent.Update, st *l
 	}
 	for i, u := range ups {
 		if i >= len(st.items) {
-			if err := appendUpdate(seq, resp, u); err != nil {
+			if err := appendItem(seq, resp, u, itemStatus(i, cut)); err != nil {
 				return err
 			}
 			continue
@@ -552,7 +539,7 @@ func translateLive(seq *wire.Seq, resp *wire.Response, ups []agent.Update, st *l
 			resp.Output = append(resp.Output, it.item)
 			continue
 		}
-		item, err := seq.MessageFinish(it.id, it.index, u.Text)
+		item, err := seq.MessageEnd(it.id, it.index, u.Text, itemStatus(i, cut))
 		if err != nil {
 			return err
 		}

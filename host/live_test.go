@@ -522,3 +522,46 @@ func TestHost_Live_FailureClosesOpenItems(t *testing.T) {
 		}
 	}
 }
+
+// cutAgent streams "hello " and "wor", then ends its reply there: the
+// model hit its output limit.
+var cutAgent = agent.AgentFunc(func(ctx context.Context, s *agent.Session, in []agent.Message) iter.Seq2[agent.Update, error] {
+	return func(yield func(agent.Update, error) bool) {
+		for _, u := range []agent.Update{{Kind: agent.UpdateTextDelta, Text: "hello "},
+			{Kind: agent.UpdateTextDelta, Text: "wor"}, {Kind: agent.UpdateText, Text: "hello wor"},
+			{Kind: agent.UpdateDone, Reason: agent.ReasonMaxOutputTokens}} {
+			if !yield(u, nil) {
+				return
+			}
+		}
+	}
+})
+
+// A reply cut short makes an incomplete response whose cut item is
+// incomplete too, as the Responses API has it: in the stream
+// (output_item.done), the terminal event, the snapshot and GET, in both
+// publication modes and both hostings.
+func TestHost_Live_CutItemIncomplete(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		for _, how := range liveHostings {
+			t.Run(backend+"/"+how, func(t *testing.T) {
+				t.Parallel()
+				b := backendBundle(t, backend, nil)
+				registerGated(t, b.host, how, cutAgent)
+				for _, md := range []map[string]string{liveMD, nil} {
+					r := create(t, b.host, "gated", "hi", md)
+					evs := collect(t, b.host, r.ID, -1)
+					checkLog(t, evs)
+					if last := evs[len(evs)-1]; last.Type != "response.incomplete" {
+						t.Fatalf("%v: last %s", md, last.Type)
+					}
+					out := checkClosed(t, b.host, r.ID, evs)
+					if len(out) != 1 || out[0].Status != "incomplete" || out[0].Content[0].Text != "hello wor" {
+						t.Fatalf("%v: output %+v", md, out)
+					}
+				}
+			})
+		}
+	}
+}
