@@ -565,3 +565,85 @@ func TestHost_Live_CutItemIncomplete(t *testing.T) {
 		}
 	}
 }
+
+// retryAgent streams "a", calls a tool, streams "b" and retries that model
+// call, which then streams "b2": the retry voids "b" only.
+var retryAgent = agent.AgentFunc(func(ctx context.Context, s *agent.Session, in []agent.Message) iter.Seq2[agent.Update, error] {
+	return func(yield func(agent.Update, error) bool) {
+		for _, u := range []agent.Update{{Kind: agent.UpdateTextDelta, Text: "a"}, {Kind: agent.UpdateText, Text: "a"},
+			{Kind: agent.UpdateToolCall, CallID: "c1", Name: "f", Arguments: "{}"},
+			{Kind: agent.UpdateToolResult, CallID: "c1", Text: "ok"},
+			{Kind: agent.UpdateTextDelta, Text: "b"}, {Kind: agent.UpdateRetry},
+			{Kind: agent.UpdateTextDelta, Text: "b2"}, {Kind: agent.UpdateText, Text: "b2"}} {
+			if !yield(u, nil) {
+				return
+			}
+		}
+	}
+})
+
+// requireCoherent checks that after the log's last response.in_progress
+// every message's deltas add up to its done text.
+func requireCoherent(t *testing.T, evs []event) {
+	t.Helper()
+	from := 0
+	for i, e := range evs {
+		if e.Type == "response.in_progress" {
+			from = i
+		}
+	}
+	streamed := map[int]string{}
+	for _, e := range evs[from:] {
+		switch e.Type {
+		case "response.output_text.delta":
+			streamed[e.OutputIndex] += e.Delta
+		case "response.output_text.done":
+			if streamed[e.OutputIndex] != e.Text {
+				t.Fatalf("output %d streamed %q, done says %q: %s", e.OutputIndex, streamed[e.OutputIndex], e.Text, types(evs))
+			}
+		}
+	}
+}
+
+// A model call retried mid-stream voids the message it was streaming, and
+// only that: the reset that withdraws it publishes the items that stay
+// valid again (the text and the tool call before it), so what follows the
+// reset is a coherent history by itself, and the commit closes the retry's
+// message.
+func TestHost_Live_RetryVoidsOnlyItsMessage(t *testing.T) {
+	t.Parallel()
+	for _, how := range liveHostings {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, &setupOpts{noReg: true})
+			registerGated(t, b.host, how, retryAgent)
+			r := create(t, b.host, "gated", "hi", liveMD)
+			evs := collect(t, b.host, r.ID, -1)
+			checkLog(t, evs)
+			requireCoherent(t, evs)
+			if n := len(resets(evs)); n != 1 {
+				t.Fatalf("%d resets: %s", n, types(evs))
+			}
+			want := []string{"a", "f({})", "b2"}
+			rec, log, err := verify.Load(testCtx(t), b.store, r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := verify.Outcome{Status: "completed", Output: []string{"a", "function_call f {}", "b2"}}
+			if err := verify.Check(&verify.Input{Responses: []verify.ResponseInput{{ID: r.ID, Log: log, Record: rec, Reference: &ref}}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			var final []string
+			for _, e := range evs[len(evs)-1].Response.Output {
+				if e.Type == "message" {
+					final = append(final, e.Content[0].Text)
+				} else {
+					final = append(final, e.Name+"("+e.Args+")")
+				}
+			}
+			if !slices.Equal(final, want) {
+				t.Fatalf("output %q", final)
+			}
+		})
+	}
+}
