@@ -202,6 +202,9 @@ func TestLiveUpdate(t *testing.T) {
 	if got, ok := agent.LiveUpdate(workflow.LiveEvent{ExecutorID: "w", Value: workflow.LiveDiscard{}}); !ok || got.Kind != agent.UpdateRetry || got.Source != "w" {
 		t.Fatalf("discard: %+v", got)
 	}
+	if got, ok := agent.LiveUpdate(workflow.LiveEvent{ExecutorID: "s", Value: "tok"}); !ok || got.Kind != agent.UpdateTextDelta || got.Text != "tok" || got.Source != "s" {
+		t.Fatalf("string: %+v", got)
+	}
 	if _, ok := agent.LiveUpdate(workflow.LiveEvent{Value: 42}); ok {
 		t.Fatal("non-update accepted")
 	}

@@ -171,22 +171,27 @@ func decodeHistory(parts []store.Part) ([]agent.Message, error) {
 }
 
 // translateTurn appends the output items of an agent turn's updates; in
-// live mode they close the items its text deltas opened.
+// live mode they close the items its text deltas opened. When the turn's
+// reply was cut short (an UpdateDone with a reason), its last text is an
+// incomplete item.
 func (h *Host) translateTurn(r *run, seq *wire.Seq, resp *wire.Response, updates []agent.Update) error {
-	if r.live && r.liveSt.step == r.lastStep+1 {
-		var items []agent.Update
-		for _, u := range updates {
-			if u.Kind == agent.UpdateText || u.Kind == agent.UpdateFunctionCall || u.Kind == agent.UpdateToolCall {
-				items = append(items, u)
-			}
-		}
-		st := r.liveSt
-		return translateLive(seq, resp, items, &st)
-	}
+	var items []agent.Update
+	cutShort := false
 	for _, u := range updates {
-		if err := appendUpdate(seq, resp, u); err != nil {
-			return err
+		switch u.Kind {
+		case agent.UpdateText, agent.UpdateFunctionCall, agent.UpdateToolCall:
+			items = append(items, u)
+		case agent.UpdateDone:
+			cutShort = cutShort || u.Reason != ""
 		}
 	}
-	return nil
+	cut := -1
+	if cutShort {
+		cut = lastText(items, func(agent.Update) bool { return true })
+	}
+	if r.live && r.liveSt.step == r.lastStep+1 {
+		st := r.liveSt
+		return translateLive(seq, resp, items, &st, cut)
+	}
+	return translateUpdates(seq, resp, items, cut)
 }

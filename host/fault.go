@@ -28,6 +28,10 @@ const (
 	// reader (mid-publish); a failure ends the reader's sequence with an
 	// error, as a cut connection does.
 	FaultPublish FaultPoint = "publish.event"
+	// FaultAppendAfter: the store accepted a live append (EventAppend) and
+	// the host has not taken it as done; a failure makes the host treat the
+	// append as failed (the retry finds it applied).
+	FaultAppendAfter FaultPoint = "append.after"
 	// FaultHITLDeliver: an answer (function_call_output) is about to be
 	// delivered to the request waiting for it, when a continuation is
 	// created or a run is recovered.
@@ -40,7 +44,7 @@ const (
 // FaultPoints lists every fault point.
 func FaultPoints() []FaultPoint {
 	return []FaultPoint{FaultCreateAfterRecord, FaultCommitBefore, FaultCommitAfter, FaultPublish,
-		FaultHITLDeliver, FaultLeaseRenew}
+		FaultAppendAfter, FaultHITLDeliver, FaultLeaseRenew}
 }
 
 // Fault describes one arrival at a fault point.

@@ -1,9 +1,11 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,8 +56,12 @@ func publicationMode(md map[string]string, def string) (string, error) {
 // or a function_call item of one of the agent's own tool calls (published
 // whole).
 type liveItem struct {
+	// executorID is the executor of the hosted workflow the item belongs
+	// to (for an event nested in sub-workflows, the outermost one: its
+	// outputs are that executor's); stream names the emitting attempt down
+	// the nesting (see liveStream).
 	executorID string
-	attempt    int
+	stream     string
 	id         string
 	index      int
 	text       string    // a message's deltas so far
@@ -107,11 +113,16 @@ type liveQueue struct {
 	// next is the seq after the last queued frame while busy (r.nextSeq,
 	// which counts durable events only, lags behind it then).
 	next     int64
-	inflight bool  // the appender is writing a batch
-	err      error // the append that failed: the run stops; sticky
-	started  bool  // the appender goroutine was started
-	stop     bool  // the run's driver returned: the appender exits
-	done     chan struct{}
+	inflight bool // the appender is writing a batch
+	// durable is the live state as of the last append that returned: what
+	// the log holds, while run.liveSt counts queued frames too. Frames
+	// dropped unappended leave it as it was, so a terminal commit after
+	// them closes exactly the items the log has open.
+	durable liveState
+	err     error // the append that failed: the run stops; sticky
+	started bool  // the appender goroutine was started
+	stop    bool  // the run's driver returned: the appender exits
+	done    chan struct{}
 }
 
 // busy reports whether frames are queued or being appended.
@@ -122,7 +133,8 @@ func (q *liveQueue) full() bool {
 	return len(q.frames) >= liveQueueFrames || q.bytes >= liveQueueBytes
 }
 
-// drop forgets the queued frames (never appended, so never seen).
+// drop forgets the queued frames (never appended, so never seen); the
+// caller takes their state back (run.liveSt) when it is not appending them.
 func (q *liveQueue) drop() {
 	q.frames, q.recv, q.bytes = nil, nil, 0
 }
@@ -212,16 +224,18 @@ func (h *Host) liveAppender(r *run) {
 		switch {
 		case q.stop:
 			q.drop()
+			r.liveSt = q.durable
 			return
 		case len(q.frames) == 0:
 			q.cond.Wait()
 			continue
 		case q.err != nil || r.fenced || r.cancelled:
 			q.drop()
+			r.liveSt = q.durable
 			q.cond.Broadcast()
 			continue
 		}
-		batch, recv := q.frames, q.recv
+		batch, recv, st := q.frames, q.recv, r.liveSt // st: the state after every queued frame
 		q.drop()
 		q.inflight = true
 		q.cond.Broadcast() // room for the emitter
@@ -231,6 +245,9 @@ func (h *Host) liveAppender(r *run) {
 		q.inflight = false
 		if err != nil {
 			q.err = err
+			if len(q.frames) == 0 {
+				r.liveSt = q.durable
+			}
 			if errors.Is(err, store.ErrFenced) {
 				// Stop the executors at once, as a refused synchronous
 				// append did (and as the lease guard does); any other
@@ -240,6 +257,7 @@ func (h *Host) liveAppender(r *run) {
 				r.cancel(fmt.Errorf("%w: %w", errLeaseLost, err))
 			}
 		} else {
+			q.durable = st
 			r.nextSeq = batch[len(batch)-1].Seq + 1
 			now := time.Now()
 			for _, t := range recv {
@@ -276,54 +294,90 @@ func (h *Host) stopLive(r *run) {
 	}
 }
 
-// liveFrames builds the frames of ev on top of what st says is open.
-func liveFrames(seq *wire.Seq, resp *wire.Response, st *liveState, ev workflow.LiveEvent) error {
-	var delta string
-	switch v := ev.Value.(type) {
-	case workflow.LiveDiscard:
-		return resetLive(seq, resp, st)
-	case agent.Update:
-		switch v.Kind {
-		case agent.UpdateTextDelta:
-			delta = v.Text
-		case agent.UpdateRetry:
-			return resetLive(seq, resp, st)
-		case agent.UpdateToolCall:
-			return liveToolCall(seq, resp, st, ev, v)
-		default:
-			return nil // tool results and the like are not output items
+// liveStream names the attempt that emitted ev, through every level of
+// sub-workflow nesting: "exec#attempt", then "/step/exec#attempt" per
+// nested level. It returns the hosted workflow's executor too.
+func liveStream(ev workflow.LiveEvent) (executorID, stream string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s#%d", ev.ExecutorID, ev.Attempt)
+	for v := ev.Value; ; {
+		inner, ok := v.(workflow.LiveEvent)
+		if !ok {
+			break
 		}
-	case string:
-		delta = v
-	default:
+		fmt.Fprintf(&b, "/%d/%s#%d", inner.Step, inner.ExecutorID, inner.Attempt)
+		v = inner.Value
+	}
+	return ev.ExecutorID, b.String()
+}
+
+// within reports whether stream is prefix or one of the streams nested in it.
+func within(stream, prefix string) bool {
+	return stream == prefix || strings.HasPrefix(stream, prefix+"/")
+}
+
+// liveFrames builds the frames of ev on top of what st says is open. It is
+// the one translator of live events, nested ones (sub-workflows) included:
+// agent.LiveUpdate reads the event's update.
+func liveFrames(seq *wire.Seq, resp *wire.Response, st *liveState, ev workflow.LiveEvent) error {
+	u, ok := agent.LiveUpdate(ev)
+	if !ok {
 		return nil
+	}
+	exec, stream := liveStream(ev)
+	switch u.Kind {
+	case agent.UpdateTextDelta:
+	case agent.UpdateRetry:
+		if _, discard := innermost(ev).(workflow.LiveDiscard); discard {
+			// The attempt failed: everything it (and what it nests)
+			// published is void.
+			return voidLive(seq, resp, st, func(it *liveItem) bool { return within(it.stream, stream) })
+		}
+		// The agent retries a model call: the message it was streaming is void.
+		open := st.open(stream)
+		return voidLive(seq, resp, st, func(it *liveItem) bool { return it == open })
+	case agent.UpdateToolCall:
+		return liveToolCall(seq, resp, st, exec, stream, u)
+	default:
+		return nil // tool results and the like are not output items
 	}
 	if err := beginLive(seq, resp); err != nil {
 		return err
 	}
-	it := st.open(ev.ExecutorID, ev.Attempt)
+	it := st.open(stream)
 	if it == nil {
 		idx := len(resp.Output) + len(st.items)
-		st.items = append(st.items, liveItem{executorID: ev.ExecutorID, attempt: ev.Attempt,
-			id: wire.MessageID(resp.ID, idx), index: idx})
+		st.items = append(st.items, liveItem{executorID: exec, stream: stream, id: wire.MessageID(resp.ID, idx), index: idx})
 		it = &st.items[len(st.items)-1]
 		if err := seq.MessageStart(it.id, it.index); err != nil {
 			return err
 		}
 	}
-	it.text += delta
-	return seq.MessageDelta(it.id, it.index, delta)
+	it.text += u.Text
+	return seq.MessageDelta(it.id, it.index, u.Text)
+}
+
+// innermost returns the value of ev under its sub-workflow nesting.
+func innermost(ev workflow.LiveEvent) any {
+	v := ev.Value
+	for {
+		inner, ok := v.(workflow.LiveEvent)
+		if !ok {
+			return v
+		}
+		v = inner.Value
+	}
 }
 
 // liveToolCall publishes an agent's own tool call as a whole function_call
 // item (its arguments in one delta), after closing the message the
 // attempt was streaming: the call comes after that text, and the text
 // after the call is a new message.
-func liveToolCall(seq *wire.Seq, resp *wire.Response, st *liveState, ev workflow.LiveEvent, u agent.Update) error {
+func liveToolCall(seq *wire.Seq, resp *wire.Response, st *liveState, exec, stream string, u agent.Update) error {
 	if err := beginLive(seq, resp); err != nil {
 		return err
 	}
-	if it := st.open(ev.ExecutorID, ev.Attempt); it != nil {
+	if it := st.open(stream); it != nil {
 		item, err := seq.MessageFinish(it.id, it.index, it.text)
 		if err != nil {
 			return err
@@ -336,8 +390,7 @@ func liveToolCall(seq *wire.Seq, resp *wire.Response, st *liveState, ev workflow
 	if err != nil {
 		return err
 	}
-	st.items = append(st.items, liveItem{executorID: ev.ExecutorID, attempt: ev.Attempt, id: id, index: idx,
-		done: true, item: item})
+	st.items = append(st.items, liveItem{executorID: exec, stream: stream, id: id, index: idx, done: true, item: item})
 	return nil
 }
 
@@ -352,12 +405,12 @@ func beginLive(seq *wire.Seq, resp *wire.Response) error {
 	return seq.Lifecycle(wire.EventResponseInProgress, c)
 }
 
-// open returns the message item an executor attempt is streaming, if any:
-// its last item, unless that one is closed.
-func (st *liveState) open(executorID string, attempt int) *liveItem {
+// open returns the message item a stream is writing, if any: its last
+// item, unless that one is closed.
+func (st *liveState) open(stream string) *liveItem {
 	for i := len(st.items) - 1; i >= 0; i-- {
 		it := &st.items[i]
-		if it.executorID == executorID && it.attempt == attempt {
+		if it.stream == stream {
 			if it.done {
 				return nil
 			}
@@ -367,14 +420,54 @@ func (st *liveState) open(executorID string, attempt int) *liveItem {
 	return nil
 }
 
-// resetLive voids the open live items: a reset response.in_progress whose
-// output is the last committed output.
-func resetLive(seq *wire.Seq, resp *wire.Response, st *liveState) error {
-	if len(st.items) == 0 {
+// voidLive withdraws the live items void says are void. The log is
+// append-only, so that takes a reset response.in_progress whose output is
+// the last committed output; the items that stay valid are then published
+// again after it as they stand (a closed item whole, an open message with
+// its text so far), so that what follows the reset is a coherent history
+// by itself. When no item is void, nothing is appended.
+func voidLive(seq *wire.Seq, resp *wire.Response, st *liveState, void func(*liveItem) bool) error {
+	var keep []liveItem
+	for i := range st.items {
+		if !void(&st.items[i]) {
+			keep = append(keep, st.items[i])
+		}
+	}
+	if len(keep) == len(st.items) {
 		return nil
 	}
+	if err := appendReset(seq, resp); err != nil {
+		return err
+	}
 	st.items = nil
-	return appendReset(seq, resp)
+	for _, it := range keep {
+		idx := len(resp.Output) + len(st.items)
+		n := liveItem{executorID: it.executorID, stream: it.stream, index: idx, text: it.text, done: it.done}
+		var err error
+		switch {
+		case it.done && it.item.Type == wire.ItemFunctionCall:
+			n.id = wire.FunctionCallID(resp.ID, idx)
+			n.item, err = seq.FunctionCall(n.id, idx, it.item.CallID, it.item.Name, it.item.Arguments)
+		case it.done:
+			n.id = wire.MessageID(resp.ID, idx)
+			n.item, err = seq.Message(n.id, idx, it.text)
+		default:
+			n.id = wire.MessageID(resp.ID, idx)
+			if err = seq.MessageStart(n.id, idx); err == nil && it.text != "" {
+				err = seq.MessageDelta(n.id, idx, it.text)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		st.items = append(st.items, n)
+	}
+	return nil
+}
+
+// resetLive voids every live item (see voidLive).
+func resetLive(seq *wire.Seq, resp *wire.Response, st *liveState) error {
+	return voidLive(seq, resp, st, func(*liveItem) bool { return true })
 }
 
 // appendReset appends a reset response.in_progress carrying resp (the last
@@ -393,16 +486,24 @@ func (h *Host) appendLive(r *run, frames []wire.Frame) error {
 	p := &store.EventAppendParams{RunID: r.id, Epoch: r.epoch, ResponseID: r.responseID(), Events: toEventInputs(frames)}
 	backoff := h.cfg.CommitBackoff
 	for attempt := 0; ; attempt++ {
-		err := h.fault(ctx, &Fault{Point: FaultPublish, RunID: r.id, ResponseID: r.responseID(), Seq: frames[0].Seq})
-		if err == nil {
-			err = h.store.EventAppend(ctx, p)
-		}
+		err := h.appendAttempt(ctx, r, p)
 		if err == nil {
 			return nil
 		}
 		h.metrics.failed(opPublish)
-		final := errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) ||
-			(errors.Is(err, store.ErrConflict) && !h.appendFits(ctx, p))
+		final := errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound)
+		if errors.Is(err, store.ErrConflict) {
+			// As for a commit: final unless the log still fits p (a
+			// transient serialization failure) or already holds p (an
+			// earlier attempt was applied after all; the failure was in
+			// reporting it).
+			applied, fits := h.appendState(ctx, p)
+			if applied {
+				h.log.Info("host: an earlier live append attempt had succeeded", "run_id", r.id, "seq", frames[0].Seq)
+				return nil
+			}
+			final = !fits
+		}
 		if final || attempt >= h.cfg.CommitRetries || !sleepCtx(ctx, backoff) {
 			h.log.Error("host: publishing live events failed", "run_id", r.id, "seq", frames[0].Seq, "err", err)
 			return fmt.Errorf("host: publish live events of response %s: %w", r.responseID(), err)
@@ -412,27 +513,14 @@ func (h *Host) appendLive(r *run, frames []wire.Frame) error {
 	}
 }
 
-// translateLiveStep appends the wire events of a committed step in live
-// mode (see translateLive).
-func translateLiveStep(seq *wire.Seq, resp *wire.Response, s *workflow.Step, st *liveState) error {
-	if st.step != s.Number {
-		return translateStep(seq, resp, s)
-	}
-	var ups []agent.Update
-	for _, ev := range s.Events {
-		if u, ok := agent.UpdateFromEvent(ev); ok {
-			ups = append(ups, u)
-		}
-	}
-	return translateLive(seq, resp, ups, st)
-}
-
 // translateLive appends the output items of ups, committed in live mode:
 // they take over the live items their executors published, in order
-// (closing the open messages with the committed text); when they do not
-// line up (an executor yielded something else, or in another order), the
-// live items are voided by a reset and the outputs added as complete items.
-func translateLive(seq *wire.Seq, resp *wire.Response, ups []agent.Update, st *liveState) error {
+// (closing the open messages with the committed text; the cut-th update,
+// -1 for none, was cut short and its item ends incomplete); when they do
+// not line up (an executor yielded something else, or in another order),
+// the live items are voided by a reset and the outputs added as complete
+// items.
+func translateLive(seq *wire.Seq, resp *wire.Response, ups []agent.Update, st *liveState, cut int) error {
 	if !liveLinesUp(ups, st.items) {
 		if err := resetLive(seq, resp, st); err != nil {
 			return err
@@ -441,7 +529,7 @@ func translateLive(seq *wire.Seq, resp *wire.Response, ups []agent.Update, st *l
 	}
 	for i, u := range ups {
 		if i >= len(st.items) {
-			if err := appendUpdate(seq, resp, u); err != nil {
+			if err := appendItem(seq, resp, u, itemStatus(i, cut)); err != nil {
 				return err
 			}
 			continue
@@ -451,7 +539,7 @@ func translateLive(seq *wire.Seq, resp *wire.Response, ups []agent.Update, st *l
 			resp.Output = append(resp.Output, it.item)
 			continue
 		}
-		item, err := seq.MessageFinish(it.id, it.index, u.Text)
+		item, err := seq.MessageEnd(it.id, it.index, u.Text, itemStatus(i, cut))
 		if err != nil {
 			return err
 		}
@@ -505,6 +593,16 @@ func (h *Host) resetUncommitted(ctx context.Context, r *run) error {
 	if len(evs) == 0 || evs[0].Step != -1 || wire.IsTerminal(evs[0].Type) {
 		return nil
 	}
+	// The last event may be the reset itself: an earlier recovery appended
+	// it and failed (or crashed) before the superstep's commit. It voids
+	// everything before it already; a second one would repeat it.
+	again := &wire.Seq{Next: evs[0].Seq}
+	if err := appendReset(again, r.resp); err != nil {
+		return err
+	}
+	if f := again.Frames[0]; evs[0].Type == f.Type && bytes.Equal(evs[0].Payload, f.Payload) {
+		return nil
+	}
 	seq := &wire.Seq{Next: r.nextSeq}
 	if err := appendReset(seq, r.resp); err != nil {
 		return err
@@ -521,9 +619,70 @@ func (h *Host) resetUncommitted(ctx context.Context, r *run) error {
 	return nil
 }
 
-// appendFits reports whether the response's log still ends where p's
-// events begin (a conflict was a transient serialization failure).
-func (h *Host) appendFits(ctx context.Context, p *store.EventAppendParams) bool {
+// appendAttempt makes one attempt to append p, with the fault points
+// around the store call.
+func (h *Host) appendAttempt(ctx context.Context, r *run, p *store.EventAppendParams) error {
+	f := &Fault{Point: FaultPublish, RunID: r.id, ResponseID: p.ResponseID, Seq: p.Events[0].Seq}
+	if err := h.fault(ctx, f); err != nil {
+		return err
+	}
+	if err := h.store.EventAppend(ctx, p); err != nil {
+		return err
+	}
+	f.Point = FaultAppendAfter
+	return h.fault(ctx, f)
+}
+
+// appendState compares the store with p, made under p.Epoch: applied when
+// the response's log ends where p's events end and holds p's events at
+// their seqs, as appended outside a commit (an attempt that reported
+// failure was applied after all); fits when the log ends where p's events
+// begin (the attempt can be made again).
+func (h *Host) appendState(ctx context.Context, p *store.EventAppendParams) (applied, fits bool) {
+	run, err := h.store.RunGet(ctx, p.RunID)
+	if err != nil || run.Lease.Epoch != p.Epoch {
+		return false, false
+	}
 	resp, err := h.store.ResponseGet(ctx, p.ResponseID)
-	return err == nil && resp.NextSeq == p.Events[0].Seq
+	if err != nil {
+		return false, false
+	}
+	first, end := p.Events[0].Seq, p.Events[len(p.Events)-1].Seq+1
+	switch resp.NextSeq {
+	case first:
+		return false, true
+	case end:
+		evs, err := h.store.EventList(ctx, &store.EventListParams{ResponseID: p.ResponseID, After: first - 1, Limit: len(p.Events)})
+		if err != nil || len(evs) != len(p.Events) {
+			return false, false
+		}
+		for i, ev := range evs {
+			want := &p.Events[i]
+			if ev.Seq != want.Seq || ev.Type != want.Type || ev.Step != -1 || !bytes.Equal(ev.Payload, want.Payload) {
+				return false, false
+			}
+		}
+		return true, false
+	}
+	return false, false
+}
+
+// closeLive makes the live items of st part of resp's output for a
+// terminal commit with no step of its own (cancel, failure): a closed item
+// as it was published, an open message closed incomplete with the text
+// the log has so far. Every item a client saw added is then done before
+// the terminal event, and the snapshot holds what the stream showed.
+func closeLive(seq *wire.Seq, resp *wire.Response, st *liveState) error {
+	for _, it := range st.items {
+		if it.done {
+			resp.Output = append(resp.Output, it.item)
+			continue
+		}
+		item, err := seq.MessageEnd(it.id, it.index, it.text, wire.ItemIncomplete)
+		if err != nil {
+			return err
+		}
+		resp.Output = append(resp.Output, item)
+	}
+	return nil
 }

@@ -205,6 +205,8 @@ func TestHost_Recover_FaultAtEachPoint(t *testing.T) {
 				demo = examples.Approval
 			case host.FaultLeaseRenew:
 				demo = examples.Silent
+			case host.FaultAppendAfter:
+				demo = examples.Stream // live appends are made in live mode only
 			}
 			forEachHosting(t, demo, func(t *testing.T, model string) { testFaultOnce(t, p, model) })
 		})
@@ -214,7 +216,7 @@ func TestHost_Recover_FaultAtEachPoint(t *testing.T) {
 // faultOps maps fault points to the op label of superstep_host_failures_total.
 var faultOps = map[host.FaultPoint]string{
 	host.FaultCreateAfterRecord: "create", host.FaultCommitBefore: "commit", host.FaultCommitAfter: "commit",
-	host.FaultPublish: "publish", host.FaultHITLDeliver: "deliver", host.FaultLeaseRenew: "lease_renew",
+	host.FaultPublish: "publish", host.FaultAppendAfter: "publish", host.FaultHITLDeliver: "deliver", host.FaultLeaseRenew: "lease_renew",
 }
 
 func testFaultOnce(t *testing.T, p host.FaultPoint, model string) {
@@ -239,6 +241,12 @@ func testFaultOnce(t *testing.T, p host.FaultPoint, model string) {
 	case host.FaultLeaseRenew:
 		r := sc.create(model, "x", map[string]string{"steps": "6", "step_delay_ms": "200"})
 		refs[r.ID] = silentRef(6)
+	case host.FaultAppendAfter:
+		r := sc.create(model, "x", liveMD)
+		refs[r.ID] = streamRef
+		c := newClient("streaming", r.ID)
+		sc.followAsync(c)()
+		clients = append(clients, c)
 	default:
 		r := sc.create(model, "x", nil)
 		refs[r.ID] = twoOutputsRef

@@ -343,20 +343,77 @@ func stepStatus(s *workflow.Step) (string, *wire.Error) {
 // translateCommitted appends the wire events of a committed step: in live
 // mode they close the live items opened in the log.
 func translateCommitted(seq *wire.Seq, resp *wire.Response, s *workflow.Step, live bool, st *liveState) error {
-	if live {
-		return translateLiveStep(seq, resp, s, st)
+	ups := stepUpdates(s)
+	cut, err := stepCut(s, ups)
+	if err != nil {
+		return err
 	}
-	return translateStep(seq, resp, s)
+	if live && st.step == s.Number {
+		return translateLive(seq, resp, ups, st, cut)
+	}
+	return translateUpdates(seq, resp, ups, cut)
+}
+
+// stepUpdates returns the updates of a step's outputs and requests, mapped
+// exactly as agent.FromWorkflow maps them (agent.UpdateFromEvent).
+func stepUpdates(s *workflow.Step) []agent.Update {
+	var ups []agent.Update
+	for _, ev := range s.Events {
+		if u, ok := agent.UpdateFromEvent(ev); ok {
+			ups = append(ups, u)
+		}
+	}
+	return ups
+}
+
+// stepCut returns the index in ups of the output an agent's reply cut
+// short in step s (agent.IncompleteKey: the last text of that executor in
+// the step), or -1.
+func stepCut(s *workflow.Step, ups []agent.Update) (int, error) {
+	inc, ok, err := agent.CheckpointIncomplete(s.Checkpoint)
+	if err != nil || !ok || inc.Step != s.Number || inc.Reason == "" {
+		return -1, err
+	}
+	return lastText(ups, func(u agent.Update) bool { return u.Source == inc.ExecutorID }), nil
+}
+
+// lastText returns the index of the last text update in ups that match
+// accepts, or -1.
+func lastText(ups []agent.Update, match func(agent.Update) bool) int {
+	for i := len(ups) - 1; i >= 0; i-- {
+		if ups[i].Kind == agent.UpdateText && match(ups[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// itemStatus is the final status of the item of the i-th update when the
+// cut-th was cut short.
+func itemStatus(i, cut int) string {
+	if i == cut {
+		return wire.ItemIncomplete
+	}
+	return wire.ItemCompleted
 }
 
 // translateStep appends the wire events of a step's outputs and requests,
 // mapped exactly as agent.FromWorkflow maps them (agent.UpdateFromEvent).
 func translateStep(seq *wire.Seq, resp *wire.Response, s *workflow.Step) error {
-	for _, ev := range s.Events {
-		if u, ok := agent.UpdateFromEvent(ev); ok {
-			if err := appendUpdate(seq, resp, u); err != nil {
-				return err
-			}
+	ups := stepUpdates(s)
+	cut, err := stepCut(s, ups)
+	if err != nil {
+		return err
+	}
+	return translateUpdates(seq, resp, ups, cut)
+}
+
+// translateUpdates appends one complete item per update; the cut-th (-1:
+// none) is incomplete.
+func translateUpdates(seq *wire.Seq, resp *wire.Response, ups []agent.Update, cut int) error {
+	for i, u := range ups {
+		if err := appendItem(seq, resp, u, itemStatus(i, cut)); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -367,6 +424,12 @@ func translateStep(seq *wire.Seq, resp *wire.Response, s *workflow.Step) error {
 // own tool call (call_id = the model's; not a pending request: an output
 // for it is refused like one for an unknown call).
 func appendUpdate(seq *wire.Seq, resp *wire.Response, u agent.Update) error {
+	return appendItem(seq, resp, u, wire.ItemCompleted)
+}
+
+// appendItem is appendUpdate with a message's final status (ItemIncomplete
+// for a reply cut short).
+func appendItem(seq *wire.Seq, resp *wire.Response, u agent.Update, status string) error {
 	var (
 		item wire.Item
 		err  error
@@ -374,7 +437,7 @@ func appendUpdate(seq *wire.Seq, resp *wire.Response, u agent.Update) error {
 	idx := len(resp.Output)
 	switch u.Kind {
 	case agent.UpdateText:
-		item, err = seq.Message(wire.MessageID(resp.ID, idx), idx, u.Text)
+		item, err = seq.MessageWithStatus(wire.MessageID(resp.ID, idx), idx, u.Text, status)
 	case agent.UpdateFunctionCall, agent.UpdateToolCall:
 		item, err = seq.FunctionCall(wire.FunctionCallID(resp.ID, idx), idx, u.CallID, u.Name, u.Arguments)
 	default:
@@ -398,6 +461,13 @@ func (h *Host) finishLocked(r *run, status string, e *wire.Error) error {
 	seq := &wire.Seq{Next: r.nextSeq}
 	if status != wire.StatusCancelled {
 		if err := h.beginResponse(seq, resp); err != nil {
+			return err
+		}
+	}
+	// Items the interrupted step opened live are closed first: the log
+	// holds them (the driver returned, so no live append is in flight).
+	if st := r.liveQ.durable; r.live && st.step == r.lastStep+1 {
+		if err := closeLive(seq, resp, &st); err != nil {
 			return err
 		}
 	}

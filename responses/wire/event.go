@@ -163,13 +163,19 @@ func (s *Seq) Lifecycle(typ string, r *Response) error {
 // the whole text, output_text.done, content_part.done, output_item.done) and
 // returns the final item.
 func (s *Seq) Message(id string, outputIndex int, text string) (Item, error) {
+	return s.MessageWithStatus(id, outputIndex, text, ItemCompleted)
+}
+
+// MessageWithStatus is Message with the item's final status: ItemCompleted,
+// or ItemIncomplete for a message that was cut short.
+func (s *Seq) MessageWithStatus(id string, outputIndex int, text, status string) (Item, error) {
 	if err := s.MessageStart(id, outputIndex); err != nil {
 		return Item{}, err
 	}
 	if err := s.MessageDelta(id, outputIndex, text); err != nil {
 		return Item{}, err
 	}
-	return s.MessageFinish(id, outputIndex, text)
+	return s.MessageEnd(id, outputIndex, text, status)
 }
 
 // MessageStart appends the events that open a message item at outputIndex
@@ -195,6 +201,13 @@ func (s *Seq) MessageDelta(id string, outputIndex int, delta string) error {
 // with its whole text (output_text.done, content_part.done,
 // output_item.done) and returns the final item.
 func (s *Seq) MessageFinish(id string, outputIndex int, text string) (Item, error) {
+	return s.MessageEnd(id, outputIndex, text, ItemCompleted)
+}
+
+// MessageEnd is MessageFinish with the item's final status: ItemCompleted,
+// or ItemIncomplete for a message that was cut short (by the model's limit,
+// a cancel or a failure).
+func (s *Seq) MessageEnd(id string, outputIndex int, text, status string) (Item, error) {
 	done := OutputTextEvent{Type: EventOutputTextDone, SequenceNumber: s.Next, ItemID: id,
 		OutputIndex: outputIndex, Text: &text, Logprobs: []json.RawMessage{}}
 	if err := s.add(EventOutputTextDone, done); err != nil {
@@ -204,7 +217,7 @@ func (s *Seq) MessageFinish(id string, outputIndex int, text string) (Item, erro
 	if err := s.add(EventContentPartDone, part); err != nil {
 		return Item{}, err
 	}
-	item := Item{ID: id, Type: ItemMessage, Status: ItemCompleted, Role: "assistant",
+	item := Item{ID: id, Type: ItemMessage, Status: status, Role: "assistant",
 		Content: []ContentPart{OutputText(text)}}
 	return item, s.add(EventOutputItemDone, OutputItemEvent{EventOutputItemDone, s.Next, outputIndex, item})
 }

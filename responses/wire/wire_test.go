@@ -115,3 +115,26 @@ func TestErrorEvent(t *testing.T) {
 		t.Fatal("terminal types")
 	}
 }
+
+// A message cut short ends with status incomplete in its output_item.done
+// and in the item returned; the text events are those of any message.
+func TestSeq_MessageIncomplete(t *testing.T) {
+	s := &Seq{Next: 2}
+	item, err := s.MessageWithStatus(MessageID("resp_x", 0), 0, "hel", ItemIncomplete)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if item.Status != ItemIncomplete || len(s.Frames) != 6 {
+		t.Fatalf("item %+v, %d frames", item, len(s.Frames))
+	}
+	want := `{"type":"response.output_item.done","sequence_number":7,"output_index":0,"item":{"id":"msg_x_0","type":"message","status":"incomplete","role":"assistant","content":[{"type":"output_text","text":"hel","annotations":[],"logprobs":[]}]}}`
+	if got := string(s.Frames[5].Payload); got != want {
+		t.Fatalf("output_item.done:\n got %s\nwant %s", got, want)
+	}
+	if err := s.MessageStart("msg_x_1", 1); err != nil {
+		t.Fatal(err)
+	}
+	if item, err := s.MessageEnd("msg_x_1", 1, "", ItemIncomplete); err != nil || item.Status != ItemIncomplete {
+		t.Fatalf("MessageEnd: %+v %v", item, err)
+	}
+}
