@@ -181,9 +181,14 @@ type CheckpointInfo struct {
 // ResponseCreateParams are the arguments of ResponseCreate.
 type ResponseCreateParams struct {
 	Response *Response // ID, Model, Owner, Status, Request, Snapshot; CreatedAt defaults to Now
-	// RunID names the run. When the run does not exist it is created with
-	// Response as its head; when it exists, PreviousResponseID must be its
-	// current head and the run must not be Active (ErrConflict otherwise).
+	// RunID names the run. Without Response.PreviousResponseID the run is
+	// created with Response as its head (ErrConflict when it exists). With
+	// it (a continuation) the run must exist, PreviousResponseID must be
+	// its head, the run must not be Active, and the head's CommitStep must
+	// be the run's LastStep (its commit is the run's last: a later
+	// response that committed and was deleted left its state behind);
+	// otherwise a *ContinueError (matching ErrConflict) says which. A
+	// continuation never creates a run.
 	RunID string
 	// Checkpoint, if not nil, is written as the checkpoint at the run's
 	// current step (step 0 for a new run); ignored for an existing run.
@@ -314,8 +319,8 @@ type Store interface {
 	// ResponseCreate durably creates a response (and its run, for a new
 	// run) together with its first events. The host replies
 	// response.created only after it returns nil. ErrConflict when the ID
-	// exists, or when continuing a run whose head is not
-	// PreviousResponseID or that is still Active.
+	// exists; a *ContinueError (ErrConflict) when a continuation is refused
+	// (see ResponseCreateParams.RunID).
 	ResponseCreate(ctx context.Context, p *ResponseCreateParams) (*ResponseCreateResult, error)
 	// ResponseGet returns a response by ID (ErrNotFound).
 	ResponseGet(ctx context.Context, id string) (*Response, error)

@@ -27,7 +27,9 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) err
 	return s.appends.do(ctx, p, now)
 }
 
-// EventList returns the response's events with Seq > After, in order.
+// EventList returns the response's events with Seq > After, in order,
+// at most Limit of them and, with MaxBytes, ending with the event whose
+// payload reaches MaxBytes.
 func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]store.Event, error) {
 	if _, err := s.begin(time.Time{}); err != nil {
 		return nil, err
@@ -37,8 +39,7 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]stor
 		limit = store.EventListLimitDefault
 	}
 	op := "list events of " + p.ResponseID
-	rows, err := s.pool.Query(ctx, `SELECT seq, type, payload, step FROM events
-		WHERE response_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, p.ResponseID, p.After, limit)
+	rows, err := s.queryEvents(ctx, p, limit)
 	if err != nil {
 		return nil, mapError(op, "", 0, err)
 	}
@@ -59,6 +60,24 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]stor
 		}
 	}
 	return events, nil
+}
+
+// queryEvents selects the page of events. With MaxBytes, a first pass over
+// the page's payload lengths (octet_length reads no TOASTed bytes) finds
+// the last event whose preceding payloads stay below the bound, and only
+// the events up to it are read whole.
+func (s *Store) queryEvents(ctx context.Context, p *store.EventListParams, limit int) (pgx.Rows, error) {
+	if p.MaxBytes <= 0 {
+		return s.pool.Query(ctx, `SELECT seq, type, payload, step FROM events
+			WHERE response_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, p.ResponseID, p.After, limit)
+	}
+	return s.pool.Query(ctx, `WITH sizes AS (
+			SELECT seq, sum(coalesce(octet_length(payload), 0)) OVER (ORDER BY seq)
+				- coalesce(octet_length(payload), 0) AS before
+			FROM events WHERE response_id = $1 AND seq > $2 ORDER BY seq LIMIT $3)
+		SELECT seq, type, payload, step FROM events
+		WHERE response_id = $1 AND seq > $2 AND seq <= (SELECT max(seq) FROM sizes WHERE before < $4)
+		ORDER BY seq`, p.ResponseID, p.After, limit, p.MaxBytes)
 }
 
 // EventWait blocks until the response has an event with Seq > after, the

@@ -70,38 +70,73 @@ func validateCreate(p *store.ResponseCreateParams) error {
 	return nil
 }
 
-// createOrContinueRun inserts a new run headed by the response, or moves an
-// existing inactive run whose head is PreviousResponseID to it.
+// createOrContinueRun inserts a new run headed by the response, or, for a
+// continuation (PreviousResponseID set), moves an existing inactive run
+// whose head is PreviousResponseID, and whose last commit is that
+// response's, to it. A continuation never inserts a run: one whose run was
+// deleted meanwhile (DELETE, retention) is refused, not restarted at step 0.
 func createOrContinueRun(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParams, now time.Time) (run *store.Run, created bool, err error) {
 	r := p.Response
 	active := !r.Status.Terminal()
 	claim := p.LeaseOwner != ""
 	expires := now.Add(p.LeaseDuration)
-	run, err = scanRun(tx.QueryRow(ctx, `INSERT INTO runs AS r (id, model, head_response_id, active,
-			lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, CASE WHEN $6 THEN 1 ELSE 0 END,
-			CASE WHEN $6 THEN $7 ELSE 'epoch'::timestamptz END, $8, $8)
-		ON CONFLICT (id) DO NOTHING RETURNING `+runColumns,
-		p.RunID, r.Model, r.ID, active, p.LeaseOwner, claim, expires, now))
-	if err == nil {
-		return run, true, nil
+	if r.PreviousResponseID == "" {
+		run, err = scanRun(tx.QueryRow(ctx, `INSERT INTO runs AS r (id, model, head_response_id, active,
+				lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, CASE WHEN $6 THEN 1 ELSE 0 END,
+				CASE WHEN $6 THEN $7 ELSE 'epoch'::timestamptz END, $8, $8)
+			ON CONFLICT (id) DO NOTHING RETURNING `+runColumns,
+			p.RunID, r.Model, r.ID, active, p.LeaseOwner, claim, expires, now))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, false, fmt.Errorf("store/postgres: run %s exists; a new response of it must name its head: %w", p.RunID, store.ErrConflict)
+		}
+		return run, err == nil, err
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, err
-	}
-	// The run exists: continue it.
+	// The run row is locked by the UPDATE (as by ResponseDelete and
+	// retention), so the response checked here is not deleted under it.
 	run, err = scanRun(tx.QueryRow(ctx, `UPDATE runs SET head_response_id = $2, active = $3,
 			lease_owner = CASE WHEN $4 THEN $5 ELSE lease_owner END,
 			lease_epoch = CASE WHEN $4 THEN lease_epoch + 1 ELSE lease_epoch END,
 			lease_expires_at = CASE WHEN $4 THEN $6 ELSE lease_expires_at END,
 			updated_at = $7
-		WHERE id = $1 AND head_response_id = $8 AND NOT active AND $8 <> ''
+		WHERE id = $1 AND head_response_id = $8 AND NOT active
+			AND last_step = (SELECT commit_step FROM responses WHERE id = $8 AND run_id = $1)
 		RETURNING `+runColumns,
 		p.RunID, r.ID, active, claim, p.LeaseOwner, expires, now, r.PreviousResponseID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, fmt.Errorf("store/postgres: run %s is active or its head is not %q: %w", p.RunID, r.PreviousResponseID, store.ErrConflict)
+		return nil, false, continueRefused(ctx, tx, p.RunID, r.PreviousResponseID)
 	}
 	return run, false, err
+}
+
+// continueRefused explains a continuation of run from prev that matched no
+// row, as a store.ContinueError.
+func continueRefused(ctx context.Context, tx pgx.Tx, runID, prev string) error {
+	var head string
+	var active bool
+	var last int64
+	var prevStep *int64
+	err := tx.QueryRow(ctx, `SELECT r.head_response_id, r.active, r.last_step, p.commit_step
+		FROM runs r LEFT JOIN responses p ON p.id = $2 AND p.run_id = r.id WHERE r.id = $1`, runID, prev).
+		Scan(&head, &active, &last, &prevStep)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	ce := &store.ContinueError{RunID: runID, PreviousResponseID: prev}
+	switch {
+	case err != nil || prevStep == nil:
+		ce.Reason = store.ContinueGone
+	case head != prev:
+		ce.Reason = store.ContinueNotHead
+	case active:
+		ce.Reason = store.ContinueActive
+	case *prevStep != last:
+		ce.Reason = store.ContinueNotLastCommit
+	default:
+		// Changed between the UPDATE and this read: a conflict all the same.
+		ce.Reason = store.ContinueNotHead
+	}
+	return fmt.Errorf("store/postgres: %w", ce)
 }
 
 // insertResponse inserts the response and its first events.

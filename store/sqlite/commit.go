@@ -171,8 +171,9 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) err
 }
 
 // EventList returns the response's events with Seq > p.After, in order, at
-// most p.Limit (default store.EventListLimitDefault); store.ErrNotFound for
-// an unknown response.
+// most p.Limit (default store.EventListLimitDefault), ending once their
+// payloads reach p.MaxBytes when it is positive; store.ErrNotFound for an
+// unknown response.
 func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]store.Event, error) {
 	if err := s.checkOpen("event list"); err != nil {
 		return nil, err
@@ -200,12 +201,18 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]stor
 	}
 	defer rows.Close()
 	var out []store.Event
+	size := 0
 	for rows.Next() {
 		ev := store.Event{ResponseID: p.ResponseID}
 		if err := rows.Scan(&ev.Seq, &ev.Step, &ev.Type, &ev.Payload); err != nil {
 			return nil, mapError("event list", err)
 		}
 		out = append(out, ev)
+		// SQLite steps the query row by row: stopping here reads no
+		// payload past the byte bound.
+		if size += len(ev.Payload); p.MaxBytes > 0 && size >= p.MaxBytes {
+			break
+		}
 	}
 	return out, mapError("event list", rows.Err())
 }

@@ -132,7 +132,8 @@ func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, re
 // createRun inserts a new run headed by resp, with its step-0 checkpoint.
 func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, now time.Time) (*store.Run, error) {
 	if resp.PreviousResponseID != "" {
-		return nil, fmt.Errorf("sqlite: response create: %w: run %s of previous response %s does not exist", store.ErrConflict, p.RunID, resp.PreviousResponseID)
+		// A continuation never creates a run: its run was deleted.
+		return nil, fmt.Errorf("sqlite: response create: %w", &store.ContinueError{RunID: p.RunID, PreviousResponseID: resp.PreviousResponseID, Reason: store.ContinueGone})
 	}
 	resp.CommitStep = 0
 	run := &store.Run{ID: p.RunID, Model: resp.Model, HeadResponseID: resp.ID, Active: !resp.Status.Terminal(), CreatedAt: now, UpdatedAt: now}
@@ -159,19 +160,44 @@ func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, r
 }
 
 // continueRun makes resp the head of an existing, inactive run whose head
-// is resp.PreviousResponseID.
+// is resp.PreviousResponseID and whose last commit is that response's.
 func continueRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, run *store.Run, resp *store.Response, now time.Time) error {
-	if run.HeadResponseID != resp.PreviousResponseID || run.Active {
-		return fmt.Errorf("sqlite: response create: %w: run %s has head %s (active %v), not continuable from %q",
-			store.ErrConflict, run.ID, run.HeadResponseID, run.Active, resp.PreviousResponseID)
+	if resp.PreviousResponseID == "" {
+		return fmt.Errorf("sqlite: response create: %w: run %s exists; a new response of it must name its head", store.ErrConflict, run.ID)
+	}
+	var prevStep int64
+	err := tx.QueryRowContext(ctx, "SELECT commit_step FROM responses WHERE id = ? AND run_id = ?", resp.PreviousResponseID, run.ID).Scan(&prevStep)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return mapError("response create", err)
+	}
+	if reason := continueReason(run, resp.PreviousResponseID, err == nil, prevStep); reason != 0 {
+		return fmt.Errorf("sqlite: response create: %w", &store.ContinueError{RunID: run.ID, PreviousResponseID: resp.PreviousResponseID, Reason: reason})
 	}
 	run.HeadResponseID, run.Active, run.UpdatedAt = resp.ID, !resp.Status.Terminal(), now
 	resp.CommitStep = run.LastStep
 	claimLease(run, p.LeaseOwner, p.LeaseDuration, now)
-	_, err := tx.ExecContext(ctx, `UPDATE runs SET head_response_id = ?, active = ?, lease_owner = ?, lease_epoch = ?,
+	_, err = tx.ExecContext(ctx, `UPDATE runs SET head_response_id = ?, active = ?, lease_owner = ?, lease_epoch = ?,
 		lease_expires_at = ?, updated_at = ? WHERE id = ?`,
 		run.HeadResponseID, run.Active, run.Lease.Owner, run.Lease.Epoch, nanos(run.Lease.ExpiresAt), now.UnixNano(), run.ID)
 	return mapError("update run", err)
+}
+
+// continueReason says why run cannot be continued from response prev
+// (found: it exists in the run, with CommitStep prevStep); 0 when it can.
+// Only the response whose commit is the run's last may be continued, or
+// the run would resume from a deleted later response's checkpoint.
+func continueReason(run *store.Run, prev string, found bool, prevStep int64) store.ContinueReason {
+	switch {
+	case !found:
+		return store.ContinueGone
+	case run.HeadResponseID != prev:
+		return store.ContinueNotHead
+	case run.Active:
+		return store.ContinueActive
+	case prevStep != run.LastStep:
+		return store.ContinueNotLastCommit
+	}
+	return 0
 }
 
 // claimLease sets run's lease to owner for d (epoch+1) when owner is set.

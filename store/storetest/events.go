@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -180,6 +181,53 @@ func testEventList(t *testing.T, h Harness) {
 		requireNoError(t, err, "EventList")
 		if len(end) != 0 {
 			t.Fatalf("EventList(after the last) = %+v, want none", end)
+		}
+	})
+
+	t.Run("MaxBytesBoundsPages", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		sizes := []int{100, 5000, 1, 300, 300, 300, 9000, 20, 20, 20, 0, 4000, 999, 1, 1000}
+		p := NextCommit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Events: len(sizes)})
+		for i, n := range sizes {
+			p.Events[i].Payload = bytes.Repeat([]byte{'a' + byte(i)}, n)
+		}
+		_, err := b.s.Commit(b.ctx, p)
+		requireNoError(t, err, "Commit")
+		all := ListAll(b.ctx, t, b.s, c.Response.ID)
+		for _, bound := range []struct{ maxBytes, limit int }{{1000, 0}, {1, 0}, {1000, 2}, {100000, 0}} {
+			var got []store.Event
+			for after := int64(-1); ; {
+				page, err := b.s.EventList(b.ctx, &store.EventListParams{ResponseID: c.Response.ID, After: after,
+					Limit: bound.limit, MaxBytes: bound.maxBytes})
+				requireNoError(t, err, "EventList")
+				if len(page) == 0 {
+					break
+				}
+				// The page is the longest prefix whose payloads before its
+				// last event stay below the bound (the crossing event is
+				// included), within Limit.
+				rest := all[len(got):]
+				want, size := 0, 0
+				for want < len(rest) && (bound.limit <= 0 || want < bound.limit) && (want == 0 || size < bound.maxBytes) {
+					size += len(rest[want].Payload)
+					want++
+				}
+				if len(page) != want {
+					t.Fatalf("MaxBytes %d Limit %d after %d: page of %d events, want %d", bound.maxBytes, bound.limit, after, len(page), want)
+				}
+				got = append(got, page...)
+				after = page[len(page)-1].Seq
+			}
+			if len(got) != len(all) {
+				t.Fatalf("MaxBytes %d Limit %d: paging read %d events, want %d", bound.maxBytes, bound.limit, len(got), len(all))
+			}
+			for i := range got {
+				if got[i].Seq != int64(i) || !bytes.Equal(got[i].Payload, all[i].Payload) {
+					t.Fatalf("MaxBytes %d Limit %d: event %d is seq %d", bound.maxBytes, bound.limit, i, got[i].Seq)
+				}
+			}
 		}
 	})
 

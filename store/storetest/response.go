@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
@@ -179,4 +180,72 @@ func testResponse(t *testing.T, h Harness) {
 		requireIs(t, err, store.ErrConflict, "continuing from the deleted response")
 		CreateResponse(b.ctx, t, b.s, &ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
 	})
+
+	t.Run("ContinuationOfDeletedRunCreatesNothing", func(t *testing.T) {
+		// A follow-up racing with a DELETE (or retention) of the run's only
+		// response: the continuation must not bring the run back at step 0.
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+		requireNoError(t, b.s.ResponseDelete(b.ctx, c.Response.ID), "ResponseDelete")
+		cont := ResponseParams(&ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
+		_, err := b.s.ResponseCreate(b.ctx, cont)
+		requireContinueError(t, err, store.ContinueGone, "continuing from the deleted only response")
+		if st := ReadRunState(b.ctx, t, b.s, c.Run.ID); st.Run != nil {
+			t.Fatalf("refused continuation left a run: %s", st)
+		}
+		_, err = b.s.ResponseGet(b.ctx, cont.Response.ID)
+		requireIs(t, err, store.ErrNotFound, "ResponseGet of the refused continuation")
+	})
+
+	t.Run("ContinuationOnlyFromLastCommit", func(t *testing.T) {
+		// Deleting the head moves the head back, but the run's last step and
+		// checkpoint are the deleted response's: continuing the previous
+		// response would resume from the deleted one's state.
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+		second := CreateResponse(b.ctx, t, b.s, &ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusFailed})
+		requireNoError(t, b.s.ResponseDelete(b.ctx, second.Response.ID), "ResponseDelete of the head")
+		before := ReadRunState(b.ctx, t, b.s, c.Run.ID)
+		if before.Run.HeadResponseID != c.Response.ID || before.Run.LastStep != 2 {
+			t.Fatalf("after deleting the head: %s, want head %s at step 2", before, c.Response.ID)
+		}
+		cont := ResponseParams(&ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
+		_, err := b.s.ResponseCreate(b.ctx, cont)
+		requireContinueError(t, err, store.ContinueNotLastCommit, "continuing a head whose commit is not the run's last")
+		requireSameState(t, ReadRunState(b.ctx, t, b.s, c.Run.ID), before, "refused continuation")
+		_, err = b.s.ResponseGet(b.ctx, cont.Response.ID)
+		requireIs(t, err, store.ErrNotFound, "ResponseGet of the refused continuation")
+		_, err = b.s.ResponseCreate(b.ctx, ResponseParams(&ResponseOpts{RunID: c.Run.ID, PreviousResponseID: second.Response.ID}))
+		requireContinueError(t, err, store.ContinueGone, "continuing the deleted head")
+	})
+
+	t.Run("ContinuationRefusalSaysWhy", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		_, err := b.s.ResponseCreate(b.ctx, ResponseParams(&ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID}))
+		requireContinueError(t, err, store.ContinueActive, "continuing a response in progress")
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+		_, err = b.s.ResponseCreate(b.ctx, ResponseParams(&ResponseOpts{RunID: c.Run.ID, PreviousResponseID: "resp_missing"}))
+		requireContinueError(t, err, store.ContinueGone, "continuing from a response the run does not have")
+		_, err = b.s.ResponseCreate(b.ctx, ResponseParams(&ResponseOpts{RunID: "run_missing", PreviousResponseID: c.Response.ID}))
+		requireContinueError(t, err, store.ContinueGone, "continuing a run that does not exist")
+		CreateResponse(b.ctx, t, b.s, &ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
+	})
+}
+
+// requireContinueError fails the test unless err is a store.ContinueError
+// with reason (and so matches store.ErrConflict).
+func requireContinueError(t testing.TB, err error, reason store.ContinueReason, what string) {
+	t.Helper()
+	requireIs(t, err, store.ErrConflict, what)
+	var ce *store.ContinueError
+	if !errors.As(err, &ce) || ce.Reason != reason {
+		t.Fatalf("%s: err = %v, want a ContinueError with reason %s", what, err, reason)
+	}
 }
