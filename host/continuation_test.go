@@ -1,0 +1,236 @@
+package host_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/workflow"
+)
+
+// testDB is one database that successive store handles (host
+// incarnations, as separate processes would) open.
+type testDB struct {
+	name string
+	open func(t *testing.T) store.Store
+}
+
+// forEachBackend runs fn as a parallel subtest on a fresh SQLite file and a
+// fresh PostgreSQL schema.
+func forEachBackend(t *testing.T, fn func(t *testing.T, db testDB)) {
+	t.Helper()
+	t.Run("SQLite", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "superstep.db")
+		fn(t, testDB{name: "sqlite", open: func(t *testing.T) store.Store { return openStore(t, path) }})
+	})
+	t.Run("Postgres", func(t *testing.T) {
+		t.Parallel()
+		schema := pgSchema(t)
+		fn(t, testDB{name: "postgres", open: func(t *testing.T) store.Store { return openPG(t, schema) }})
+	})
+}
+
+// crashPoint makes an incarnation "die" at the first arrival at a fault
+// point that match accepts: from then on its store refuses every write.
+type crashPoint struct {
+	cs    *crashStore
+	match func(*host.Fault) bool
+	fired chan struct{}
+	once  atomic.Bool
+}
+
+func (c *crashPoint) fault(_ context.Context, f *host.Fault) error {
+	if c.cs.crashed.Load() {
+		return errCrashed
+	}
+	if c.match != nil && c.match(f) && c.once.CompareAndSwap(false, true) {
+		c.cs.crashed.Store(true)
+		close(c.fired)
+		return errInjected
+	}
+	return nil
+}
+
+// incarnation2 is one host process over its own store handle.
+type incarnation2 struct {
+	t   *testing.T
+	raw store.Store
+	cs  *crashStore
+	h   *host.Host
+	cp  *crashPoint
+}
+
+// startIncarnation opens a handle on db and starts a host over it with
+// register's models. The host claims every unfinished run at Start
+// (ExclusiveStore: the previous incarnation is gone), so no test waits for
+// a dead incarnation's lease to expire. crash, when not nil, arms a crash.
+func startIncarnation(t *testing.T, db testDB, cfg host.Config, register func(*testing.T, *host.Host),
+	crash func(*host.Fault) bool) *incarnation2 {
+	t.Helper()
+	raw := db.open(t)
+	inc := &incarnation2{t: t, raw: raw, cs: &crashStore{Store: raw}}
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = time.Hour
+	}
+	if cfg.CommitBackoff == 0 {
+		cfg.CommitBackoff = time.Millisecond
+	}
+	cfg.CommitRetries = 1
+	cfg.ExclusiveStore = true
+	if crash != nil {
+		inc.cp = &crashPoint{cs: inc.cs, match: crash, fired: make(chan struct{})}
+		cfg.Test.FaultFunc = inc.cp.fault
+	}
+	inc.h = newHost(t, inc.cs, &cfg, register)
+	t.Cleanup(inc.close)
+	return inc
+}
+
+// crashed waits for the armed crash, then kills the incarnation: its runs
+// stop where they are and its handle is closed.
+func (inc *incarnation2) crashed() {
+	t := inc.t
+	t.Helper()
+	select {
+	case <-inc.cp.fired:
+	case <-time.After(testTimeout):
+		t.Fatal("armed crash did not fire")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no grace
+	_ = inc.h.Shutdown(ctx)
+	shutdownOnce.Store(inc.h, true)
+	inc.close()
+}
+
+// close shuts the host down (once) and closes the handle.
+func (inc *incarnation2) close() {
+	if inc.raw == nil {
+		return
+	}
+	shutdown(inc.t, inc.h)
+	if err := inc.raw.Close(); err != nil {
+		inc.t.Errorf("close store: %v", err)
+	}
+	inc.raw = nil
+}
+
+// answer continues prev with function_call_output items (call id, output
+// pairs).
+func answer(ctx context.Context, h *host.Host, model, prev string, pairs ...string) (*store.Response, error) {
+	var in []host.InputItem
+	for i := 0; i+1 < len(pairs); i += 2 {
+		in = append(in, host.InputItem{Type: host.InputFunctionCallOutput, CallID: pairs[i], Output: pairs[i+1]})
+	}
+	return h.Create(ctx, &host.CreateParams{Model: model, Store: true, Background: true, PreviousResponseID: prev, Input: in})
+}
+
+// reaskModel asks question "q"; its answer is yielded, and the first
+// answer makes it ask "q" again (same request id) while a worker runs one
+// more superstep.
+const reaskModel = "test.reask"
+
+func registerReask(t *testing.T, h *host.Host) {
+	t.Helper()
+	asker := workflow.Handlers("asker", []workflow.Handler{
+		workflow.On(func(c *workflow.Context, _ string) error {
+			_, err := workflow.RequestInput[string](c, "q", "first")
+			return err
+		}),
+		workflow.On(func(c *workflow.Context, a workflow.Answer) error {
+			if err := c.Yield("answer " + a.Value.(string) + " to " + a.Payload.(string)); err != nil {
+				return err
+			}
+			if a.Payload != "first" {
+				return nil
+			}
+			if _, err := workflow.RequestInput[string](c, "q", "second"); err != nil {
+				return err
+			}
+			return c.Send("work")
+		}),
+	}, workflow.SendsType[string]())
+	worker := workflow.Func("worker", func(c *workflow.Context, _ string) error { return c.Yield("worked") })
+	wf, err := workflow.NewBuilder(reaskModel).SetStart(asker).AddEdge(asker, worker, nil).
+		Outputs("asker", "worker").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RegisterWorkflow(reaskModel, wf); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue 12 item 8: a continuation's first commit absorbs its answer; the
+// workflow asks again with the same request id and commits; the host
+// crashes before the next commit. Recovery must not deliver the stored
+// answer to the new question, which nobody answered.
+func TestHost_Recover_AnswerNotRedeliveredToReusedRequestID(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		// Step 1 asks; the continuation starts at step 1, commits step 2
+		// (answer absorbed, "q" asked again) and crashes before step 3.
+		inc := startIncarnation(t, db, host.Config{}, registerReask, func(f *host.Fault) bool {
+			return f.Point == host.FaultCommitBefore && f.Step == 3
+		})
+		ctx := testCtx(t)
+		first := create(t, inc.h, reaskModel, "go", nil)
+		wait(t, inc.h, first.ID)
+		second, err := answer(ctx, inc.h, reaskModel, first.ID, "q", "yes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		inc.crashed()
+
+		inc2 := startIncarnation(t, db, host.Config{}, registerReask, nil)
+		done := wait(t, inc2.h, second.ID)
+		if done.Status != store.StatusCompleted {
+			t.Fatalf("status %s", done.Status)
+		}
+		evs := collect(t, inc2.h, second.ID, -1)
+		checkLog(t, evs)
+		want := []string{"answer yes to first", `asker("second")`, "worked"}
+		if got := outputs(evs); !slices.Equal(got, want) {
+			t.Fatalf("outputs %q, want %q", got, want)
+		}
+		run, err := inc2.raw.RunGet(ctx, second.RunID)
+		if err != nil || run.LastStep != 3 {
+			t.Fatalf("run %+v %v, want last step 3", run, err)
+		}
+	})
+}
+
+// The other side of item 8: a crash before the continuation's first commit
+// leaves its answer unabsorbed (run.LastStep == StartStep), so recovery
+// delivers it again, exactly once.
+func TestHost_Recover_AnswerRedeliveredBeforeFirstCommit(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		inc := startIncarnation(t, db, host.Config{}, registerReask, func(f *host.Fault) bool {
+			return f.Point == host.FaultCommitBefore && f.Step == 2
+		})
+		ctx := testCtx(t)
+		first := create(t, inc.h, reaskModel, "go", nil)
+		wait(t, inc.h, first.ID)
+		second, err := answer(ctx, inc.h, reaskModel, first.ID, "q", "yes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		inc.crashed()
+
+		inc2 := startIncarnation(t, db, host.Config{}, registerReask, nil)
+		wait(t, inc2.h, second.ID)
+		evs := collect(t, inc2.h, second.ID, -1)
+		checkLog(t, evs)
+		want := []string{"answer yes to first", `asker("second")`, "worked"}
+		if got := outputs(evs); !slices.Equal(got, want) {
+			t.Fatalf("outputs %q, want %q", got, want)
+		}
+	})
+}
