@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
@@ -231,6 +232,111 @@ func TestHost_Recover_AnswerRedeliveredBeforeFirstCommit(t *testing.T) {
 		want := []string{"answer yes to first", `asker("second")`, "worked"}
 		if got := outputs(evs); !slices.Equal(got, want) {
 			t.Fatalf("outputs %q, want %q", got, want)
+		}
+	})
+}
+
+// Issue 12 item 6: after the head response is deleted, its predecessor is
+// the head again, but the run's last commit (step, checkpoint) is the
+// deleted response's. Answering the predecessor is refused with a 400
+// (InputError on previous_response_id) and nothing is stored.
+func TestHost_Continue_AfterDeletedHeadRefused(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		inc := startIncarnation(t, db, host.Config{}, registerReask, nil)
+		ctx := testCtx(t)
+		first := create(t, inc.h, reaskModel, "go", nil)
+		wait(t, inc.h, first.ID)
+		second, err := answer(ctx, inc.h, reaskModel, first.ID, "q", "yes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait(t, inc.h, second.ID)
+		if err := inc.h.Delete(ctx, second.ID, ""); err != nil {
+			t.Fatal(err)
+		}
+		before, err := inc.raw.RunGet(ctx, first.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if before.HeadResponseID != first.ID {
+			t.Fatalf("head after delete %s, want %s", before.HeadResponseID, first.ID)
+		}
+		_, err = answer(ctx, inc.h, reaskModel, first.ID, "q", "again")
+		var ie *host.InputError
+		if !errors.As(err, &ie) || ie.Param != "previous_response_id" {
+			t.Fatalf("continuing a response behind the run's last commit: %v, want an InputError", err)
+		}
+		after, err := inc.raw.RunGet(ctx, first.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := inc.raw.ResponseListByRun(ctx, first.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 1 || after.LastStep != before.LastStep || after.HeadResponseID != first.ID ||
+			after.Lease.Epoch != before.Lease.Epoch || after.Active {
+			t.Fatalf("store changed: run %+v -> %+v, %d responses", before, after, len(rs))
+		}
+	})
+}
+
+// Config.MaxSupersteps is a limit per response: a conversation whose
+// turns together take more supersteps than it still works.
+func TestHost_MaxSupersteps_PerResponse(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		// Steps: 1 (first), 2-3 (second), 4 (third): 4 in all, 2 at most
+		// per response.
+		inc := startIncarnation(t, db, host.Config{MaxSupersteps: 2}, registerReask, nil)
+		ctx := testCtx(t)
+		first := create(t, inc.h, reaskModel, "go", nil)
+		wait(t, inc.h, first.ID)
+		prev := first.ID
+		for _, want := range [][]string{
+			{"answer yes to first", `asker("second")`, "worked"},
+			{"answer yes to second"},
+		} {
+			r, err := answer(ctx, inc.h, reaskModel, prev, "q", "yes")
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := wait(t, inc.h, r.ID)
+			evs := collect(t, inc.h, r.ID, -1)
+			if done.Status != store.StatusCompleted || !slices.Equal(outputs(evs), want) {
+				t.Fatalf("%s: %s %q, want completed %q (%s)", r.ID, done.Status, outputs(evs), want, done.Error)
+			}
+			prev = r.ID
+		}
+		run, err := inc.raw.RunGet(ctx, first.RunID)
+		if err != nil || run.LastStep != 4 {
+			t.Fatalf("run %+v %v, want last step 4", run, err)
+		}
+	})
+}
+
+// A response that ended incomplete (a reply cut short) can be continued,
+// as on OpenAI.
+func TestHost_Continue_Incomplete(t *testing.T) {
+	t.Parallel()
+	m := newLLMModels(t)
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		inc := startIncarnation(t, db, host.Config{}, m.register, nil)
+		ctx := testCtx(t)
+		const model = "plain:llm.short"
+		first := create(t, inc.h, model, "one two three", nil)
+		if done := wait(t, inc.h, first.ID); done.Status != store.StatusIncomplete {
+			t.Fatalf("first: %s, want incomplete", done.Status)
+		}
+		second, err := inc.h.Create(ctx, &host.CreateParams{Model: model, Store: true, PreviousResponseID: first.ID,
+			Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: "go on"}}})
+		if err != nil {
+			t.Fatalf("continue an incomplete response: %v", err)
+		}
+		done := wait(t, inc.h, second.ID)
+		if !done.Status.Terminal() || done.Status == store.StatusFailed || second.RunID != first.RunID {
+			t.Fatalf("second: %+v", done)
 		}
 	})
 }

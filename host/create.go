@@ -151,11 +151,20 @@ func (h *Host) continuable(ctx context.Context, p *CreateParams) (*store.Respons
 	case sr.HeadResponseID != prev.ID:
 		return nil, nil, fmt.Errorf("%w: response %s is not the latest response of its run (the latest is %s)",
 			store.ErrConflict, prev.ID, sr.HeadResponseID)
-	case prev.Status != store.StatusCompleted:
-		return nil, nil, fmt.Errorf("%w: response %s is %s; only a completed response can be continued",
+	case prev.Status != store.StatusCompleted && prev.Status != store.StatusIncomplete:
+		// incomplete (a reply cut short) continues, as on OpenAI.
+		return nil, nil, fmt.Errorf("%w: response %s is %s; only a completed or incomplete response can be continued",
 			store.ErrConflict, prev.ID, prev.Status)
 	case sr.Active:
 		return nil, nil, fmt.Errorf("%w: run of response %s is still running", store.ErrConflict, prev.ID)
+	case prev.CommitStep != sr.LastStep:
+		// The run's last commit is a later response's, deleted since:
+		// its checkpoint and step are not prev's state, and resuming from
+		// them would continue the deleted response. Deterministic, so a
+		// 400 (SDKs would retry a 409).
+		return nil, nil, &InputError{Param: "previous_response_id", Code: "invalid_value", Message: fmt.Sprintf(
+			"response %s cannot be continued: the run's last commit (step %d) belongs to a later response that was deleted",
+			prev.ID, sr.LastStep)}
 	}
 	return prev, sr, nil
 }
