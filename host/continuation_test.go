@@ -5,10 +5,12 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/workflow"
@@ -337,6 +339,52 @@ func TestHost_Continue_Incomplete(t *testing.T) {
 		done := wait(t, inc.h, second.ID)
 		if !done.Status.Terminal() || done.Status == store.StatusFailed || second.RunID != first.RunID {
 			t.Fatalf("second: %+v", done)
+		}
+	})
+}
+
+// A bad answer to a pending request (demo.approval answered with neither
+// approve nor reject) is an InputError (HTTP 400) before anything is
+// stored; the request stays pending and a good answer then works.
+func TestHost_Continue_BadAnswerRefused(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		inc := startIncarnation(t, db, host.Config{}, registerDemos, nil)
+		ctx := testCtx(t)
+		for _, model := range []string{examples.Approval, "agent:" + examples.Approval} {
+			first := create(t, inc.h, model, "deploy?", nil)
+			wait(t, inc.h, first.ID)
+			evs := collect(t, inc.h, first.ID, -1)
+			callID := evs[len(evs)-1].Response.Output[0].CallID
+			before, err := inc.raw.RunGet(ctx, first.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = answer(ctx, inc.h, model, first.ID, callID, "maybe")
+			var ie *host.InputError
+			if !errors.As(err, &ie) || ie.Param != "input" || !strings.Contains(ie.Message, `"approve" or "reject"`) {
+				t.Fatalf("%s: bad answer: %v, want an InputError", model, err)
+			}
+			after, err := inc.raw.RunGet(ctx, first.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, err := inc.raw.ResponseListByRun(ctx, first.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rs) != 1 || after.LastStep != before.LastStep || after.HeadResponseID != first.ID ||
+				after.Lease.Epoch != before.Lease.Epoch {
+				t.Fatalf("%s: store changed: run %+v -> %+v, %d responses", model, before, after, len(rs))
+			}
+			second, err := answer(ctx, inc.h, model, first.ID, callID, "approve")
+			if err != nil {
+				t.Fatalf("%s: good answer after a bad one: %v", model, err)
+			}
+			wait(t, inc.h, second.ID)
+			if got := outputs(collect(t, inc.h, second.ID, -1)); !slices.Equal(got, []string{"approved"}) {
+				t.Fatalf("%s: outputs %q", model, got)
+			}
 		}
 	})
 }
