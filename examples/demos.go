@@ -44,7 +44,34 @@ type FanoutResult struct {
 	Name    string
 }
 
+// Decision is demo.approval's answer: "approve" or "reject". Its Validate
+// makes the host refuse any other answer with a 400 while the request
+// stays pending (workflow.AnswerValidator).
+type Decision string
+
+// The decisions demo.approval accepts.
+const (
+	Approve Decision = "approve"
+	Reject  Decision = "reject"
+)
+
+// Validate accepts approve and reject.
+func (d Decision) Validate() error {
+	if d != Approve && d != Reject {
+		return fmt.Errorf("the answer must be %q or %q, got %q", Approve, Reject, truncate(string(d), 64))
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
+}
+
 func init() {
+	workflow.RegisterType[Decision]("examples.Decision")
 	workflow.RegisterType[SilentTick]("examples.SilentTick")
 	workflow.RegisterType[FanoutTask]("examples.FanoutTask")
 	workflow.RegisterType[FanoutResult]("examples.FanoutResult")
@@ -147,20 +174,21 @@ func silent(iv invocation) (*workflow.Workflow, error) {
 
 // approval: superstep 1 asks for approval (function_call "approve" with
 // arguments {"question": input}); the answer "approve" or "reject" yields
-// "approved" or "rejected".
+// "approved" or "rejected"; any other answer is refused (Decision).
 func approval(iv invocation) (*workflow.Workflow, error) {
 	ask := workflow.On(func(c *workflow.Context, in string) error {
 		return iv.run(c, func() error {
-			_, err := workflow.RequestInput[string](c, "", map[string]string{"question": in})
+			_, err := workflow.RequestInput[Decision](c, "", map[string]string{"question": in})
 			return err
 		})
 	})
 	answer := workflow.On(func(c *workflow.Context, a workflow.Answer) error {
 		return iv.run(c, func() error {
-			switch a.Value {
-			case "approve":
+			// A string answer comes from checkpoints made before Decision.
+			switch fmt.Sprint(a.Value) {
+			case string(Approve):
 				return c.Yield("approved")
-			case "reject":
+			case string(Reject):
 				return c.Yield("rejected")
 			}
 			return fmt.Errorf("examples: demo.approval: answer must be \"approve\" or \"reject\", got %q", a.Value)

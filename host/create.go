@@ -125,7 +125,7 @@ func (h *Host) createContinuation(ctx context.Context, m *model, p *CreateParams
 	if len(wr.Pending()) == 0 {
 		return nil, fmt.Errorf("%w: response %s has no pending function calls (already answered)", store.ErrConflict, prev.ID)
 	}
-	if err := h.applyAnswers(ctx, sr.ID, wr, p.Input, true); err != nil {
+	if err := h.applyAnswers(ctx, sr.ID, wr, p.Input); err != nil {
 		return nil, err
 	}
 	return h.createAndStart(ctx, m, p, &startSpec{runID: sr.ID, lastStep: cp.Step, lastParts: cp.Parts,
@@ -151,11 +151,20 @@ func (h *Host) continuable(ctx context.Context, p *CreateParams) (*store.Respons
 	case sr.HeadResponseID != prev.ID:
 		return nil, nil, fmt.Errorf("%w: response %s is not the latest response of its run (the latest is %s)",
 			store.ErrConflict, prev.ID, sr.HeadResponseID)
-	case prev.Status != store.StatusCompleted:
-		return nil, nil, fmt.Errorf("%w: response %s is %s; only a completed response can be continued",
+	case prev.Status != store.StatusCompleted && prev.Status != store.StatusIncomplete:
+		// incomplete (a reply cut short) continues, as on OpenAI.
+		return nil, nil, fmt.Errorf("%w: response %s is %s; only a completed or incomplete response can be continued",
 			store.ErrConflict, prev.ID, prev.Status)
 	case sr.Active:
 		return nil, nil, fmt.Errorf("%w: run of response %s is still running", store.ErrConflict, prev.ID)
+	case prev.CommitStep != sr.LastStep:
+		// The run's last commit is a later response's, deleted since:
+		// its checkpoint and step are not prev's state, and resuming from
+		// them would continue the deleted response. Deterministic, so a
+		// 400 (SDKs would retry a 409).
+		return nil, nil, &InputError{Param: "previous_response_id", Code: "invalid_value", Message: fmt.Sprintf(
+			"response %s cannot be continued: the run's last commit (step %d) belongs to a later response that was deleted",
+			prev.ID, sr.LastStep)}
 	}
 	return prev, sr, nil
 }
@@ -255,10 +264,11 @@ func toMessages(items []InputItem) []agent.Message {
 }
 
 // applyAnswers delivers the function_call_output items of input to wr, the
-// run runID. With strict, an unknown call id or an input without any answer
-// is an *InputError; without (recovery), answers to requests no longer
-// pending are skipped.
-func (h *Host) applyAnswers(ctx context.Context, runID string, wr *workflow.Run, input []InputItem, strict bool) error {
+// run runID. An unknown call id, an answer the request refuses or an input
+// without any answer is an *InputError. Recovery calls it too, with the
+// stored request, only when no commit absorbed the answers yet (see
+// resumeDriver), so the same rules hold.
+func (h *Host) applyAnswers(ctx context.Context, runID string, wr *workflow.Run, input []InputItem) error {
 	pending := map[string]workflow.Request{}
 	for _, req := range wr.Pending() {
 		pending[req.ID] = req
@@ -270,9 +280,6 @@ func (h *Host) applyAnswers(ctx context.Context, runID string, wr *workflow.Run,
 		}
 		req, ok := pending[it.CallID]
 		if !ok {
-			if !strict {
-				continue
-			}
 			return &InputError{Param: "input", Code: "invalid_value",
 				Message: fmt.Sprintf("no pending function call with call_id %q", it.CallID)}
 		}
@@ -292,7 +299,7 @@ func (h *Host) applyAnswers(ctx context.Context, runID string, wr *workflow.Run,
 		delete(pending, it.CallID)
 		answered++
 	}
-	if strict && answered == 0 {
+	if answered == 0 {
 		return &InputError{Param: "input", Code: "invalid_value",
 			Message: "input must contain function_call_output items answering the pending function calls"}
 	}

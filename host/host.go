@@ -45,7 +45,8 @@ type Config struct {
 	// over. It is also the time-to-live of the host's registry entry.
 	// Default 15s.
 	LeaseDuration time.Duration
-	// MaxSupersteps caps the supersteps of one run; default 1000.
+	// MaxSupersteps caps the supersteps of one response (a run's turn:
+	// a continuation gets as many again); default 1000.
 	MaxSupersteps int
 	// CommitRetries is how many times a commit that failed with an error
 	// not known to be transient is retried (with exponential backoff from

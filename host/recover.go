@@ -117,8 +117,15 @@ func (h *Host) resumeDriver(ctx context.Context, r *run, m *model, head *store.R
 	if err != nil {
 		return nil, fmt.Errorf("host: restore run %s at step %d: %w", r.id, cp.Step, err)
 	}
-	if err := h.applyAnswers(ctx, r.id, wr, storedInput(head.Request), false); err != nil {
-		return nil, fmt.Errorf("host: re-deliver answers of response %s: %w", head.ID, err)
+	// The head's answers are absorbed by its first commit (step
+	// StartStep+1): deliver them again only when the run has not committed
+	// since the response was created. After that, a pending request with an
+	// answered id is a new question (a workflow may ask again with the same
+	// id), never one the stored answer was meant for.
+	if head.PreviousResponseID != "" && cp.Step == head.StartStep {
+		if err := h.applyAnswers(ctx, r.id, wr, storedInput(head.Request)); err != nil {
+			return nil, fmt.Errorf("host: re-deliver answers of response %s: %w", head.ID, err)
+		}
 	}
 	return h.driveWorkflow(r, wr), nil
 }

@@ -51,6 +51,9 @@ type run struct {
 	nextSeq   int64
 	lastStep  int64
 	lastParts []store.Part
+	// startStep is the head response's StartStep: Config.MaxSupersteps
+	// counts the supersteps after it (a limit per response).
+	startStep int64
 	// usage is what the run's agent executors used in the whole run as of
 	// the last commit (agent.CheckpointUsage of lastParts): a step's
 	// usage is its checkpoint's minus this.
@@ -124,7 +127,7 @@ func (h *Host) newRun(m *model, rr *store.Response, snap *wire.Response, runID s
 	}
 	r := &run{id: runID, model: m, epoch: lease.Epoch, leaseExpires: lease.ExpiresAt, info: info, ctx: ctx, cancel: cancel,
 		live: mode == PublicationLive,
-		done: make(chan struct{}), resp: snap, nextSeq: rr.NextSeq, lastStep: lastStep, lastParts: parts,
+		done: make(chan struct{}), resp: snap, nextSeq: rr.NextSeq, lastStep: lastStep, lastParts: parts, startStep: rr.StartStep,
 		usage: usage}
 	r.liveQ.cond = sync.NewCond(&r.mu)
 	if len(rr.Usage) > 0 && !rr.Status.Terminal() {
@@ -165,7 +168,8 @@ func (h *Host) driveWorkflow(r *run, wr *workflow.Run) func(ctx context.Context)
 	return func(ctx context.Context) error {
 		return wr.Run(ctx, func(_ context.Context, s *workflow.Step) error {
 			return h.commitStep(r, s)
-		}, &workflow.RunOptions{MaxSupersteps: int64(h.cfg.MaxSupersteps), Live: h.liveHook(r)})
+		}, &workflow.RunOptions{MaxSupersteps: int64(h.cfg.MaxSupersteps), StepBase: r.startStep,
+			Live: h.liveHook(r)})
 	}
 }
 

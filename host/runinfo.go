@@ -9,7 +9,8 @@ type RunInfo struct {
 	RunID      string
 	// Metadata is the request metadata of that response. Do not modify it.
 	Metadata map[string]string
-	// MaxSupersteps is the host's superstep limit (Config.MaxSupersteps).
+	// MaxSupersteps is the host's superstep limit per response
+	// (Config.MaxSupersteps).
 	MaxSupersteps int
 }
 

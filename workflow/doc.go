@@ -44,7 +44,8 @@
 // hook returned nil for N. Silent supersteps are committed too. The run
 // stops Completed (nothing queued or pending), Idle (requests for input
 // pending: answer with Respond, then call Run again) or Failed; exceeding
-// RunOptions.MaxSupersteps (counted over the whole run, all turns) fails it
+// RunOptions.MaxSupersteps (counted after RunOptions.StepBase: over the
+// whole run, or per turn) fails it
 // with ErrMaxSupersteps. Cancelling ctx makes Run return ctx's error
 // without committing the interrupted superstep. Run.Events offers the same
 // as an iterator that yields a superstep's events after its commit.

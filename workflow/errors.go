@@ -21,6 +21,9 @@ var (
 	ErrUnknownRequest = errors.New("workflow: unknown or already answered request")
 	// ErrAnswerType marks an answer whose type is not the request's ResponseType.
 	ErrAnswerType = errors.New("workflow: answer has the wrong type")
+	// ErrInvalidAnswer marks an answer of the right type that its own
+	// Validate method (AnswerValidator) refused.
+	ErrInvalidAnswer = errors.New("workflow: invalid answer")
 	// ErrMessageType marks a message its target executor cannot handle.
 	ErrMessageType = errors.New("workflow: message type not handled")
 	// ErrNoRoute marks a message sent by an executor that no edge delivered.

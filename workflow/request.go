@@ -67,6 +67,16 @@ func (c *Context) requestID(n int) string {
 	return "call_" + hex.EncodeToString(sum[:12])
 }
 
+// AnswerValidator is implemented by answer types whose values are
+// constrained beyond their type (one of a few words, a range...). Respond
+// calls Validate before accepting an answer, so a bad answer is refused
+// while the request stays pending, instead of failing the run after it
+// was accepted. Declaring it on the type (not on the request) keeps it
+// with a request restored from a checkpoint in another process.
+type AnswerValidator interface {
+	Validate() error
+}
+
 // Pending returns the requests waiting for an answer, oldest first.
 func (r *Run) Pending() []Request { return slices.Clone(r.st.pending) }
 
@@ -77,9 +87,11 @@ func (r *Run) pendingIndex(id string) int {
 
 // Respond answers the pending request id. The answer must have the
 // request's ResponseType (or implement it, for an interface type) and a
-// registered type; an unknown id wraps ErrUnknownRequest and a wrong type
-// ErrAnswerType. The requester receives an Answer in the next superstep of
-// Run. Respond must not be called while Run is running.
+// registered type; an unknown id wraps ErrUnknownRequest, a wrong type
+// ErrAnswerType and an answer its Validate method refuses (AnswerValidator)
+// ErrInvalidAnswer; after an error the request is still pending. The
+// requester receives an Answer in the next superstep of Run. Respond must
+// not be called while Run is running.
 func (r *Run) Respond(id string, answer any) error {
 	i := r.pendingIndex(id)
 	if i < 0 {
@@ -91,6 +103,11 @@ func (r *Run) Respond(id string, answer any) error {
 	}
 	if err := checkEncodable(answer); err != nil {
 		return fmt.Errorf("workflow: respond %q: %w", id, err)
+	}
+	if v, ok := answer.(AnswerValidator); ok {
+		if err := v.Validate(); err != nil {
+			return fmt.Errorf("%w: request %q: %w", ErrInvalidAnswer, id, err)
+		}
 	}
 	st := r.st.clone()
 	st.pending = slices.Delete(slices.Clone(st.pending), i, i+1)

@@ -50,10 +50,15 @@ type CommitFunc func(ctx context.Context, s *Step) error
 
 // RunOptions tunes Run; a nil *RunOptions means the defaults.
 type RunOptions struct {
-	// MaxSupersteps caps the run's superstep number; 0 means
-	// DefaultMaxSupersteps. Reaching the cap fails the run with
+	// MaxSupersteps caps the supersteps numbered above StepBase; 0 means
+	// DefaultMaxSupersteps. Exceeding the cap fails the run with
 	// ErrMaxSupersteps.
 	MaxSupersteps int64
+	// StepBase is the step the count of MaxSupersteps starts after; 0
+	// counts the whole run. A host sets it to the step a turn (a
+	// continuation answering pending requests) began at, so that the
+	// limit applies per turn and a long conversation is not cut off.
+	StepBase int64
 	// Live, when set, receives the live events executors emit with
 	// Context.EmitLive, as they are emitted, before their superstep
 	// commits (for token streaming). It is called from one goroutine at a
@@ -177,6 +182,10 @@ func (r *Run) drive(ctx context.Context, commit CommitFunc, opts *RunOptions, st
 	if opts != nil && opts.MaxSupersteps > 0 {
 		limit = opts.MaxSupersteps
 	}
+	var base int64
+	if opts != nil && opts.StepBase > 0 {
+		base = opts.StepBase
+	}
 	var liveFn LiveFunc
 	if opts != nil {
 		liveFn = opts.Live
@@ -186,7 +195,7 @@ func (r *Run) drive(ctx context.Context, commit CommitFunc, opts *RunOptions, st
 			return err
 		}
 		stepNo := r.st.step + 1
-		next, s, err := r.liveSuperstep(ctx, stepNo, limit, liveFn)
+		next, s, err := r.liveSuperstep(ctx, stepNo, base, limit, liveFn)
 		if cerr := ctx.Err(); cerr != nil {
 			r.reset()
 			return cerr
@@ -210,10 +219,10 @@ func (r *Run) drive(ctx context.Context, commit CommitFunc, opts *RunOptions, st
 
 // liveSuperstep is superstep with a live sink for liveFn: when a live
 // event could not be published, the step is abandoned with that error.
-func (r *Run) liveSuperstep(ctx context.Context, n, limit int64, liveFn LiveFunc) (*runState, *Step, error) {
+func (r *Run) liveSuperstep(ctx context.Context, n, base, limit int64, liveFn LiveFunc) (*runState, *Step, error) {
 	sink, sctx := newLiveSink(ctx, liveFn)
 	r.live = sink
-	next, s, err := r.superstep(sctx, n, limit)
+	next, s, err := r.superstep(sctx, n, base, limit)
 	r.live = nil
 	if lerr := sink.close(); lerr != nil && ctx.Err() == nil {
 		return nil, nil, lerr
@@ -224,8 +233,8 @@ func (r *Run) liveSuperstep(ctx context.Context, n, limit int64, liveFn LiveFunc
 // superstep runs step n and returns the state after it and the Step to
 // commit. An error means no Step can be built (the state before the step
 // cannot be encoded) and nothing is committed.
-func (r *Run) superstep(ctx context.Context, n, limit int64) (*runState, *Step, error) {
-	if n > limit {
+func (r *Run) superstep(ctx context.Context, n, base, limit int64) (*runState, *Step, error) {
+	if n-base > limit {
 		err := fmt.Errorf("%w: %w: limit %d", ErrRunFailed, ErrMaxSupersteps, limit)
 		return r.finishStep(n, []Event{SuperstepStarted{Step: n}}, nil, err)
 	}

@@ -1,0 +1,390 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/superstep/superstep/examples"
+	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/workflow"
+)
+
+// testDB is one database that successive store handles (host
+// incarnations, as separate processes would) open.
+type testDB struct {
+	name string
+	open func(t *testing.T) store.Store
+}
+
+// forEachBackend runs fn as a parallel subtest on a fresh SQLite file and a
+// fresh PostgreSQL schema.
+func forEachBackend(t *testing.T, fn func(t *testing.T, db testDB)) {
+	t.Helper()
+	t.Run("SQLite", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "superstep.db")
+		fn(t, testDB{name: "sqlite", open: func(t *testing.T) store.Store { return openStore(t, path) }})
+	})
+	t.Run("Postgres", func(t *testing.T) {
+		t.Parallel()
+		schema := pgSchema(t)
+		fn(t, testDB{name: "postgres", open: func(t *testing.T) store.Store { return openPG(t, schema) }})
+	})
+}
+
+// crashPoint makes an incarnation "die" at the first arrival at a fault
+// point that match accepts: from then on its store refuses every write.
+type crashPoint struct {
+	cs    *crashStore
+	match func(*host.Fault) bool
+	fired chan struct{}
+	once  atomic.Bool
+}
+
+func (c *crashPoint) fault(_ context.Context, f *host.Fault) error {
+	if c.cs.crashed.Load() {
+		return errCrashed
+	}
+	if c.match != nil && c.match(f) && c.once.CompareAndSwap(false, true) {
+		c.cs.crashed.Store(true)
+		close(c.fired)
+		return errInjected
+	}
+	return nil
+}
+
+// incarnation2 is one host process over its own store handle.
+type incarnation2 struct {
+	t   *testing.T
+	raw store.Store
+	cs  *crashStore
+	h   *host.Host
+	cp  *crashPoint
+}
+
+// startIncarnation opens a handle on db and starts a host over it with
+// register's models. The host claims every unfinished run at Start
+// (ExclusiveStore: the previous incarnation is gone), so no test waits for
+// a dead incarnation's lease to expire. crash, when not nil, arms a crash.
+func startIncarnation(t *testing.T, db testDB, cfg host.Config, register func(*testing.T, *host.Host),
+	crash func(*host.Fault) bool) *incarnation2 {
+	t.Helper()
+	raw := db.open(t)
+	inc := &incarnation2{t: t, raw: raw, cs: &crashStore{Store: raw}}
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = time.Hour
+	}
+	if cfg.CommitBackoff == 0 {
+		cfg.CommitBackoff = time.Millisecond
+	}
+	cfg.CommitRetries = 1
+	cfg.ExclusiveStore = true
+	if crash != nil {
+		inc.cp = &crashPoint{cs: inc.cs, match: crash, fired: make(chan struct{})}
+		cfg.Test.FaultFunc = inc.cp.fault
+	}
+	inc.h = newHost(t, inc.cs, &cfg, register)
+	t.Cleanup(inc.close)
+	return inc
+}
+
+// crashed waits for the armed crash, then kills the incarnation: its runs
+// stop where they are and its handle is closed.
+func (inc *incarnation2) crashed() {
+	t := inc.t
+	t.Helper()
+	select {
+	case <-inc.cp.fired:
+	case <-time.After(testTimeout):
+		t.Fatal("armed crash did not fire")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no grace
+	_ = inc.h.Shutdown(ctx)
+	shutdownOnce.Store(inc.h, true)
+	inc.close()
+}
+
+// close shuts the host down (once) and closes the handle.
+func (inc *incarnation2) close() {
+	if inc.raw == nil {
+		return
+	}
+	shutdown(inc.t, inc.h)
+	if err := inc.raw.Close(); err != nil {
+		inc.t.Errorf("close store: %v", err)
+	}
+	inc.raw = nil
+}
+
+// answer continues prev with function_call_output items (call id, output
+// pairs).
+func answer(ctx context.Context, h *host.Host, model, prev string, pairs ...string) (*store.Response, error) {
+	var in []host.InputItem
+	for i := 0; i+1 < len(pairs); i += 2 {
+		in = append(in, host.InputItem{Type: host.InputFunctionCallOutput, CallID: pairs[i], Output: pairs[i+1]})
+	}
+	return h.Create(ctx, &host.CreateParams{Model: model, Store: true, Background: true, PreviousResponseID: prev, Input: in})
+}
+
+// reaskModel asks question "q"; its answer is yielded, and the first
+// answer makes it ask "q" again (same request id) while a worker runs one
+// more superstep.
+const reaskModel = "test.reask"
+
+func registerReask(t *testing.T, h *host.Host) {
+	t.Helper()
+	asker := workflow.Handlers("asker", []workflow.Handler{
+		workflow.On(func(c *workflow.Context, _ string) error {
+			_, err := workflow.RequestInput[string](c, "q", "first")
+			return err
+		}),
+		workflow.On(func(c *workflow.Context, a workflow.Answer) error {
+			if err := c.Yield("answer " + a.Value.(string) + " to " + a.Payload.(string)); err != nil {
+				return err
+			}
+			if a.Payload != "first" {
+				return nil
+			}
+			if _, err := workflow.RequestInput[string](c, "q", "second"); err != nil {
+				return err
+			}
+			return c.Send("work")
+		}),
+	}, workflow.SendsType[string]())
+	worker := workflow.Func("worker", func(c *workflow.Context, _ string) error { return c.Yield("worked") })
+	wf, err := workflow.NewBuilder(reaskModel).SetStart(asker).AddEdge(asker, worker, nil).
+		Outputs("asker", "worker").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RegisterWorkflow(reaskModel, wf); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue 12 item 8: a continuation's first commit absorbs its answer; the
+// workflow asks again with the same request id and commits; the host
+// crashes before the next commit. Recovery must not deliver the stored
+// answer to the new question, which nobody answered.
+func TestHost_Recover_AnswerNotRedeliveredToReusedRequestID(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		// Step 1 asks; the continuation starts at step 1, commits step 2
+		// (answer absorbed, "q" asked again) and crashes before step 3.
+		inc := startIncarnation(t, db, host.Config{}, registerReask, func(f *host.Fault) bool {
+			return f.Point == host.FaultCommitBefore && f.Step == 3
+		})
+		ctx := testCtx(t)
+		first := create(t, inc.h, reaskModel, "go", nil)
+		wait(t, inc.h, first.ID)
+		second, err := answer(ctx, inc.h, reaskModel, first.ID, "q", "yes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		inc.crashed()
+
+		inc2 := startIncarnation(t, db, host.Config{}, registerReask, nil)
+		done := wait(t, inc2.h, second.ID)
+		if done.Status != store.StatusCompleted {
+			t.Fatalf("status %s", done.Status)
+		}
+		evs := collect(t, inc2.h, second.ID, -1)
+		checkLog(t, evs)
+		want := []string{"answer yes to first", `asker("second")`, "worked"}
+		if got := outputs(evs); !slices.Equal(got, want) {
+			t.Fatalf("outputs %q, want %q", got, want)
+		}
+		run, err := inc2.raw.RunGet(ctx, second.RunID)
+		if err != nil || run.LastStep != 3 {
+			t.Fatalf("run %+v %v, want last step 3", run, err)
+		}
+	})
+}
+
+// The other side of item 8: a crash before the continuation's first commit
+// leaves its answer unabsorbed (run.LastStep == StartStep), so recovery
+// delivers it again, exactly once.
+func TestHost_Recover_AnswerRedeliveredBeforeFirstCommit(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		inc := startIncarnation(t, db, host.Config{}, registerReask, func(f *host.Fault) bool {
+			return f.Point == host.FaultCommitBefore && f.Step == 2
+		})
+		ctx := testCtx(t)
+		first := create(t, inc.h, reaskModel, "go", nil)
+		wait(t, inc.h, first.ID)
+		second, err := answer(ctx, inc.h, reaskModel, first.ID, "q", "yes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		inc.crashed()
+
+		inc2 := startIncarnation(t, db, host.Config{}, registerReask, nil)
+		wait(t, inc2.h, second.ID)
+		evs := collect(t, inc2.h, second.ID, -1)
+		checkLog(t, evs)
+		want := []string{"answer yes to first", `asker("second")`, "worked"}
+		if got := outputs(evs); !slices.Equal(got, want) {
+			t.Fatalf("outputs %q, want %q", got, want)
+		}
+	})
+}
+
+// Issue 12 item 6: after the head response is deleted, its predecessor is
+// the head again, but the run's last commit (step, checkpoint) is the
+// deleted response's. Answering the predecessor is refused with a 400
+// (InputError on previous_response_id) and nothing is stored.
+func TestHost_Continue_AfterDeletedHeadRefused(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		inc := startIncarnation(t, db, host.Config{}, registerReask, nil)
+		ctx := testCtx(t)
+		first := create(t, inc.h, reaskModel, "go", nil)
+		wait(t, inc.h, first.ID)
+		second, err := answer(ctx, inc.h, reaskModel, first.ID, "q", "yes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait(t, inc.h, second.ID)
+		if err := inc.h.Delete(ctx, second.ID, ""); err != nil {
+			t.Fatal(err)
+		}
+		before, err := inc.raw.RunGet(ctx, first.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if before.HeadResponseID != first.ID {
+			t.Fatalf("head after delete %s, want %s", before.HeadResponseID, first.ID)
+		}
+		_, err = answer(ctx, inc.h, reaskModel, first.ID, "q", "again")
+		var ie *host.InputError
+		if !errors.As(err, &ie) || ie.Param != "previous_response_id" {
+			t.Fatalf("continuing a response behind the run's last commit: %v, want an InputError", err)
+		}
+		after, err := inc.raw.RunGet(ctx, first.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := inc.raw.ResponseListByRun(ctx, first.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 1 || after.LastStep != before.LastStep || after.HeadResponseID != first.ID ||
+			after.Lease.Epoch != before.Lease.Epoch || after.Active {
+			t.Fatalf("store changed: run %+v -> %+v, %d responses", before, after, len(rs))
+		}
+	})
+}
+
+// Config.MaxSupersteps is a limit per response: a conversation whose
+// turns together take more supersteps than it still works.
+func TestHost_MaxSupersteps_PerResponse(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		// Steps: 1 (first), 2-3 (second), 4 (third): 4 in all, 2 at most
+		// per response.
+		inc := startIncarnation(t, db, host.Config{MaxSupersteps: 2}, registerReask, nil)
+		ctx := testCtx(t)
+		first := create(t, inc.h, reaskModel, "go", nil)
+		wait(t, inc.h, first.ID)
+		prev := first.ID
+		for _, want := range [][]string{
+			{"answer yes to first", `asker("second")`, "worked"},
+			{"answer yes to second"},
+		} {
+			r, err := answer(ctx, inc.h, reaskModel, prev, "q", "yes")
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := wait(t, inc.h, r.ID)
+			evs := collect(t, inc.h, r.ID, -1)
+			if done.Status != store.StatusCompleted || !slices.Equal(outputs(evs), want) {
+				t.Fatalf("%s: %s %q, want completed %q (%s)", r.ID, done.Status, outputs(evs), want, done.Error)
+			}
+			prev = r.ID
+		}
+		run, err := inc.raw.RunGet(ctx, first.RunID)
+		if err != nil || run.LastStep != 4 {
+			t.Fatalf("run %+v %v, want last step 4", run, err)
+		}
+	})
+}
+
+// A response that ended incomplete (a reply cut short) can be continued,
+// as on OpenAI.
+func TestHost_Continue_Incomplete(t *testing.T) {
+	t.Parallel()
+	m := newLLMModels(t)
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		inc := startIncarnation(t, db, host.Config{}, m.register, nil)
+		ctx := testCtx(t)
+		const model = "plain:llm.short"
+		first := create(t, inc.h, model, "one two three", nil)
+		if done := wait(t, inc.h, first.ID); done.Status != store.StatusIncomplete {
+			t.Fatalf("first: %s, want incomplete", done.Status)
+		}
+		second, err := inc.h.Create(ctx, &host.CreateParams{Model: model, Store: true, PreviousResponseID: first.ID,
+			Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: "go on"}}})
+		if err != nil {
+			t.Fatalf("continue an incomplete response: %v", err)
+		}
+		done := wait(t, inc.h, second.ID)
+		if !done.Status.Terminal() || done.Status == store.StatusFailed || second.RunID != first.RunID {
+			t.Fatalf("second: %+v", done)
+		}
+	})
+}
+
+// A bad answer to a pending request (demo.approval answered with neither
+// approve nor reject) is an InputError (HTTP 400) before anything is
+// stored; the request stays pending and a good answer then works.
+func TestHost_Continue_BadAnswerRefused(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		inc := startIncarnation(t, db, host.Config{}, registerDemos, nil)
+		ctx := testCtx(t)
+		for _, model := range []string{examples.Approval, "agent:" + examples.Approval} {
+			first := create(t, inc.h, model, "deploy?", nil)
+			wait(t, inc.h, first.ID)
+			evs := collect(t, inc.h, first.ID, -1)
+			callID := evs[len(evs)-1].Response.Output[0].CallID
+			before, err := inc.raw.RunGet(ctx, first.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = answer(ctx, inc.h, model, first.ID, callID, "maybe")
+			var ie *host.InputError
+			if !errors.As(err, &ie) || ie.Param != "input" || !strings.Contains(ie.Message, `"approve" or "reject"`) {
+				t.Fatalf("%s: bad answer: %v, want an InputError", model, err)
+			}
+			after, err := inc.raw.RunGet(ctx, first.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs, err := inc.raw.ResponseListByRun(ctx, first.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rs) != 1 || after.LastStep != before.LastStep || after.HeadResponseID != first.ID ||
+				after.Lease.Epoch != before.Lease.Epoch {
+				t.Fatalf("%s: store changed: run %+v -> %+v, %d responses", model, before, after, len(rs))
+			}
+			second, err := answer(ctx, inc.h, model, first.ID, callID, "approve")
+			if err != nil {
+				t.Fatalf("%s: good answer after a bad one: %v", model, err)
+			}
+			wait(t, inc.h, second.ID)
+			if got := outputs(collect(t, inc.h, second.ID, -1)); !slices.Equal(got, []string{"approved"}) {
+				t.Fatalf("%s: outputs %q", model, got)
+			}
+		}
+	})
+}
