@@ -107,7 +107,7 @@ func (h *Host) commitAgentTurn(r *run, updates []agent.Update, turnErr error, hi
 	if r.fenced {
 		return errLeaseLost
 	}
-	if r.cancelled {
+	if r.cancelled.Load() {
 		return errRunCancelled
 	}
 	resp := r.resp.Clone()

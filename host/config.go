@@ -49,6 +49,12 @@ func (c *Config) WithDefaults() Config {
 	if out.ClaimInterval == 0 {
 		out.ClaimInterval = min(out.LeaseDuration/3, ClaimIntervalMax)
 	}
+	if out.ResumeBackoff == 0 {
+		out.ResumeBackoff = ResumeBackoffDefault
+	}
+	if out.ResumeBackoffMax == 0 {
+		out.ResumeBackoffMax = max(ResumeBackoffMaxDefault, out.ResumeBackoff)
+	}
 	if out.CancelPollInterval == 0 {
 		out.CancelPollInterval = CancelPollDefault
 	}
@@ -84,6 +90,10 @@ func (c *Config) validate() error {
 	}
 	if c.CommitBackoffMax < 0 {
 		errs = append(errs, fmt.Errorf("host: Config.CommitBackoffMax must be positive, got %v", c.CommitBackoffMax))
+	}
+	if c.ResumeBackoff < 0 || c.ResumeBackoffMax < c.ResumeBackoff {
+		errs = append(errs, fmt.Errorf("host: Config.ResumeBackoff (%v) must be positive and at most ResumeBackoffMax (%v)",
+			c.ResumeBackoff, c.ResumeBackoffMax))
 	}
 	if c.Retention < 0 {
 		errs = append(errs, fmt.Errorf("host: Config.Retention must not be negative, got %v", c.Retention))

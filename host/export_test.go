@@ -7,6 +7,7 @@ func (h *Host) InitTestSignals() {
 	h.test.committed.Init()
 	h.test.leaseLost.Init()
 	h.test.runExited.Init()
+	h.test.claimed.Init()
 }
 
 // WaitCommitted waits for the next successful commit and returns its step.
@@ -17,6 +18,10 @@ func (h *Host) WaitLeaseLost(tb testing.TB) string { return h.test.leaseLost.Wai
 
 // WaitRunExited waits for a run goroutine to exit.
 func (h *Host) WaitRunExited(tb testing.TB) string { return h.test.runExited.WaitOrTimeout(tb) }
+
+// WaitClaimRound waits for the end of a claim round (a claim of the runs
+// that need a host and their resumes).
+func (h *Host) WaitClaimRound(tb testing.TB) { h.test.claimed.WaitOrTimeout(tb) }
 
 // HostID returns the host's lease owner name.
 func (h *Host) HostID() string { return h.cfg.HostID }

@@ -27,6 +27,10 @@ const (
 	// the lease. One claim is one indexed query that finds nothing when
 	// no host died.
 	ClaimIntervalMax = time.Second
+	// ResumeBackoffDefault and ResumeBackoffMaxDefault are the defaults of
+	// Config.ResumeBackoff and ResumeBackoffMax.
+	ResumeBackoffDefault    = time.Second
+	ResumeBackoffMaxDefault = 5 * time.Minute
 	// KeepCheckpointsDefault is the default Config.KeepCheckpoints: the
 	// last commit's checkpoint is all recovery and continuation read; one
 	// more is kept for inspection.
@@ -89,8 +93,16 @@ type Config struct {
 	// that announces cancels (store.Notifier, e.g. PostgreSQL) the
 	// announcement stops the run at once and the watch is only the
 	// fallback, at least LeaseDuration/3 apart. Default 1s; negative
-	// disables the watch (cancels are then seen at lease renewal).
+	// disables the watch (a run then stops at its next commit, which the
+	// store refuses once a cancel is recorded).
 	CancelPollInterval time.Duration
+	// ResumeBackoff is how long no host claims a run after a failed
+	// resume here (model not registered on this host, corrupt checkpoint,
+	// changed graph); it doubles with each consecutive failure, up to
+	// ResumeBackoffMax, and a commit resets it. The failures show in the
+	// run record (store.Run.Resume). Defaults 1s and 5m.
+	ResumeBackoff    time.Duration
+	ResumeBackoffMax time.Duration
 	// Addr is this host's address as others reach it, shown by Hosts (and
 	// kept in the store's host registry, store.HostRegistry).
 	Addr string
@@ -250,7 +262,9 @@ func (h *Host) Get(ctx context.Context, id, owner string) (*store.Response, erro
 	return h.get(ctx, id, owner)
 }
 
-// Wait blocks until the response is terminal and returns it.
+// Wait blocks until the response's terminal event is committed and
+// returns it (a recorded cancel reads as cancelled at once, but Wait
+// returns the response as its owner finished it).
 func (h *Host) Wait(ctx context.Context, id, owner string) (*store.Response, error) {
 	return h.wait(ctx, id, owner)
 }

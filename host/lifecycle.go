@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -37,10 +38,14 @@ func (h *Host) start(ctx context.Context) error {
 	}
 	h.startRetention()
 	leases := newLeaseTracker()
-	h.loopWG.Add(2)
+	h.loopWG.Add(3)
 	go func() {
 		defer h.loopWG.Done()
-		h.leaseLoop(h.loopCtx, leases)
+		h.renewLoop(h.loopCtx, leases)
+	}()
+	go func() {
+		defer h.loopWG.Done()
+		h.claimLoop(h.loopCtx)
 	}()
 	go func() {
 		defer h.loopWG.Done()
@@ -127,17 +132,16 @@ func (h *Host) shutdown(ctx context.Context) error {
 	return err
 }
 
-// leaseLoop renews the leases of the runs driven here and the host's
+// renewLoop renews the leases of the runs driven here and the host's
 // registry entry every LeaseDuration/3 (a failed renewal is retried after
-// LeaseDuration/12, so that a short outage does not cost the runs) and,
-// every ClaimInterval, claims runs whose lease expired (their host died)
-// or that are unowned (queued, handed back); a kick (a slot freed under
-// MaxRuns, a notice of a ready run) claims at once.
-func (h *Host) leaseLoop(ctx context.Context, leases *leaseTracker) {
+// LeaseDuration/12, so that a short outage does not cost the runs). It
+// never waits on a run: it reads only what never changes in a run (id,
+// epoch), takes no run's lock, and stops a fenced run on a goroutine of its
+// own; claims and resumes are the claim loop's. Each store call is bounded
+// by renewTimeout, so one hung call cannot outlast the lease.
+func (h *Host) renewLoop(ctx context.Context, leases *leaseTracker) {
 	renew := time.NewTicker(h.cfg.LeaseDuration / 3)
 	defer renew.Stop()
-	claim := time.NewTicker(h.cfg.ClaimInterval)
-	defer claim.Stop()
 	retry := time.NewTimer(time.Hour) // armed only after a failed renewal
 	retry.Stop()
 	defer retry.Stop()
@@ -149,13 +153,34 @@ func (h *Host) leaseLoop(ctx context.Context, leases *leaseTracker) {
 			if !h.renewLeases(ctx, leases) {
 				retry.Reset(h.cfg.LeaseDuration / 12)
 			}
-			h.heartbeat(ctx)
-			continue
+			hctx, cancel := context.WithTimeout(ctx, h.renewTimeout())
+			h.heartbeat(hctx)
+			cancel()
 		case <-retry.C:
 			if !h.renewLeases(ctx, leases) {
 				retry.Reset(h.cfg.LeaseDuration / 12)
 			}
-			continue
+		}
+	}
+}
+
+// renewTimeout bounds one lease renewal: below a quarter of the lease, so
+// that a renewal that hangs still leaves time to retry (every
+// LeaseDuration/12) before the lease guard stops the run at 3/4.
+func (h *Host) renewTimeout() time.Duration { return h.cfg.LeaseDuration / 5 }
+
+// claimLoop claims, every ClaimInterval, runs whose lease expired (their
+// host died) or that are unowned (queued, handed back); a kick (a slot
+// freed under MaxRuns, a notice of a ready run, a cancel of a run nobody
+// drives) claims at once. It runs apart from the renewals, which a large
+// takeover or a resume waiting for a stale driver must not delay.
+func (h *Host) claimLoop(ctx context.Context) {
+	claim := time.NewTicker(h.cfg.ClaimInterval)
+	defer claim.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
 		case <-claim.C:
 		case <-h.kick:
 		}
@@ -230,29 +255,32 @@ func (h *Host) runsSnapshot() []*run {
 }
 
 // renewLeases renews every owned run's lease; a run whose lease is lost
-// stops without committing anything more. It reports whether every
-// renewal that was not fenced succeeded.
+// is stopped (on its own goroutine: stopping takes the run's lock, which a
+// commit may hold) without committing anything more. It reports whether
+// every renewal that was not fenced succeeded.
 func (h *Host) renewLeases(ctx context.Context, leases *leaseTracker) bool {
 	ok := true
 	for _, r := range h.runsSnapshot() {
 		expires, err := h.renewLease(ctx, r)
 		switch {
 		case errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound):
-			h.fence(r, err)
+			h.fenceAsync(r, err)
 		case err != nil:
 			ok = false
 			h.metrics.failed(opLeaseRenew)
 			h.log.Warn("host: lease renewal failed; retrying", "run_id", r.id, "err", err)
 		default:
 			leases.renewed(r, expires)
-			h.checkRemoteCancel(ctx, r)
 		}
 	}
 	return ok || ctx.Err() != nil
 }
 
-// renewLease renews r's lease, with the FaultLeaseRenew point before.
+// renewLease renews r's lease within renewTimeout, with the
+// FaultLeaseRenew point before. It reads only r's immutable fields.
 func (h *Host) renewLease(ctx context.Context, r *run) (expires time.Time, err error) {
+	ctx, cancel := context.WithTimeout(ctx, h.renewTimeout())
+	defer cancel()
 	if err := h.fault(ctx, &Fault{Point: FaultLeaseRenew, RunID: r.id, ResponseID: r.responseID()}); err != nil {
 		return time.Time{}, err
 	}
@@ -260,7 +288,16 @@ func (h *Host) renewLease(ctx context.Context, r *run) (expires time.Time, err e
 		Epoch: r.epoch, Duration: h.cfg.LeaseDuration})
 }
 
-// fence stops r: another owner took its lease (or the run is gone).
+// fenceAsync stops r on a goroutine of its own, once, so that the caller
+// (the renewal loop) does not wait for r's lock.
+func (h *Host) fenceAsync(r *run, cause error) {
+	if !r.fencing.CompareAndSwap(false, true) {
+		return
+	}
+	h.loopWG.Go(func() { h.fence(r, cause) })
+}
+
+// fence stops r: its lease was lost (or the run is gone).
 func (h *Host) fence(r *run, cause error) {
 	r.mu.Lock()
 	finished := r.finished
@@ -272,18 +309,46 @@ func (h *Host) fence(r *run, cause error) {
 	r.cancel(fmt.Errorf("%w: %w", errLeaseLost, cause))
 }
 
-// checkRemoteCancel notices a cancel recorded by another host.
+// checkRemoteCancel notices a cancel recorded by another host and stops
+// r, once, without r's lock (a commit may hold it).
 func (h *Host) checkRemoteCancel(ctx context.Context, r *run) {
-	r.mu.Lock()
-	skip := r.cancelled || r.finished
-	r.mu.Unlock()
-	if skip {
+	if r.cancelled.Load() {
 		return
 	}
 	resp, err := h.store.ResponseGet(ctx, r.responseID())
-	if err == nil && resp.CancelRequested && r.requestCancel() {
-		h.metrics.cancelsSeen.Inc()
-		h.log.Info("host: cancel recorded through another host", "run_id", r.id, "response_id", r.responseID())
+	if err != nil || !resp.CancelRequested || !r.cancelled.CompareAndSwap(false, true) {
+		return
+	}
+	h.metrics.cancelsSeen.Inc()
+	h.log.Info("host: cancel recorded through another host", "run_id", r.id, "response_id", r.responseID())
+	r.cancel(errRunCancelled)
+}
+
+// leaseEnded logs and counts why r stopped fenced, from the run as the
+// store has it now: another owner claimed it (a lost lease), this host
+// claimed it again after a stall (it resumes here), or nobody has it yet
+// (the lease expired, or the guard stopped the run before it could).
+func (h *Host) leaseEnded(r *run, err error, log *slog.Logger) {
+	h.test.leaseLost.Signal(r.id)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), h.renewTimeout())
+	defer cancel()
+	sr, gerr := h.store.RunGet(ctx, r.id)
+	switch {
+	case gerr != nil:
+		h.metrics.leaseExpired.Inc()
+		log.Warn("host: run stopped: its lease ended", "epoch", r.epoch, "err", err, "run_err", gerr)
+	case sr.Lease.Owner != "" && sr.Lease.Owner != h.cfg.HostID && sr.Lease.Epoch != r.epoch:
+		h.metrics.leaseLost.Inc()
+		log.Warn("host: lease lost; another owner drives the run now", "owner", sr.Lease.Owner,
+			"epoch", r.epoch, "owner_epoch", sr.Lease.Epoch, "err", err)
+	case sr.Lease.Owner == h.cfg.HostID && sr.Lease.Epoch != r.epoch:
+		h.metrics.leaseExpired.Inc()
+		log.Warn("host: lease expired while the run stalled; this host claimed the run again and resumes it from its last commit",
+			"epoch", r.epoch, "new_epoch", sr.Lease.Epoch, "err", err)
+	default:
+		h.metrics.leaseExpired.Inc()
+		log.Warn("host: lease expired (or was not renewed in time); the run is left for the next claim, here or on another host",
+			"epoch", r.epoch, "err", err)
 	}
 }
 
@@ -379,7 +444,9 @@ func (h *Host) leaseGuardLoop(ctx context.Context, leases *leaseTracker) {
 				"run_id", r.id, "response_id", r.responseID(), "lease_expires", expires, "lease", h.cfg.LeaseDuration)
 			// fence waits for the run's lock, which a commit in flight
 			// holds: one goroutine per run keeps the others on time.
-			stops.Go(func() { h.fence(r, errLeaseUnrenewed) })
+			if r.fencing.CompareAndSwap(false, true) {
+				stops.Go(func() { h.fence(r, errLeaseUnrenewed) })
+			}
 		}
 	}
 }

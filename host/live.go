@@ -147,7 +147,7 @@ func (r *run) liveRefusal() error {
 		return r.liveQ.err
 	case r.fenced:
 		return errLeaseLost
-	case r.cancelled:
+	case r.cancelled.Load():
 		return errRunCancelled
 	case r.liveQ.stop:
 		return errLiveStopped
@@ -229,7 +229,7 @@ func (h *Host) liveAppender(r *run) {
 		case len(q.frames) == 0:
 			q.cond.Wait()
 			continue
-		case q.err != nil || r.fenced || r.cancelled:
+		case q.err != nil || r.fenced || r.cancelled.Load():
 			q.drop()
 			r.liveSt = q.durable
 			q.cond.Broadcast()

@@ -27,7 +27,12 @@ type metrics struct {
 	commitSeconds  prometheus.Histogram
 	activeRuns     prometheus.Gauge
 	leaseLost      prometheus.Counter
-	recovered      prometheus.Counter
+	// leaseExpired counts runs stopped because their lease ran out with
+	// nobody else holding it (a stall; reclaimed here or left for a claim).
+	leaseExpired prometheus.Counter
+	recovered    prometheus.Counter
+	// resumeBackoffs counts failed resumes, each backing the run off.
+	resumeBackoffs prometheus.Counter
 	failures       *prometheus.CounterVec
 	cancelsSeen    prometheus.Counter
 	// livePublish is the time from a live event reaching the host (the
@@ -54,6 +59,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "superstep_host_active_runs", Help: "Runs this host is driving."}),
 		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "superstep_host_leases_lost_total", Help: "Runs stopped because another owner took their lease."}),
+		leaseExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "superstep_host_leases_expired_total",
+			Help: "Runs stopped because their own lease expired or could not be renewed in time, with no other owner (a stall)."}),
+		resumeBackoffs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "superstep_host_resume_backoffs_total",
+			Help: "Claimed runs that could not be resumed here, each released with a back-off before any host claims it again."}),
 		recovered: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "superstep_host_runs_recovered_total", Help: "Unfinished runs claimed and resumed."}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -78,7 +89,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.commits, m.commitFailures, m.commitSeconds, m.activeRuns, m.leaseLost,
-		m.recovered, m.failures, m.cancelsSeen, m.livePublish, m.checkpointsPruned, m.responsesPruned} {
+		m.leaseExpired, m.resumeBackoffs, m.recovered, m.failures, m.cancelsSeen, m.livePublish, m.checkpointsPruned, m.responsesPruned} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("host: register metrics: %w", err)
 		}

@@ -22,7 +22,7 @@ func (h *Host) get(ctx context.Context, id, owner string) (*store.Response, erro
 	if r.Owner != owner {
 		return nil, responseNotFound(id)
 	}
-	return r, nil
+	return rendered(r)
 }
 
 func (h *Host) wait(ctx context.Context, id, owner string) (*store.Response, error) {
@@ -31,8 +31,8 @@ func (h *Host) wait(ctx context.Context, id, owner string) (*store.Response, err
 		if err != nil {
 			return nil, err
 		}
-		if r.Status.Terminal() {
-			return r, nil
+		if r.Finished() {
+			return r, nil // a recorded cancel is waited for until committed
 		}
 		if err := h.store.EventWait(ctx, id, r.NextSeq-1); err != nil {
 			return nil, fmt.Errorf("host: wait for response %s: %w", id, err)
@@ -90,7 +90,7 @@ func (h *Host) logEnded(ctx context.Context, id string, after int64) (bool, erro
 	if err != nil {
 		return false, fmt.Errorf("host: events of response %s: %w", id, err)
 	}
-	return r.Status.Terminal() && after >= r.NextSeq-1, nil
+	return r.Finished() && after >= r.NextSeq-1, nil // a recorded cancel's event is still to come
 }
 
 // publishFault is the FaultPublish point before ev is handed to a reader.

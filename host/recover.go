@@ -19,9 +19,11 @@ const claimAllHorizon = 7 * 24 * time.Hour
 // claimAndResume claims every run that needs a host (unowned or lease
 // expired; with all, every unfinished run) and resumes each from its own
 // last commit. It fails only when the claim itself fails: a run that cannot
-// be resumed is logged, counted and released, so the next claim (here or on
-// another host) tries again.
+// be resumed is logged, counted and released with a back-off (see
+// releaseFailed), so that no host claims it in a loop. ctx must be the
+// host's, not a request's: a claimed run's resume and release use it.
 func (h *Host) claimAndResume(ctx context.Context, all bool) error {
+	defer h.test.claimed.Signal(struct{}{})
 	free, capped := h.freeSlots()
 	if capped && free == 0 {
 		return nil // at Config.MaxRuns
@@ -49,32 +51,91 @@ func (h *Host) claimAndResume(ctx context.Context, all bool) error {
 			continue
 		}
 		if err := h.resume(ctx, sr); err != nil {
-			h.metrics.failed(opRecover)
-			h.log.Error("host: cannot resume run; releasing it for a later attempt", "run_id", sr.ID, "err", err)
-			h.releaseClaim(ctx, sr)
+			h.releaseFailed(ctx, sr, err)
 		}
 	}
 	return nil
 }
 
-// releaseClaim gives back a claimed run this host cannot drive.
+// releaseClaim gives back a claimed run this host cannot drive now.
 func (h *Host) releaseClaim(ctx context.Context, sr *store.Run) {
-	err := h.store.LeaseRelease(ctx, &store.LeaseParams{RunID: sr.ID, Owner: h.cfg.HostID, Epoch: sr.Lease.Epoch})
+	h.release(ctx, &store.LeaseParams{RunID: sr.ID, Owner: h.cfg.HostID, Epoch: sr.Lease.Epoch})
+}
+
+// releaseFailed gives back a claimed run that could not be resumed here,
+// recording the failure in the store (Run.Resume): the release announces
+// nothing, and no host claims the run before the back-off ends, which
+// doubles with each consecutive failure (resumeBackoff). One log line and
+// one count per back-off.
+func (h *Host) releaseFailed(ctx context.Context, sr *store.Run, err error) {
+	backoff := h.resumeBackoff(sr.Resume.Failures)
+	h.metrics.failed(opRecover)
+	h.metrics.resumeBackoffs.Inc()
+	h.log.Error("host: cannot resume run; released, and no host claims it before the back-off ends",
+		"run_id", sr.ID, "model", sr.Model, "failures", sr.Resume.Failures+1, "retry_after", backoff, "err", err)
+	h.release(ctx, &store.LeaseParams{RunID: sr.ID, Owner: h.cfg.HostID, Epoch: sr.Lease.Epoch,
+		Failure: &store.ResumeFailure{Reason: err.Error(), RetryAfter: backoff}})
+}
+
+// release makes a LeaseRelease bounded by the renewal timeout.
+func (h *Host) release(ctx context.Context, p *store.LeaseParams) {
+	ctx, cancel := context.WithTimeout(ctx, h.renewTimeout())
+	defer cancel()
+	err := h.store.LeaseRelease(ctx, p)
 	if err != nil && !errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrNotFound) {
 		h.metrics.failed(opLeaseRelease)
-		h.log.Warn("host: lease release failed", "run_id", sr.ID, "err", err)
+		h.log.Warn("host: lease release failed", "run_id", p.RunID, "err", err)
 	}
 }
 
-// resume restarts a claimed run from the checkpoint of its last commit,
-// found through the run record. Answers of the head response that no commit
-// absorbed yet are delivered again; a recorded cancel is committed at once.
-func (h *Host) resume(ctx context.Context, sr *store.Run) error {
-	if r := h.lookupRun(sr.ID, sr.HeadResponseID); r != nil {
-		// A stale driver of ours (its lease expired): it is fenced now.
-		h.fence(r, store.ErrFenced)
-		<-r.done // a finished run exits on its own
+// resumeBackoff is how long a run is left alone after its failures+1-th
+// consecutive failed resume: Config.ResumeBackoff doubled per earlier
+// failure, at most Config.ResumeBackoffMax.
+func (h *Host) resumeBackoff(failures int) time.Duration {
+	d := h.cfg.ResumeBackoff
+	for range min(failures, 40) {
+		if d >= h.cfg.ResumeBackoffMax {
+			break
+		}
+		d *= 2
 	}
+	return min(d, h.cfg.ResumeBackoffMax)
+}
+
+// resume restarts a claimed run from the checkpoint of its last commit,
+// found through the run record. When a driver of the run is still
+// registered here (its lease expired during a stall and this host claimed
+// the run again, or it is finishing the previous response), that driver is
+// stopped and waited for on a goroutine of its own, so that the claim loop
+// goes on: the store already refuses its writes.
+func (h *Host) resume(ctx context.Context, sr *store.Run) error {
+	old := h.registeredRun(sr.ID)
+	if old == nil {
+		return h.resumeNow(ctx, sr)
+	}
+	h.loopWG.Go(func() {
+		if old.responseID() == sr.HeadResponseID {
+			h.fence(old, fmt.Errorf("%w: run %s claimed again at epoch %d", store.ErrFenced, sr.ID, sr.Lease.Epoch))
+		}
+		<-old.done // a finished or fenced run exits on its own
+		if err := h.resumeNow(h.loopCtx, sr); err != nil {
+			h.releaseFailed(h.loopCtx, sr, err)
+		}
+	})
+	return nil
+}
+
+// registeredRun returns the run driven here under runID, whatever its head.
+func (h *Host) registeredRun(runID string) *run {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.mu.runs[runID]
+}
+
+// resumeNow is resume once no driver of the run is left here. Answers of
+// the head response that no commit absorbed yet are delivered again; a
+// recorded cancel is committed at once.
+func (h *Host) resumeNow(ctx context.Context, sr *store.Run) error {
 	m, err := h.lookupModel(sr.Model)
 	if err != nil {
 		return fmt.Errorf("host: run %s: %w", sr.ID, err)
@@ -102,7 +163,7 @@ func (h *Host) resume(ctx context.Context, sr *store.Run) error {
 	h.metrics.recovered.Inc()
 	h.log.Info("host: resuming run", "run_id", sr.ID, "response_id", head.ID, "step", cp.Step, "epoch", sr.Lease.Epoch)
 	if head.CancelRequested {
-		r.cancelled = true
+		r.cancelled.Store(true)
 		drive = func(context.Context) error { return errRunCancelled }
 	}
 	return h.startRun(r, drive)

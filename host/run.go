@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/superstep/superstep/agent"
@@ -36,15 +37,21 @@ type run struct {
 	ctx    context.Context // cancelled on cancel, fencing and hard stop
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed when the goroutine exited
+	// fencing is set by the first stop for a lost lease, so that the
+	// loops stop a run once and never wait for its lock to do so.
+	fencing atomic.Bool
+	// cancelled: a cancel of the response is known here (local, noticed,
+	// or refused by the store). Atomic, so that a cancel never waits for
+	// the lock a commit holds: once the cancel is recorded, the store
+	// refuses every commit but the cancelled one anyway.
+	cancelled atomic.Bool
 
-	// mu serialises commits with Cancel: once cancelled is set, no
-	// superstep commits any more, only the cancelled terminal event.
 	live bool // publication mode live (see PublicationLive)
 
+	// mu serialises the run's commits and guards the state below.
 	mu        sync.Mutex
 	liveSt    liveState // live items of the running superstep (queued ones included)
 	liveQ     liveQueue // live frames not durable yet
-	cancelled bool
 	fenced    bool
 	finished  bool           // the head response reached a terminal status
 	resp      *wire.Response // snapshot as of the last commit
@@ -68,15 +75,11 @@ type run struct {
 // responseID returns the run's head response id.
 func (r *run) responseID() string { return r.info.ResponseID }
 
-// requestCancel stops the run at its next boundary; it returns false when
-// the response already finished.
-func (r *run) requestCancel() bool {
-	r.mu.Lock()
-	finished := r.finished
-	r.cancelled = true
-	r.mu.Unlock()
+// requestCancel stops the run at its next boundary (its executors see
+// their context cancelled at once), without waiting for its lock.
+func (r *run) requestCancel() {
+	r.cancelled.Store(true)
 	r.cancel(errRunCancelled)
-	return !finished
 }
 
 // startRun registers r and starts its goroutine, which calls drive. When
@@ -188,12 +191,17 @@ func (h *Host) afterDrive(r *run, err error) {
 		}
 	case r.fenced || errors.Is(err, store.ErrFenced):
 		r.fenced = true
-		h.metrics.leaseLost.Inc()
-		h.test.leaseLost.Signal(r.id)
-		log.Warn("host: lease lost; another owner drives the run now", "err", err)
+		h.leaseEnded(r, err, log)
 		return
-	case r.cancelled:
+	case r.cancelled.Load() || errors.Is(err, store.ErrCancelled):
+		// Cancelled here, or recorded through another host and refused
+		// by the store (a commit or live append): finish it as cancelled.
+		r.cancelled.Store(true)
 		err = h.finishLocked(r, wire.StatusCancelled, nil)
+		if errors.Is(err, store.ErrNotFound) {
+			log.Info("host: response deleted while being cancelled; run stopped")
+			return
+		}
 	case errors.Is(err, errDraining) || context.Cause(r.ctx) == errDraining || h.runCtx.Err() != nil:
 		log.Info("host: run stopped for shutdown; left for recovery", "step", r.lastStep)
 		err = nil
@@ -212,6 +220,12 @@ func (h *Host) afterDrive(r *run, err error) {
 		}
 		log.Error("host: run failed", "err", err, "step", r.lastStep)
 		err = h.finishLocked(r, wire.StatusFailed, &wire.Error{Code: "server_error", Message: err.Error()})
+	}
+	if errors.Is(err, store.ErrCancelled) && !r.finished {
+		// A cancel was recorded before the finishing commit: the store
+		// takes only the cancelled one.
+		r.cancelled.Store(true)
+		err = h.finishLocked(r, wire.StatusCancelled, nil)
 	}
 	if err != nil && !r.finished {
 		h.metrics.failed(opFinish)
@@ -241,12 +255,12 @@ func (h *Host) commitStep(r *run, s *workflow.Step) error {
 	// are durable (a failed append fails the step, as it would have failed
 	// the EmitLive that queued it).
 	if err := r.awaitLive(); err != nil {
-		return err
+		return h.cancelledByStore(r, err)
 	}
 	if r.fenced {
 		return errLeaseLost
 	}
-	if r.cancelled {
+	if r.cancelled.Load() {
 		return errRunCancelled
 	}
 	resp := r.resp.Clone()
@@ -274,13 +288,27 @@ func (h *Host) commitStep(r *run, s *workflow.Step) error {
 		}
 	}
 	if err := h.commitLocked(r, s.Number, toStoreParts(s.Checkpoint), seq, resp, respUsage); err != nil {
-		return err
+		return h.cancelledByStore(r, err)
 	}
 	r.usage = usage
 	if !r.finished && h.isDraining() {
 		return errDraining
 	}
 	return nil
+}
+
+// cancelledByStore turns a write the store refused because the response's
+// cancel is recorded (through any host) into a cancel of r, which then
+// commits the cancelled terminal event. Called with r.mu held.
+func (h *Host) cancelledByStore(r *run, err error) error {
+	if !errors.Is(err, store.ErrCancelled) {
+		return err
+	}
+	if r.cancelled.CompareAndSwap(false, true) { // not cancelled here: through another host
+		h.metrics.cancelsSeen.Inc()
+		h.log.Info("host: cancel recorded through another host", "run_id", r.id, "response_id", r.responseID())
+	}
+	return errRunCancelled
 }
 
 // beginResponse adds response.in_progress when the response has no event
@@ -540,7 +568,8 @@ func (h *Host) commit(r *run, p *store.CommitParams, nextSeq int64) error {
 		h.metrics.commitFailures.Inc()
 		h.metrics.failed(opCommit)
 		transient := errors.Is(err, store.ErrUnavailable)
-		retryable := transient || (!errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrNotFound))
+		retryable := transient || (!errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrNotFound) &&
+			!errors.Is(err, store.ErrCancelled))
 		if errors.Is(err, store.ErrConflict) {
 			// A conflict is final unless the store still fits p (a
 			// transient serialization failure) or already holds it (an

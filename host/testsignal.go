@@ -40,7 +40,8 @@ func (s *testSignal[T]) WaitOrTimeout(tb testing.TB) T {
 
 // testSignals are the host's test signals.
 type testSignals struct {
-	committed testSignal[int64]  // a commit succeeded (its step)
-	leaseLost testSignal[string] // a run stopped because it was fenced (run ID)
-	runExited testSignal[string] // a run goroutine exited (run ID)
+	committed testSignal[int64]    // a commit succeeded (its step)
+	leaseLost testSignal[string]   // a run stopped because it was fenced (run ID)
+	runExited testSignal[string]   // a run goroutine exited (run ID)
+	claimed   testSignal[struct{}] // a claim round (claimAndResume) ended
 }

@@ -10,8 +10,10 @@ import (
 //
 //   - every run has at least one response, all of them name the run, and
 //     every response but the head is terminal;
-//   - an Active run's head response exists and is not terminal, and an
-//     inactive run's head (when it still exists) is terminal;
+//   - an Active run's head response exists and is not terminal, unless its
+//     cancel is recorded and its cancelled event still to come (Status
+//     cancelled, CompletedAt nil), and an inactive run's head (when it
+//     still exists) is terminal with its terminal event committed;
 //   - each response's event log holds sequence numbers 0..NextSeq-1 with no
 //     gap, and no event or CommitStep lies beyond the run's LastStep;
 //   - checkpoint history is ordered, each parent link points backwards (to
@@ -87,8 +89,8 @@ func checkResponses(ctx context.Context, s Store, r *Run, resps []*Response, bad
 		}
 		if resp.ID == r.HeadResponseID {
 			head = resp
-		} else if !resp.Status.Terminal() {
-			bad("response %s is not the head but has status %q", resp.ID, resp.Status)
+		} else if !resp.Finished() {
+			bad("response %s is not the head but has status %q (completed at %v)", resp.ID, resp.Status, resp.CompletedAt)
 		}
 		if resp.CommitStep < 0 || resp.CommitStep > r.LastStep {
 			bad("response %s CommitStep %d outside [0, LastStep %d]", resp.ID, resp.CommitStep, r.LastStep)
@@ -103,10 +105,18 @@ func checkResponses(ctx context.Context, s Store, r *Run, resps []*Response, bad
 	switch {
 	case head == nil && len(resps) > 0:
 		bad("head response %q does not exist", r.HeadResponseID)
-	case head != nil && r.Active == head.Status.Terminal():
-		bad("Active %v but head response %s has status %q", r.Active, head.ID, head.Status)
+	case head != nil && r.Active && head.Status.Terminal() && !cancelPending(head):
+		bad("Active but head response %s has status %q", head.ID, head.Status)
+	case head != nil && !r.Active && !head.Finished():
+		bad("inactive but head response %s has status %q (completed at %v)", head.ID, head.Status, head.CompletedAt)
 	}
 	return steps, nil
+}
+
+// cancelPending reports whether resp reads as cancelled because its cancel
+// is recorded while its owner has still to commit the cancelled event.
+func cancelPending(resp *Response) bool {
+	return resp.CancelRequested && resp.Status == StatusCancelled && resp.CompletedAt == nil
 }
 
 // checkEvents checks that a response's log is 0..NextSeq-1 without a gap.

@@ -45,7 +45,11 @@ type FencedError struct {
 }
 
 func (e *FencedError) Error() string {
-	return fmt.Sprintf("store: fenced: run %s written at epoch %d, current epoch %d", e.RunID, e.Epoch, e.CurrentEpoch)
+	if e.Epoch == e.CurrentEpoch {
+		// Nobody claimed the run since: the writer's own lease ran out.
+		return fmt.Sprintf("store: fenced: run %s: lease expired (or released) at epoch %d", e.RunID, e.Epoch)
+	}
+	return fmt.Sprintf("store: fenced: run %s written at epoch %d, current epoch %d (claimed since)", e.RunID, e.Epoch, e.CurrentEpoch)
 }
 
 // Is reports whether target is ErrFenced.

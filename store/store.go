@@ -80,8 +80,16 @@ type Response struct {
 	CancelRequested bool
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
-	CompletedAt     *time.Time // set when Status became terminal
+	// CompletedAt is set by the write that gave the response its terminal
+	// event; nil before, also while a recorded cancel (Status cancelled)
+	// waits for the owner's cancelled commit.
+	CompletedAt *time.Time
 }
+
+// Finished reports whether the response's terminal event is in its log:
+// its Status is terminal and was committed (CompletedAt set). A response
+// whose cancel is recorded reads as cancelled before that.
+func (r *Response) Finished() bool { return r.Status.Terminal() && r.CompletedAt != nil }
 
 // Run is the durable identity of one workflow execution: which response is
 // its head, its last committed step, and who owns it.
@@ -326,9 +334,11 @@ type Store interface {
 	ResponseGet(ctx context.Context, id string) (*Response, error)
 	// ResponseListByRun returns the responses of a run, oldest first.
 	ResponseListByRun(ctx context.Context, runID string) ([]*Response, error)
-	// ResponseCancel durably sets the response's cancel flag and returns the
-	// response. It is idempotent and does not change the status: the run's
-	// owner finishes the response (ErrNotFound).
+	// ResponseCancel records the cancel of a response that is not terminal
+	// and returns the response: from then on it reads as cancelled (see
+	// Response.CancelRequested), and the run's owner commits its cancelled
+	// event. A response already terminal is returned unchanged. It is
+	// idempotent (ErrNotFound).
 	ResponseCancel(ctx context.Context, id string) (*Response, error)
 	// ResponseDelete deletes a response and its events; when it was the
 	// last response of its run, the run and its checkpoints go too
@@ -339,12 +349,15 @@ type Store interface {
 	// events and the head response's status and snapshot. After an error
 	// none of it is visible. Errors: ErrFenced (stale epoch or expired
 	// lease), ErrConflict (Step is not LastStep+1, the response is not the
-	// head, or the events' Seq do not continue the log), ErrNotFound.
-	// The store does not keep p or its slices after Commit returns.
+	// head, or the events' Seq do not continue the log), ErrCancelled (the
+	// response's cancel is recorded and Status is not StatusCancelled),
+	// ErrNotFound (the run or the response is gone). A commit resets the
+	// run's Resume. The store does not keep p or its slices after Commit
+	// returns.
 	Commit(ctx context.Context, p *CommitParams) (*CommitResult, error)
 	// EventAppend appends events outside a commit (live publication),
 	// group-committed and fenced like Commit (ErrFenced, ErrConflict,
-	// ErrNotFound).
+	// ErrCancelled, ErrNotFound).
 	EventAppend(ctx context.Context, p *EventAppendParams) error
 	// EventList returns the response's events with Seq > After, in order,
 	// at most Limit of them (ErrNotFound for an unknown response).
@@ -373,13 +386,15 @@ type Store interface {
 	CheckpointPrune(ctx context.Context, p *CheckpointPruneParams) (int, error)
 
 	// LeaseClaim claims Active runs that are unowned or whose lease expired,
-	// incrementing their epoch, and returns them.
+	// incrementing their epoch, and returns them; runs whose
+	// Resume.NotBefore is after Now are skipped.
 	LeaseClaim(ctx context.Context, p *LeaseClaimParams) ([]*Run, error)
 	// LeaseRenew extends a lease held at p.Epoch (ErrFenced when lost) and
 	// returns the new expiry.
 	LeaseRenew(ctx context.Context, p *LeaseParams) (time.Time, error)
 	// LeaseRelease gives a lease up so another host can claim the run at
-	// once (ErrFenced when it was already lost).
+	// once (ErrFenced when it was already lost); with Failure, it records a
+	// failed resume instead and announces nothing (see ResumeState).
 	LeaseRelease(ctx context.Context, p *LeaseParams) error
 
 	// Close releases the store's resources. Calls after Close fail.

@@ -36,6 +36,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		s = ro
 	}
 	checkErr := store.Check(ctx, s)
+	if checkErr == nil {
+		checkErr = reportUnresumable(ctx, s, stdout)
+	}
 	closeErr := s.Close()
 	if checkErr != nil {
 		return withCode(exitCheck, fmt.Errorf("check %s: %w", redactURL(db), checkErr))
@@ -45,4 +48,27 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "ok: %s\n", redactURL(db))
 	return nil
+}
+
+// reportUnresumable lists the active runs that hosts failed to resume
+// (store.Run.Resume): a model no host registers, a corrupt checkpoint, a
+// changed graph. They are not an inconsistency, but no host drives them.
+func reportUnresumable(ctx context.Context, s store.Store, stdout io.Writer) error {
+	after := ""
+	for {
+		runs, err := s.RunList(ctx, &store.RunListParams{After: after, Limit: 100, ActiveOnly: true})
+		if err != nil {
+			return fmt.Errorf("list active runs: %w", err)
+		}
+		for _, r := range runs {
+			if r.Resume.Failures > 0 {
+				fmt.Fprintf(stdout, "unresumable: run %s (model %s, head %s): %d failed resumes, next attempt after %s: %s\n",
+					r.ID, r.Model, r.HeadResponseID, r.Resume.Failures, r.Resume.NotBefore.Format("2006-01-02T15:04:05Z07:00"), r.Resume.Error)
+			}
+			after = r.ID
+		}
+		if len(runs) < 100 {
+			return nil
+		}
+	}
 }

@@ -197,6 +197,7 @@ func (a *appender) result(r *appendReq, i int, codes, details []string, err erro
 	case codeNotFound:
 		return fmt.Errorf("store/postgres: %s: %s: %w", op, details[i], store.ErrNotFound)
 	default:
-		return fmt.Errorf("store/postgres: %s: %s: %w", op, details[i], store.ErrConflict)
+		conflict := fmt.Errorf("store/postgres: %s: %s: %w", op, details[i], store.ErrConflict)
+		return a.s.explainRefusal(r.ctx, r.p.ResponseID, false, conflict)
 	}
 }

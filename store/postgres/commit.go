@@ -38,6 +38,9 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 			known = nil
 			continue
 		}
+		if errors.Is(err, store.ErrConflict) {
+			err = s.explainRefusal(ctx, p.ResponseID, p.Status == store.StatusCancelled, err)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -63,16 +66,37 @@ func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encod
 		).Scan(&res.NextSeq, &res.BytesWritten)
 	}
 	var err error
-	if p.PruneKeep > 0 {
+	cancelling := p.Status == store.StatusCancelled
+	_, resetResume := s.resumeFailed.Load(p.RunID)
+	if p.PruneKeep > 0 || cancelling || resetResume {
 		// One transaction, so one WAL flush: the commit, then the prune.
 		err = s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+			if cancelling {
+				if err := reopenCancelled(ctx, tx, p.RunID, p.ResponseID); err != nil {
+					return err
+				}
+			}
 			if err := commit(ctx, tx); err != nil {
 				return err
+			}
+			if resetResume {
+				// A commit shows the run can be resumed: its failed
+				// attempts are forgotten.
+				if _, err := tx.Exec(ctx, `UPDATE runs SET resume_failures = 0, resume_error = '',
+					resume_not_before = 'epoch' WHERE id = $1`, p.RunID); err != nil {
+					return err
+				}
+			}
+			if p.PruneKeep <= 0 {
+				return nil
 			}
 			n, err := pruneTx(ctx, tx, p.RunID, p.PruneKeep)
 			res.Pruned = int(n)
 			return err
 		})
+		if err == nil && resetResume {
+			s.resumeFailed.Delete(p.RunID)
+		}
 	} else {
 		// The common case: one round trip in autocommit.
 		err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error { return commit(ctx, conn) })
@@ -87,6 +111,38 @@ func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encod
 		return nil, fmt.Errorf("store/postgres: commit run %s step %d: fault %s armed but not raised: %w", p.RunID, p.Step, failAt, injected)
 	}
 	return &res, nil
+}
+
+// reopenCancelled lets the cancelled commit of a response whose cancel is
+// recorded through superstep_commit, which writes only responses that are
+// not final: ResponseCancel made its status cancelled, so it is set back to
+// in progress in the commit's own transaction (the commit then writes
+// cancelled, with the terminal event; a failed commit rolls it back). The
+// run is locked first, in the order Commit and ResponseDelete lock.
+func reopenCancelled(ctx context.Context, tx pgx.Tx, runID, responseID string) error {
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", runID); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `UPDATE responses SET status = 'in_progress'
+		WHERE id = $1 AND cancel_requested AND completed_at IS NULL AND status = 'cancelled'`, responseID)
+	return err
+}
+
+// explainRefusal tells apart the conflicts superstep_commit and
+// superstep_append_batch raise for a response they may not write: deleted
+// (store.ErrNotFound) or cancelled (store.ErrCancelled, unless the write is
+// the cancelled commit). Any other conflict is returned as it was.
+func (s *Store) explainRefusal(ctx context.Context, responseID string, cancelling bool, conflict error) error {
+	var cancelled, open bool
+	err := s.pool.QueryRow(ctx, "SELECT cancel_requested, completed_at IS NULL FROM responses WHERE id = $1",
+		responseID).Scan(&cancelled, &open)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("store/postgres: write response %s: %w (%v)", responseID, store.ErrNotFound, conflict)
+	case err == nil && cancelled && open && !cancelling:
+		return fmt.Errorf("store/postgres: write response %s: %w", responseID, store.ErrCancelled)
+	}
+	return conflict
 }
 
 // encodedEvents are events as the arrays the SQL functions take.

@@ -14,7 +14,8 @@ import (
 )
 
 // LeaseClaim claims active runs that are unowned or whose lease expired,
-// incrementing their epoch. Rows locked by another claimer are skipped (FOR
+// incrementing their epoch; runs whose Resume.NotBefore is after now (a
+// failed resume backs off) are skipped. Rows locked by another claimer are skipped (FOR
 // UPDATE SKIP LOCKED), so concurrent claimers never wait for each other nor
 // claim one run twice.
 func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]*store.Run, error) {
@@ -33,7 +34,7 @@ func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]*s
 	err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		rows, err := conn.Query(ctx, `WITH c AS (
 			SELECT id FROM runs
-			WHERE active AND (lease_owner = '' OR lease_expires_at <= $1)
+			WHERE active AND (lease_owner = '' OR lease_expires_at <= $1) AND resume_not_before <= $1
 			ORDER BY lease_expires_at, id
 			LIMIT $2
 			FOR UPDATE SKIP LOCKED)
@@ -49,6 +50,11 @@ func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]*s
 	})
 	if err != nil {
 		return nil, mapError("claim leases", "", 0, err)
+	}
+	for _, r := range runs {
+		if r.Resume.Failures > 0 {
+			s.resumeFailed.Store(r.ID, struct{}{})
+		}
 	}
 	return runs, nil
 }
@@ -73,17 +79,30 @@ func (s *Store) LeaseRenew(ctx context.Context, p *store.LeaseParams) (time.Time
 }
 
 // LeaseRelease gives up a lease still held at p.Epoch by p.Owner, so that
-// another host can claim the run at once.
+// another host can claim the run at once. With p.Failure it records a
+// failed resume instead (Resume.Failures+1, Error, NotBefore
+// now+RetryAfter) and announces nothing: no host claims the run before
+// NotBefore.
 func (s *Store) LeaseRelease(ctx context.Context, p *store.LeaseParams) error {
 	now, err := s.begin(p.Now)
 	if err != nil {
 		return err
 	}
+	failed, reason, notBefore := false, "", time.Time{}
+	if f := p.Failure; f != nil {
+		if f.RetryAfter <= 0 {
+			return errors.New("store/postgres: release lease: Failure.RetryAfter must be > 0")
+		}
+		failed, reason, notBefore = true, f.Reason, now.Add(f.RetryAfter)
+	}
 	var active bool
 	err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-		return conn.QueryRow(ctx, `UPDATE runs SET lease_owner = '', lease_expires_at = $3, updated_at = $3
+		return conn.QueryRow(ctx, `UPDATE runs SET lease_owner = '', lease_expires_at = $3, updated_at = $3,
+			resume_failures = CASE WHEN $5 THEN resume_failures + 1 ELSE resume_failures END,
+			resume_error = CASE WHEN $5 THEN $6 ELSE resume_error END,
+			resume_not_before = CASE WHEN $5 THEN $7 ELSE resume_not_before END
 		WHERE id = $1 AND lease_epoch = $2 AND lease_owner = $4 AND lease_owner <> '' AND lease_expires_at > $3
-		RETURNING active`, p.RunID, p.Epoch, now, p.Owner).Scan(&active)
+		RETURNING active`, p.RunID, p.Epoch, now, p.Owner, failed, reason, notBefore).Scan(&active)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s.fenced(ctx, "release lease", p.RunID, p.Epoch)
@@ -91,7 +110,8 @@ func (s *Store) LeaseRelease(ctx context.Context, p *store.LeaseParams) error {
 	if err != nil {
 		return mapError("release lease of run "+p.RunID, p.RunID, p.Epoch, err)
 	}
-	if active {
+	s.resumeFailed.Delete(p.RunID) // the next claimer learns it again
+	if active && !failed {
 		// Handed back unfinished (drain): any host may take it now.
 		s.sendNotice(store.Notice{Kind: store.NoticeRunReady, RunID: p.RunID})
 	}

@@ -26,6 +26,10 @@ type Store struct {
 	notify  *notifier
 	appends *appender
 	closeMu sync.Mutex
+	// resumeFailed holds the runs this handle claimed with failed resumes
+	// recorded (Run.Resume): their next commit also resets Resume. Only
+	// the lease holder commits, and it claimed through this handle.
+	resumeFailed sync.Map // run ID -> struct{}
 }
 
 var _ store.Store = (*Store)(nil)

@@ -207,7 +207,12 @@ func (s *Store) ResponseListByRun(ctx context.Context, runID string) ([]*store.R
 	return out, mapError("list responses of run "+runID, runID, 0, err)
 }
 
-// ResponseCancel durably sets the response's cancel flag; idempotent.
+// ResponseCancel records the cancel of a response that is not terminal:
+// from then on it reads as cancelled (status cancelled, CompletedAt nil
+// until its owner commits the cancelled event) and only a cancelled commit
+// is accepted for it. The row lock orders it with the owner's commit: the
+// one that comes second sees the other's result. A terminal response is
+// returned as it is. Idempotent.
 func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response, error) {
 	now, err := s.begin(time.Time{})
 	if err != nil {
@@ -216,15 +221,17 @@ func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response,
 	var r *store.Response
 	err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		r, err = scanResponse(conn.QueryRow(ctx, `UPDATE responses SET cancel_requested = true,
-			updated_at = CASE WHEN cancel_requested THEN updated_at ELSE $2 END
-			WHERE id = $1 RETURNING `+responseColumns, id, now))
+			status = 'cancelled', updated_at = $2
+			WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled', 'incomplete')
+			RETURNING `+responseColumns, id, now))
 		return err
 	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s.ResponseGet(ctx, id) // terminal already (or unknown: ErrNotFound)
+	}
 	if err != nil {
 		return nil, mapError("cancel response "+id, "", 0, err)
 	}
-	if !r.Status.Terminal() {
-		s.sendNotice(store.Notice{Kind: store.NoticeCancel, RunID: r.RunID, ResponseID: r.ID})
-	}
+	s.sendNotice(store.Notice{Kind: store.NoticeCancel, RunID: r.RunID, ResponseID: r.ID})
 	return r, nil
 }

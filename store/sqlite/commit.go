@@ -19,8 +19,10 @@ import (
 // visible. Errors: store.ErrFenced (*store.FencedError: stale epoch,
 // released or expired lease), store.ErrConflict (Step is not LastStep+1,
 // the run is not active, the response is not the head, or the events' Seq
-// do not continue the log), store.ErrNotFound (unknown run). The store does
-// not keep p or its slices after Commit returns.
+// do not continue the log), store.ErrCancelled (the response's cancel is
+// recorded and p.Status is not cancelled), store.ErrNotFound (unknown run
+// or response). A commit resets the run's Resume. The store does not keep
+// p or its slices after Commit returns.
 func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.CommitResult, error) {
 	if p == nil || !p.Status.Valid() {
 		return nil, errors.New("sqlite: commit: a valid Status is required")
@@ -44,7 +46,7 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 
 // commitTx is Commit inside the writer's transaction.
 func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []hashedPart, now time.Time, res *store.CommitResult) error {
-	run, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now)
+	run, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now, p.Status == store.StatusCancelled)
 	if err != nil {
 		return err
 	}
@@ -87,10 +89,16 @@ func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []ha
 	// make SQLite rewrite the run's entry in the partial index
 	// runs_claimable, one more page per commit, so only the commit that
 	// ends the run names it.
-	q := "UPDATE runs SET last_step = ?1, checkpoint_step = ?1, updated_at = ?2 WHERE id = ?3"
+	q := "UPDATE runs SET last_step = ?1, checkpoint_step = ?1, updated_at = ?2"
 	if p.Status.Terminal() {
-		q = "UPDATE runs SET last_step = ?1, checkpoint_step = ?1, updated_at = ?2, active = 0 WHERE id = ?3"
+		q += ", active = 0"
 	}
+	if run.Resume.Failures > 0 || run.Resume.Error != "" || !run.Resume.NotBefore.IsZero() {
+		// A commit shows the run can be resumed: failed attempts are
+		// forgotten (only then, to keep the common commit's row small).
+		q += ", resume_failures = 0, resume_error = '', resume_not_before = 0"
+	}
+	q += " WHERE id = ?3"
 	_, err = tx.ExecContext(ctx, q, p.Step, now.UnixNano(), p.RunID)
 	if err != nil {
 		return mapError("update run", err)
@@ -99,23 +107,35 @@ func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []ha
 }
 
 // checkWrite checks that a write to runID's response at epoch is allowed
-// now: the run exists (ErrNotFound), the lease is held at epoch and
-// unexpired (ErrFenced), the run is active and responseID is its head, and
-// events continue the response's log (ErrConflict). It returns the run and
-// the response's NextSeq and number (for event keys).
-func checkWrite(ctx context.Context, tx *sql.Tx, runID string, epoch int64, responseID string, events []store.EventInput, now time.Time) (run *runRow, next, num int64, err error) {
+// now: the run and the response exist (ErrNotFound), the lease is held at
+// epoch and unexpired (ErrFenced), the run is active and responseID is its
+// head (ErrConflict), the response's cancel is not recorded unless
+// cancelling (the write finishes it as cancelled; ErrCancelled otherwise),
+// and events continue the response's log (ErrConflict). It returns the run
+// and the response's NextSeq and number (for event keys).
+func checkWrite(ctx context.Context, tx *sql.Tx, runID string, epoch int64, responseID string, events []store.EventInput, now time.Time, cancelling bool) (run *runRow, next, num int64, err error) {
 	var nextSeq, respNum sql.NullInt64
-	row := tx.QueryRowContext(ctx, "SELECT "+runColumns+", (SELECT next_seq FROM responses WHERE id = ?1), (SELECT num FROM responses WHERE id = ?1) FROM runs WHERE id = ?2", responseID, runID)
-	run, err = scanRun(row, &nextSeq, &respNum)
+	var cancelRequested sql.NullBool
+	row := tx.QueryRowContext(ctx, "SELECT "+runColumns+`, (SELECT next_seq FROM responses WHERE id = ?1),
+		(SELECT num FROM responses WHERE id = ?1), (SELECT cancel_requested FROM responses WHERE id = ?1)
+		FROM runs WHERE id = ?2`, responseID, runID)
+	run, err = scanRun(row, &nextSeq, &respNum, &cancelRequested)
 	if err != nil {
 		return nil, 0, 0, mapError("run "+runID, err)
 	}
 	if epoch != run.Lease.Epoch || run.Lease.Owner == "" || !now.Before(run.Lease.ExpiresAt) {
 		return nil, 0, 0, &store.FencedError{RunID: runID, Epoch: epoch, CurrentEpoch: run.Lease.Epoch}
 	}
-	if !run.Active || responseID != run.HeadResponseID || !nextSeq.Valid || !respNum.Valid {
+	if !nextSeq.Valid || !respNum.Valid {
+		// Deleted (a DELETE, retention): the owner stops quietly.
+		return nil, 0, 0, fmt.Errorf("sqlite: write: response %s: %w", responseID, store.ErrNotFound)
+	}
+	if !run.Active || responseID != run.HeadResponseID {
 		return nil, 0, 0, fmt.Errorf("%w: run %s: response %s is not the active head (head %s, active %v)",
 			store.ErrConflict, runID, responseID, run.HeadResponseID, run.Active)
+	}
+	if cancelRequested.Bool && !cancelling {
+		return nil, 0, 0, fmt.Errorf("sqlite: write: response %s: %w", responseID, store.ErrCancelled)
 	}
 	if err := checkSeq("write", events, nextSeq.Int64); err != nil {
 		return nil, 0, 0, err
@@ -147,11 +167,12 @@ const eventsPerInsert = 64
 
 // EventAppend appends events outside a commit (live publication), fenced
 // like Commit and group-committed with other writes. The events get Step
-// -1. Errors: store.ErrFenced, store.ErrConflict, store.ErrNotFound.
+// -1. Errors: store.ErrFenced, store.ErrConflict, store.ErrCancelled (the
+// response's cancel is recorded), store.ErrNotFound.
 func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) error {
 	now := orNow(p.Now)
 	return s.writeWake(ctx, "event append", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Tx) error {
-		_, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now)
+		_, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now, false)
 		if err != nil {
 			return err
 		}

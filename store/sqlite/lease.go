@@ -11,7 +11,9 @@ import (
 )
 
 // LeaseClaim claims Active runs that are unowned or whose lease expired,
-// oldest lease first, incrementing their epoch, and returns them.
+// oldest lease first, incrementing their epoch, and returns them. Runs
+// whose Resume.NotBefore is after now (a failed resume backs off) are
+// skipped.
 func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]*store.Run, error) {
 	if p.Owner == "" || p.Duration <= 0 {
 		return nil, errors.New("sqlite: lease claim: Owner and a Duration > 0 are required")
@@ -25,8 +27,8 @@ func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]*s
 	err := s.write(ctx, "lease claim", func(ctx context.Context, tx *sql.Tx) error {
 		runs = nil
 		rows, err := tx.QueryContext(ctx, `UPDATE runs SET lease_owner = ?, lease_epoch = lease_epoch + 1, lease_expires_at = ?,
-			updated_at = ? WHERE id IN (SELECT id FROM runs WHERE active = 1 AND (lease_owner = '' OR lease_expires_at <= ?)
-			ORDER BY lease_expires_at, id LIMIT ?) RETURNING `+runColumns,
+			updated_at = ? WHERE id IN (SELECT id FROM runs WHERE active = 1 AND (lease_owner = '' OR lease_expires_at <= ?4)
+			AND resume_not_before <= ?4 ORDER BY lease_expires_at, id LIMIT ?5) RETURNING `+runColumns,
 			p.Owner, now.Add(p.Duration).UnixNano(), now.UnixNano(), now.UnixNano(), limit)
 		if err != nil {
 			return err
@@ -67,8 +69,14 @@ func (s *Store) LeaseRenew(ctx context.Context, p *store.LeaseParams) (time.Time
 }
 
 // LeaseRelease gives a lease up so another host can claim the run at once
-// (store.ErrFenced when it was already lost; store.ErrNotFound).
+// (store.ErrFenced when it was already lost; store.ErrNotFound). With
+// p.Failure it records a failed resume instead (Resume.Failures+1, Error,
+// NotBefore now+RetryAfter) and announces nothing: no host claims the run
+// before NotBefore.
 func (s *Store) LeaseRelease(ctx context.Context, p *store.LeaseParams) error {
+	if p.Failure != nil && p.Failure.RetryAfter <= 0 {
+		return errors.New("sqlite: lease release: Failure.RetryAfter must be > 0")
+	}
 	now := orNow(p.Now)
 	var active bool
 	err := s.write(ctx, "lease release", func(ctx context.Context, tx *sql.Tx) error {
@@ -80,10 +88,16 @@ func (s *Store) LeaseRelease(ctx context.Context, p *store.LeaseParams) error {
 			return err
 		}
 		active = run.Active
+		if f := p.Failure; f != nil {
+			_, err = tx.ExecContext(ctx, `UPDATE runs SET lease_owner = '', lease_expires_at = 0,
+				resume_failures = resume_failures + 1, resume_error = ?, resume_not_before = ? WHERE id = ?`,
+				f.Reason, now.Add(f.RetryAfter).UnixNano(), p.RunID)
+			return err
+		}
 		_, err = tx.ExecContext(ctx, "UPDATE runs SET lease_owner = '', lease_expires_at = 0 WHERE id = ?", p.RunID)
 		return err
 	})
-	if err == nil && active {
+	if err == nil && active && p.Failure == nil {
 		// Handed back unfinished: any host may take it now.
 		s.notices.Publish(store.Notice{Kind: store.NoticeRunReady, RunID: p.RunID})
 	}

@@ -252,17 +252,22 @@ func (s *Store) ResponseListByRun(ctx context.Context, runID string) ([]*store.R
 	return out, mapError("response list", rows.Err())
 }
 
-// ResponseCancel durably sets the response's cancel flag and returns it;
-// idempotent; the status is unchanged (store.ErrNotFound).
+// ResponseCancel records the cancel of a response that is not terminal:
+// from then on it reads as cancelled (its status is StatusCancelled, with
+// CompletedAt still nil until its owner commits the cancelled event) and
+// only a cancelled commit is accepted for it. A terminal response is
+// returned as it is. Idempotent (store.ErrNotFound).
 func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response, error) {
+	var recorded bool
 	err := s.writeWake(ctx, "response cancel", []string{id}, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "UPDATE responses SET cancel_requested = 1 WHERE id = ?", id)
+		res, err := tx.ExecContext(ctx, `UPDATE responses SET cancel_requested = 1, status = ?, updated_at = ?
+			WHERE id = ? AND status NOT IN (?, ?, ?, ?)`, store.StatusCancelled, time.Now().UnixNano(), id,
+			store.StatusCompleted, store.StatusFailed, store.StatusCancelled, store.StatusIncomplete)
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("response %s: %w", id, store.ErrNotFound)
-		}
+		n, _ := res.RowsAffected()
+		recorded = n > 0
 		return nil
 	})
 	if err != nil {
@@ -272,7 +277,7 @@ func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response,
 	if err != nil {
 		return nil, err
 	}
-	if !resp.Status.Terminal() {
+	if recorded {
 		s.notices.Publish(store.Notice{Kind: store.NoticeCancel, RunID: resp.RunID, ResponseID: resp.ID})
 	}
 	return resp, nil

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -140,5 +141,78 @@ func testLease(t *testing.T, h Harness) {
 			t.Fatalf("claimed %+v after release", claimed)
 		}
 		Commit(b.ctx, t, b.s, c.Run.ID, nil)
+	})
+
+	// A release after a failed resume records it and keeps every host off
+	// the run until NotBefore, announcing nothing; a commit forgets it.
+	t.Run("ReleaseWithFailureBacksOff", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		t0 := testNow()
+		var notices <-chan store.Notice
+		if n, ok := b.s.(store.Notifier); ok {
+			ctx, cancel := context.WithCancel(b.ctx)
+			defer cancel()
+			notices = n.Notices(ctx, 16)
+		}
+		c := CreateResponse(b.ctx, t, b.s, &ResponseOpts{Now: t0})
+		lp := &store.LeaseParams{RunID: c.Run.ID, Owner: LeaseOwnerDefault, Epoch: c.Run.Lease.Epoch, Now: t0,
+			Failure: &store.ResumeFailure{Reason: "model x is not registered", RetryAfter: time.Minute}}
+		requireNoError(t, b.s.LeaseRelease(b.ctx, lp), "LeaseRelease with Failure")
+		run, err := b.s.RunGet(b.ctx, c.Run.ID)
+		requireNoError(t, err, "RunGet")
+		if run.Resume.Failures != 1 || run.Resume.Error != "model x is not registered" ||
+			!run.Resume.NotBefore.Equal(t0.Add(time.Minute)) || run.Lease.Owner != "" || !run.Active {
+			t.Fatalf("after a failed resume: %+v", run)
+		}
+		claimed, err := b.s.LeaseClaim(b.ctx, &store.LeaseClaimParams{Owner: "host-b", Duration: time.Minute, Now: t0.Add(59 * time.Second)})
+		requireNoError(t, err, "LeaseClaim")
+		if len(claimed) != 0 {
+			t.Fatalf("claimed %d runs before NotBefore", len(claimed))
+		}
+		claimed, err = b.s.LeaseClaim(b.ctx, &store.LeaseClaimParams{Owner: "host-b", Duration: time.Minute, Now: t0.Add(time.Minute)})
+		requireNoError(t, err, "LeaseClaim")
+		if len(claimed) != 1 || claimed[0].Resume.Failures != 1 {
+			t.Fatalf("claimed %+v at NotBefore", claimed)
+		}
+		lp = &store.LeaseParams{RunID: c.Run.ID, Owner: "host-b", Epoch: claimed[0].Lease.Epoch, Now: t0.Add(time.Minute),
+			Failure: &store.ResumeFailure{Reason: "still not", RetryAfter: 2 * time.Minute}}
+		requireNoError(t, b.s.LeaseRelease(b.ctx, lp), "second LeaseRelease with Failure")
+		run, err = b.s.RunGet(b.ctx, c.Run.ID)
+		requireNoError(t, err, "RunGet")
+		if run.Resume.Failures != 2 || run.Resume.Error != "still not" || !run.Resume.NotBefore.Equal(t0.Add(3*time.Minute)) {
+			t.Fatalf("after a second failed resume: %+v", run.Resume)
+		}
+		now := t0.Add(3 * time.Minute)
+		claimed, err = b.s.LeaseClaim(b.ctx, &store.LeaseClaimParams{Owner: "host-c", Duration: time.Hour, Now: now})
+		requireNoError(t, err, "LeaseClaim")
+		if len(claimed) != 1 {
+			t.Fatalf("claimed %d runs at the second NotBefore", len(claimed))
+		}
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Now: now})
+		run, err = b.s.RunGet(b.ctx, c.Run.ID)
+		requireNoError(t, err, "RunGet")
+		if run.Resume != (store.ResumeState{}) {
+			t.Fatalf("Resume after a commit: %+v", run.Resume)
+		}
+		if err := b.s.LeaseRelease(b.ctx, &store.LeaseParams{RunID: c.Run.ID, Owner: "host-c", Epoch: claimed[0].Lease.Epoch,
+			Now: now, Failure: &store.ResumeFailure{Reason: "x"}}); err == nil {
+			t.Fatal("LeaseRelease with a Failure without RetryAfter succeeded")
+		}
+		if notices == nil {
+			return
+		}
+		// Notices come in order: any announcement of the failed releases
+		// arrives before the one of a run queued after them.
+		queued := CreateResponse(b.ctx, t, b.s, &ResponseOpts{NoLease: true})
+		for n := range notices {
+			if n.Kind == store.NoticeRunReady && n.RunID == c.Run.ID {
+				t.Fatalf("a release after a failed resume announced the run: %+v", n)
+			}
+			if n.Kind == store.NoticeRunReady && n.RunID == queued.Run.ID {
+				return
+			}
+		}
+		t.Fatal("notices ended before the queued run's")
 	})
 }

@@ -120,13 +120,78 @@ func testResponse(t *testing.T, h Harness) {
 		for range 2 {
 			resp, err := b.s.ResponseCancel(b.ctx, c.Response.ID)
 			requireNoError(t, err, "ResponseCancel")
-			if !resp.CancelRequested || resp.Status != store.StatusInProgress {
+			if !resp.CancelRequested || resp.Status != store.StatusCancelled || resp.CompletedAt != nil || resp.Finished() {
 				t.Fatalf("after cancel: %+v", resp)
 			}
 		}
 		_, err := b.s.ResponseCancel(b.ctx, "resp_missing")
 		requireIs(t, err, store.ErrNotFound, "ResponseCancel of an unknown response")
 		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCancelled})
+	})
+
+	// Once a cancel is recorded the store decides: the response reads as
+	// cancelled, and its owner can only finish it as cancelled.
+	t.Run("CancelRefusesOtherCommits", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		Commit(b.ctx, t, b.s, c.Run.ID, nil)
+		resp, err := b.s.ResponseCancel(b.ctx, c.Response.ID)
+		requireNoError(t, err, "ResponseCancel")
+		if resp.Status != store.StatusCancelled || !resp.CancelRequested {
+			t.Fatalf("cancel reply: %+v", resp)
+		}
+		got, err := b.s.ResponseGet(b.ctx, c.Response.ID)
+		requireNoError(t, err, "ResponseGet")
+		if got.Status != store.StatusCancelled || got.Finished() {
+			t.Fatalf("read after cancel: status %s finished %v", got.Status, got.Finished())
+		}
+		requireNoError(t, store.Check(b.ctx, b.s), "Check with a cancel still to commit")
+		for _, st := range []store.Status{store.StatusInProgress, store.StatusCompleted, store.StatusFailed} {
+			_, err := b.s.Commit(b.ctx, NextCommit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: st}))
+			requireIs(t, err, store.ErrCancelled, "a "+string(st)+" commit after the cancel")
+		}
+		err = b.s.EventAppend(b.ctx, appendParams(c, got.NextSeq, 1))
+		requireIs(t, err, store.ErrCancelled, "EventAppend after the cancel")
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCancelled})
+		final, err := b.s.ResponseGet(b.ctx, c.Response.ID)
+		requireNoError(t, err, "ResponseGet")
+		run, err := b.s.RunGet(b.ctx, c.Run.ID)
+		requireNoError(t, err, "RunGet")
+		if final.Status != store.StatusCancelled || !final.Finished() || run.Active || run.LastStep != 2 {
+			t.Fatalf("after the cancelled commit: response %s finished %v, run active %v step %d",
+				final.Status, final.Finished(), run.Active, run.LastStep)
+		}
+	})
+
+	// A response that finished before the cancel stays as it was.
+	t.Run("CancelAfterTerminalChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+		resp, err := b.s.ResponseCancel(b.ctx, c.Response.ID)
+		requireNoError(t, err, "ResponseCancel")
+		if resp.Status != store.StatusCompleted || resp.CancelRequested || !resp.Finished() {
+			t.Fatalf("cancel of a completed response: %+v", resp)
+		}
+	})
+
+	// A write of a deleted response is ErrNotFound, so its owner stops
+	// quietly, also when the run lives on with other responses.
+	t.Run("CommitOfDeletedResponseIsNotFound", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+		cont := CreateResponse(b.ctx, t, b.s, &ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
+		_, err := b.s.ResponseCancel(b.ctx, cont.Response.ID)
+		requireNoError(t, err, "ResponseCancel")
+		requireNoError(t, b.s.ResponseDelete(b.ctx, cont.Response.ID), "ResponseDelete")
+		p := NextCommit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCancelled, ResponseID: cont.Response.ID, Seq: cont.Response.NextSeq})
+		p.Epoch = cont.Run.Lease.Epoch
+		_, err = b.s.Commit(b.ctx, p)
+		requireIs(t, err, store.ErrNotFound, "the cancelled commit of a deleted response")
 	})
 
 	t.Run("DeleteLastResponseDeletesRun", func(t *testing.T) {
