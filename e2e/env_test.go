@@ -43,6 +43,13 @@ type envOpts struct {
 	ClientKey    string            // key the default client sends
 	MaxBodyBytes int64
 	KeepAlive    time.Duration
+	// Store, when set, is the store the host runs on (the env closes it);
+	// nil: a SQLite file of the test's own.
+	Store store.Store
+	// Host, when set, is the host's configuration (Logger is filled in).
+	Host *host.Config
+	// Options, when set, adjusts the handler's options.
+	Options func(*responses.Options)
 }
 
 // testLogger returns the hosts' logger: warnings and errors, to stderr
@@ -71,6 +78,32 @@ func newHost(t testing.TB, file string, logger *slog.Logger) (*sqlite.Store, *ho
 	return st, h
 }
 
+// newEnvHost returns the store and host of an env: o.Store and o.Host when
+// set, else a SQLite file and the default configuration.
+func newEnvHost(t testing.TB, o *envOpts, logger *slog.Logger) (store.Store, *host.Host) {
+	t.Helper()
+	if o.Store == nil && o.Host == nil {
+		return newHost(t, "e2e.db", logger)
+	}
+	st := o.Store
+	if st == nil {
+		var err error
+		if st, err = sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "e2e.db"), nil); err != nil {
+			t.Fatalf("sqlite.Open: %v", err)
+		}
+	}
+	cfg := host.Config{}
+	if o.Host != nil {
+		cfg = *o.Host
+	}
+	cfg.Logger = logger
+	h, err := host.New(st, &cfg)
+	if err != nil {
+		t.Fatalf("host.New: %v", err)
+	}
+	return st, h
+}
+
 func newEnv(t testing.TB, o *envOpts) *env {
 	t.Helper()
 	if o == nil {
@@ -78,7 +111,7 @@ func newEnv(t testing.TB, o *envOpts) *env {
 	}
 	ctx := context.Background()
 	logger := testLogger()
-	st, h := newHost(t, "e2e.db", logger)
+	st, h := newEnvHost(t, o, logger)
 	if err := examples.Register(h); err != nil {
 		t.Fatalf("examples.Register: %v", err)
 	}
@@ -95,8 +128,11 @@ func newEnv(t testing.TB, o *envOpts) *env {
 	if err := h.Start(ctx); err != nil {
 		t.Fatalf("host.Start: %v", err)
 	}
-	handler, err := responses.NewHandler(h, &responses.Options{APIKeys: o.APIKeys, MaxBodyBytes: o.MaxBodyBytes,
-		KeepAlive: o.KeepAlive, Logger: logger})
+	ho := &responses.Options{APIKeys: o.APIKeys, MaxBodyBytes: o.MaxBodyBytes, KeepAlive: o.KeepAlive, Logger: logger}
+	if o.Options != nil {
+		o.Options(ho)
+	}
+	handler, err := responses.NewHandler(h, ho)
 	if err != nil {
 		t.Fatalf("responses.NewHandler: %v", err)
 	}

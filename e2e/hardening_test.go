@@ -1,0 +1,67 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/superstep/superstep/internal/pgtest"
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/postgres"
+)
+
+// backends runs fn on a server over SQLite and one over PostgreSQL.
+func backends(t *testing.T, o envOpts, fn func(t *testing.T, e *env)) {
+	t.Run("SQLite", func(t *testing.T) {
+		t.Parallel()
+		o := o
+		fn(t, newEnv(t, &o))
+	})
+	t.Run("Postgres", func(t *testing.T) {
+		t.Parallel()
+		o := o
+		o.Store = openPostgres(t, pgtest.Database(t, "superstep_e2e"))
+		fn(t, newEnv(t, &o))
+	})
+}
+
+func openPostgres(t *testing.T, db string) store.Store {
+	t.Helper()
+	st, err := postgres.Open(context.Background(), db, nil)
+	if err != nil {
+		t.Fatalf("postgres.Open: %v", err)
+	}
+	return st
+}
+
+// Ids that cannot name a response — NUL, invalid UTF-8, other alphabets,
+// overlong — get the 404 of an unknown id on both backends, on every
+// route that takes an id (PostgreSQL used to answer 500: SQLSTATE 22021).
+func TestIDs_MalformedAreNotFound(t *testing.T) {
+	t.Parallel()
+	backends(t, envOpts{}, func(t *testing.T, e *env) {
+		ids := []string{"resp_\x00", "resp_a\x00b", "resp_\xff\xfe", "\xc3\x28", "resp_a b", "resp_é", "x",
+			"resp_" + strings.Repeat("a", 300)}
+		for _, id := range ids {
+			esc := url.PathEscape(id)
+			for _, rt := range []struct{ method, path string }{
+				{"GET", "/v1/responses/" + esc}, {"GET", "/v1/responses/" + esc + "?stream=true"},
+				{"POST", "/v1/responses/" + esc + "/cancel"}, {"DELETE", "/v1/responses/" + esc},
+				{"GET", "/v1/responses/" + esc + "/input_items"},
+			} {
+				resp := e.rawDo(t, rt.method, rt.path, "", nil)
+				status, body := resp.StatusCode, readAll(t, resp)
+				var got struct {
+					Error struct{ Type, Code string }
+				}
+				if err := json.Unmarshal(body, &got); err != nil || status != http.StatusNotFound ||
+					got.Error.Code != "not_found" || got.Error.Type != "invalid_request_error" {
+					t.Errorf("%s %q: %d %s, want 404 not_found", rt.method, id, status, body)
+				}
+			}
+		}
+	})
+}
