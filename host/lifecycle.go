@@ -337,14 +337,16 @@ func (h *Host) leaseEnded(r *run, err error, log *slog.Logger) {
 	case gerr != nil:
 		h.metrics.leaseExpired.Inc()
 		log.Warn("host: run stopped: its lease ended", "epoch", r.epoch, "err", err, "run_err", gerr)
-	case sr.Lease.Owner != "" && sr.Lease.Owner != h.cfg.HostID && sr.Lease.Epoch != r.epoch:
-		h.metrics.leaseLost.Inc()
-		log.Warn("host: lease lost; another owner drives the run now", "owner", sr.Lease.Owner,
-			"epoch", r.epoch, "owner_epoch", sr.Lease.Epoch, "err", err)
 	case sr.Lease.Owner == h.cfg.HostID && sr.Lease.Epoch != r.epoch:
 		h.metrics.leaseExpired.Inc()
 		log.Warn("host: lease expired while the run stalled; this host claimed the run again and resumes it from its last commit",
 			"epoch", r.epoch, "new_epoch", sr.Lease.Epoch, "err", err)
+	case sr.Lease.Epoch != r.epoch:
+		// Claimed by another host since (it may have released the lease
+		// again, finished or handed back).
+		h.metrics.leaseLost.Inc()
+		log.Warn("host: lease lost; another owner drives the run now", "owner", sr.Lease.Owner,
+			"epoch", r.epoch, "owner_epoch", sr.Lease.Epoch, "err", err)
 	default:
 		h.metrics.leaseExpired.Inc()
 		log.Warn("host: lease expired (or was not renewed in time); the run is left for the next claim, here or on another host",
