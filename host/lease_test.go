@@ -27,7 +27,7 @@ type backend struct {
 	open func(t *testing.T) store.Store
 }
 
-func backends(t *testing.T) []backend {
+func leaseBackends(t *testing.T) []backend {
 	path := filepath.Join(t.TempDir(), "host.db")
 	var schema string
 	return []backend{
@@ -49,7 +49,7 @@ func quietLogger(buf *lockedBuffer) *slog.Logger { return slog.New(slog.NewTextH
 // back-off: its claims are counted through the store (each claim bumps the
 // lease epoch) over many claim rounds.
 func TestHost_UnresumableRunBacksOff(t *testing.T) {
-	for _, be := range backends(t) {
+	for _, be := range leaseBackends(t) {
 		t.Run(be.name, func(t *testing.T) {
 			s1 := be.open(t)
 			h1 := newHost(t, s1, &host.Config{HostID: "h1", LeaseDuration: time.Hour}, registerDemos)
@@ -299,7 +299,7 @@ func stuckWorkflow(t *testing.T, unstick <-chan struct{}) *workflow.Workflow {
 // C, and B, keep their leases (epochs unchanged in the store) through
 // several lease periods, counted in C's renewals.
 func TestHost_StuckRunKeepsOthersLeases(t *testing.T) {
-	for _, be := range backends(t) {
+	for _, be := range leaseBackends(t) {
 		t.Run(be.name, func(t *testing.T) {
 			s := be.open(t)
 			defer s.Close()
