@@ -3,11 +3,20 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/internal/pgtest"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/postgres"
@@ -64,4 +73,51 @@ func TestIDs_MalformedAreNotFound(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A store failure while a stream is being read (here: the host's publish
+// fault point failing with store.ErrUnavailable, as a cut database does)
+// breaks the connection instead of sending an error frame: openai-go
+// raises on an error frame and never resumes. The client resumes with
+// starting_after and gets every event exactly once.
+func TestStream_TransientStoreErrorResumes(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	failed := map[int64]bool{}
+	fault := func(_ context.Context, f *host.Fault) error {
+		if f.Point != host.FaultPublish || (f.Seq != 2 && f.Seq != 4) {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if failed[f.Seq] {
+			return nil
+		}
+		failed[f.Seq] = true
+		return fmt.Errorf("read events: %w", store.ErrUnavailable)
+	}
+	e := newEnv(t, &envOpts{Host: &host.Config{Test: host.TestConfig{FaultFunc: fault}}})
+	ctx := context.Background()
+	first := drain(e.client.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "demo.silent", Input: textInput("go"),
+		Background: openai.Bool(true), Metadata: shared.Metadata{"steps": "4"}}), nil)
+	all := first
+	id := first.responseID(t)
+	for conns := 1; ; conns++ {
+		var se *ssestream.StreamError
+		if errors.As(all.Err, &se) {
+			t.Fatalf("connection %d ended with an error frame: %v (events %v)", conns, all.Err, all.types())
+		}
+		if all.Err == nil {
+			break
+		}
+		if conns > 5 {
+			t.Fatalf("%d connections, last error %v", conns, all.Err)
+		}
+		rest := drain(e.client.Responses.GetStreaming(ctx, id, responses.ResponseGetParams{StartingAfter: openai.Int(all.last().SequenceNumber)}), nil)
+		all = streamed{Events: append(all.Events, rest.Events...), Err: rest.Err}
+	}
+	requireLifecycle(t, all, "response.completed")
+	if len(failed) != 2 {
+		t.Fatalf("faults hit at %v, want seqs 2 and 4", failed)
+	}
 }

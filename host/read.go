@@ -2,8 +2,10 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
+	"time"
 
 	"github.com/superstep/superstep/responses/wire"
 	"github.com/superstep/superstep/store"
@@ -50,7 +52,11 @@ func (h *Host) events(ctx context.Context, id, owner string, after int64) iter.S
 			after = -1
 		}
 		for {
-			evs, err := h.store.EventList(ctx, &store.EventListParams{ResponseID: id, After: after})
+			var evs []store.Event
+			err := h.readRetry(ctx, func(ctx context.Context) (err error) {
+				evs, err = h.store.EventList(ctx, &store.EventListParams{ResponseID: id, After: after, MaxBytes: eventPageBytes})
+				return err
+			})
 			if err != nil {
 				yield(store.Event{}, fmt.Errorf("host: events of response %s: %w", id, err))
 				return
@@ -86,7 +92,11 @@ func (h *Host) events(ctx context.Context, id, owner string, after int64) iter.S
 // everything: the response is terminal and its log holds nothing more (the
 // cursor was at or past the terminal event).
 func (h *Host) logEnded(ctx context.Context, id string, after int64) (bool, error) {
-	r, err := h.store.ResponseGet(ctx, id)
+	var r *store.Response
+	err := h.readRetry(ctx, func(ctx context.Context) (err error) {
+		r, err = h.store.ResponseGet(ctx, id)
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("host: events of response %s: %w", id, err)
 	}
@@ -103,4 +113,43 @@ func (h *Host) publishFault(ctx context.Context, ev *store.Event) error {
 		return fmt.Errorf("host: events of response %s at %d: %w", ev.ResponseID, ev.Seq, err)
 	}
 	return nil
+}
+
+// eventPageBytes bounds the payload bytes of one page a reader holds, so a
+// stalled reader pins at most about this much (plus one event).
+const eventPageBytes = 1 << 20
+
+// Bounds of readRetry: each read gets readTimeout, and a failing read is
+// tried readAttempts times with doubling pauses from readBackoff (about
+// 1.5 s in all), so a short store outage does not end a reader.
+const (
+	readTimeout  = 15 * time.Second
+	readAttempts = 6
+	readBackoff  = 50 * time.Millisecond
+)
+
+// readRetry runs one store read of a reader with a deadline, retrying it
+// while it fails transiently. Not found, closed and corrupt are final;
+// every other error counts as transient (store.ErrUnavailable, and errors
+// backends do not classify yet: a retried read is harmless).
+func (h *Host) readRetry(ctx context.Context, read func(context.Context) error) error {
+	pause := readBackoff
+	for attempt := 1; ; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, readTimeout)
+		err := read(rctx)
+		cancel()
+		if err == nil || attempt == readAttempts || ctx.Err() != nil || errors.Is(err, store.ErrNotFound) ||
+			errors.Is(err, store.ErrClosed) || errors.Is(err, store.ErrCorrupt) {
+			return err
+		}
+		h.log.Debug("host: a reader's store read failed; retrying", "attempt", attempt, "err", err)
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		pause = min(2*pause, time.Second)
+	}
 }

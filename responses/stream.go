@@ -58,15 +58,16 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request, id, owner 
 			return
 		}
 	}
-	if r.Context().Err() == nil && last.err != nil && !isContextErr(last.err) {
+	if r.Context().Err() == nil && last.err != nil && finalStreamError(last.err) {
 		s.writeErrorFrame(sw, mapNotFound(last.err, id), last.ev.Seq)
 		return
 	}
 	// The stream stopped short of its terminal event: the client went
-	// away, or the server is shutting down (which cancels the request
-	// context too). Break the connection rather than end the body cleanly,
-	// so a client still reading sees an unexpected EOF and resumes from its
-	// cursor instead of taking the end for completion.
+	// away, the server is shutting down (which cancels the request context
+	// too), or the store failed a read even after the host's retries.
+	// Break the connection rather than end the body cleanly or send an
+	// error frame (SDKs raise on one and do not resume), so a client still
+	// reading sees an unexpected EOF and resumes from its cursor.
 	s.log.LogAttrs(ctx, slog.LevelDebug, "responses: stream ended before the terminal event; aborting the connection",
 		slog.String("response_id", id), slog.Any("err", last.err))
 	cancel()
@@ -153,6 +154,15 @@ func (s *server) pump(ctx context.Context, sw *sseWriter, items <-chan streamIte
 			return last, false
 		}
 	}
+}
+
+// finalStreamError reports whether err ends a stream for good, with an
+// error frame: the response is gone or the request is wrong. Any other
+// failure (a store read error, transient or not yet classified) breaks the
+// connection instead, so the client resumes with starting_after.
+func finalStreamError(err error) bool {
+	var ae *apiError
+	return errors.Is(err, store.ErrNotFound) || (errors.As(err, &ae) && ae.Status < 500)
 }
 
 func isContextErr(err error) bool {
