@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,28 +18,6 @@ import (
 	"github.com/superstep/superstep/workflow"
 )
 
-// backend opens store handles for a host test: SQLite (one file, reopened)
-// or PostgreSQL (one schema, a handle per host).
-type backend struct {
-	name string
-	// open returns a new handle; SQLite's previous handle must be closed.
-	open func(t *testing.T) store.Store
-}
-
-func leaseBackends(t *testing.T) []backend {
-	path := filepath.Join(t.TempDir(), "host.db")
-	var schema string
-	return []backend{
-		{"SQLite", func(t *testing.T) store.Store { return openStore(t, path) }},
-		{"Postgres", func(t *testing.T) store.Store {
-			if schema == "" {
-				schema = pgSchema(t)
-			}
-			return openPG(t, schema)
-		}},
-	}
-}
-
 // quietLogger returns a logger writing to buf.
 func quietLogger(buf *lockedBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(buf, nil)) }
 
@@ -49,60 +26,58 @@ func quietLogger(buf *lockedBuffer) *slog.Logger { return slog.New(slog.NewTextH
 // back-off: its claims are counted through the store (each claim bumps the
 // lease epoch) over many claim rounds.
 func TestHost_UnresumableRunBacksOff(t *testing.T) {
-	for _, be := range leaseBackends(t) {
-		t.Run(be.name, func(t *testing.T) {
-			s1 := be.open(t)
-			h1 := newHost(t, s1, &host.Config{HostID: "h1", LeaseDuration: time.Hour}, registerDemos)
-			r := create(t, h1, examples.Silent, "x", map[string]string{"steps": "100000", "step_delay_ms": "10"})
-			h1.WaitCommitted(t)
-			shutdown(t, h1) // hands the run back: active, unowned
-			if be.name == "SQLite" {
-				s1.Close()
-			} else {
-				defer s1.Close()
-			}
-			s2 := be.open(t)
-			defer s2.Close()
-			reg := prometheus.NewRegistry()
-			h2 := newHost(t, s2, &host.Config{HostID: "h2", LeaseDuration: time.Hour, ClaimInterval: 5 * time.Millisecond,
-				ResumeBackoff: time.Hour, Metrics: reg}, nil) // no model registered
-			defer shutdown(t, h2)
-			ctx := testCtx(t)
-			var run *store.Run
-			for round := 0; ; round++ {
-				var err error
-				if run, err = s2.RunGet(ctx, r.RunID); err != nil {
-					t.Fatal(err)
-				}
-				if run.Resume.Failures > 0 {
-					break
-				}
-				if round > 200 {
-					t.Fatalf("after %d claim rounds no failed resume is recorded: %+v", round, run)
-				}
-				h2.WaitClaimRound(t)
-			}
-			for range 50 {
-				h2.WaitClaimRound(t)
-			}
-			after, err := s2.RunGet(ctx, r.RunID)
-			if err != nil {
+	forEachBackend(t, func(t *testing.T, be testDB) {
+		s1 := be.open(t)
+		h1 := newHost(t, s1, &host.Config{HostID: "h1", LeaseDuration: time.Hour}, registerDemos)
+		r := create(t, h1, examples.Silent, "x", map[string]string{"steps": "100000", "step_delay_ms": "10"})
+		h1.WaitCommitted(t)
+		shutdown(t, h1) // hands the run back: active, unowned
+		if be.name == "sqlite" {
+			s1.Close()
+		} else {
+			defer s1.Close()
+		}
+		s2 := be.open(t)
+		defer s2.Close()
+		reg := prometheus.NewRegistry()
+		h2 := newHost(t, s2, &host.Config{HostID: "h2", LeaseDuration: time.Hour, ClaimInterval: 5 * time.Millisecond,
+			ResumeBackoff: time.Hour, Metrics: reg}, nil) // no model registered
+		defer shutdown(t, h2)
+		ctx := testCtx(t)
+		var run *store.Run
+		for round := 0; ; round++ {
+			var err error
+			if run, err = s2.RunGet(ctx, r.RunID); err != nil {
 				t.Fatal(err)
 			}
-			if after.Lease.Epoch != run.Lease.Epoch || after.Resume.Failures != 1 || after.Lease.Owner != "" || !after.Active {
-				t.Fatalf("50 claim rounds after the failed resume: epoch %d -> %d, %+v", run.Lease.Epoch, after.Lease.Epoch, after)
+			if run.Resume.Failures > 0 {
+				break
 			}
-			if !strings.Contains(after.Resume.Error, examples.Silent) || time.Until(after.Resume.NotBefore) < 50*time.Minute {
-				t.Fatalf("recorded failure %+v", after.Resume)
+			if round > 200 {
+				t.Fatalf("after %d claim rounds no failed resume is recorded: %+v", round, run)
 			}
-			if n := metricValue(t, reg, "superstep_host_resume_backoffs_total"); n != 1 {
-				t.Fatalf("%v back-offs counted, want 1", n)
-			}
-			if err := store.Check(ctx, s2); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+			h2.WaitClaimRound(t)
+		}
+		for range 50 {
+			h2.WaitClaimRound(t)
+		}
+		after, err := s2.RunGet(ctx, r.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Lease.Epoch != run.Lease.Epoch || after.Resume.Failures != 1 || after.Lease.Owner != "" || !after.Active {
+			t.Fatalf("50 claim rounds after the failed resume: epoch %d -> %d, %+v", run.Lease.Epoch, after.Lease.Epoch, after)
+		}
+		if !strings.Contains(after.Resume.Error, examples.Silent) || time.Until(after.Resume.NotBefore) < 50*time.Minute {
+			t.Fatalf("recorded failure %+v", after.Resume)
+		}
+		if n := metricValue(t, reg, "superstep_host_resume_backoffs_total"); n != 1 {
+			t.Fatalf("%v back-offs counted, want 1", n)
+		}
+		if err := store.Check(ctx, s2); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // On one host, a GET right after a cancel says cancelled (the store
@@ -299,85 +274,83 @@ func stuckWorkflow(t *testing.T, unstick <-chan struct{}) *workflow.Workflow {
 // C, and B, keep their leases (epochs unchanged in the store) through
 // several lease periods, counted in C's renewals.
 func TestHost_StuckRunKeepsOthersLeases(t *testing.T) {
-	for _, be := range leaseBackends(t) {
-		t.Run(be.name, func(t *testing.T) {
-			s := be.open(t)
-			defer s.Close()
-			const renewals = 15 // 5 lease periods
-			unstick, release := make(chan struct{}), make(chan struct{})
-			stalled, reached := make(chan struct{}), make(chan struct{})
-			var aID, bID, cID atomic.Value
-			for _, v := range []*atomic.Value{&aID, &bID, &cID} {
-				v.Store("")
-			}
-			var cRenewals atomic.Int32
-			var stallOnce atomic.Bool
-			fault := func(ctx context.Context, f *host.Fault) error {
-				switch {
-				case f.Point == host.FaultLeaseRenew && f.RunID == aID.Load():
-					return errors.New("injected: renewal of the stuck run fails")
-				case f.Point == host.FaultLeaseRenew && f.RunID == cID.Load():
-					if cRenewals.Add(1) == renewals {
-						close(reached)
-					}
-				case f.Point == host.FaultCommitBefore && f.RunID == bID.Load() && stallOnce.CompareAndSwap(false, true):
-					close(stalled)
-					<-release // holds B's lock for the whole stall
+	forEachBackend(t, func(t *testing.T, be testDB) {
+		s := be.open(t)
+		defer s.Close()
+		const renewals = 15 // 5 lease periods
+		unstick, release := make(chan struct{}), make(chan struct{})
+		stalled, reached := make(chan struct{}), make(chan struct{})
+		var aID, bID, cID atomic.Value
+		for _, v := range []*atomic.Value{&aID, &bID, &cID} {
+			v.Store("")
+		}
+		var cRenewals atomic.Int32
+		var stallOnce atomic.Bool
+		fault := func(ctx context.Context, f *host.Fault) error {
+			switch {
+			case f.Point == host.FaultLeaseRenew && f.RunID == aID.Load():
+				return errors.New("injected: renewal of the stuck run fails")
+			case f.Point == host.FaultLeaseRenew && f.RunID == cID.Load():
+				if cRenewals.Add(1) == renewals {
+					close(reached)
 				}
-				return nil
+			case f.Point == host.FaultCommitBefore && f.RunID == bID.Load() && stallOnce.CompareAndSwap(false, true):
+				close(stalled)
+				<-release // holds B's lock for the whole stall
 			}
-			cfg := &host.Config{HostID: "h", LeaseDuration: 600 * time.Millisecond, CommitBackoff: time.Millisecond,
-				CancelPollInterval: 10 * time.Millisecond, Test: host.TestConfig{FaultFunc: fault}}
-			h := newHost(t, s, cfg, func(t *testing.T, h *host.Host) {
-				registerDemos(t, h)
-				if err := h.RegisterWorkflow("stuck", stuckWorkflow(t, unstick)); err != nil {
-					t.Fatal(err)
-				}
-			})
-			defer shutdown(t, h)
-			long := map[string]string{"steps": "100000", "step_delay_ms": "5"}
-			rb := create(t, h, examples.Silent, "b", long)
-			bID.Store(rb.RunID)
-			rc := create(t, h, examples.Silent, "c", long)
-			cID.Store(rc.RunID)
-			<-stalled
-			ra := create(t, h, "stuck", "a", nil)
-			aID.Store(ra.RunID)
-			ctx := testCtx(t)
-			before := map[string]int64{}
-			for _, id := range []string{rb.RunID, rc.RunID} {
-				run, err := s.RunGet(ctx, id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				before[id] = run.Lease.Epoch
-			}
-			select {
-			case <-reached:
-			case <-ctx.Done():
-				t.Fatalf("run C renewed %d times, want %d: the renewals stopped", cRenewals.Load(), renewals)
-			}
-			for _, id := range []string{rb.RunID, rc.RunID} {
-				run, err := s.RunGet(ctx, id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if run.Lease.Epoch != before[id] || run.Lease.Owner != "h" {
-					t.Fatalf("run %s: lease %+v, epoch before %d", id, run.Lease, before[id])
-				}
-			}
-			close(release)
-			close(unstick)
-			for _, r := range []*store.Response{rb, rc} {
-				if _, err := h.Cancel(ctx, r.ID, ""); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if final := wait(t, h, ra.ID); final.Status != store.StatusCompleted {
-				t.Fatalf("the stuck run ended %s", final.Status)
+			return nil
+		}
+		cfg := &host.Config{HostID: "h", LeaseDuration: 600 * time.Millisecond, CommitBackoff: time.Millisecond,
+			CancelPollInterval: 10 * time.Millisecond, Test: host.TestConfig{FaultFunc: fault}}
+		h := newHost(t, s, cfg, func(t *testing.T, h *host.Host) {
+			registerDemos(t, h)
+			if err := h.RegisterWorkflow("stuck", stuckWorkflow(t, unstick)); err != nil {
+				t.Fatal(err)
 			}
 		})
-	}
+		defer shutdown(t, h)
+		long := map[string]string{"steps": "100000", "step_delay_ms": "5"}
+		rb := create(t, h, examples.Silent, "b", long)
+		bID.Store(rb.RunID)
+		rc := create(t, h, examples.Silent, "c", long)
+		cID.Store(rc.RunID)
+		<-stalled
+		ra := create(t, h, "stuck", "a", nil)
+		aID.Store(ra.RunID)
+		ctx := testCtx(t)
+		before := map[string]int64{}
+		for _, id := range []string{rb.RunID, rc.RunID} {
+			run, err := s.RunGet(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before[id] = run.Lease.Epoch
+		}
+		select {
+		case <-reached:
+		case <-ctx.Done():
+			t.Fatalf("run C renewed %d times, want %d: the renewals stopped", cRenewals.Load(), renewals)
+		}
+		for _, id := range []string{rb.RunID, rc.RunID} {
+			run, err := s.RunGet(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if run.Lease.Epoch != before[id] || run.Lease.Owner != "h" {
+				t.Fatalf("run %s: lease %+v, epoch before %d", id, run.Lease, before[id])
+			}
+		}
+		close(release)
+		close(unstick)
+		for _, r := range []*store.Response{rb, rc} {
+			if _, err := h.Cancel(ctx, r.ID, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if final := wait(t, h, ra.ID); final.Status != store.StatusCompleted {
+			t.Fatalf("the stuck run ended %s", final.Status)
+		}
+	})
 }
 
 // A single host whose commit stalls past its lease claims its own run
