@@ -590,6 +590,12 @@ func (h *Host) commit(r *run, p *store.CommitParams, nextSeq int64) error {
 			failures++
 		}
 		if !retryable || failures > h.cfg.CommitRetries {
+			if errors.Is(err, store.ErrCancelled) || errors.Is(err, store.ErrNotFound) {
+				// Not a failure: the response was cancelled or deleted
+				// meanwhile; the caller finishes or stops the run.
+				h.log.Info("host: commit refused: the response was cancelled or deleted", "run_id", p.RunID, "step", p.Step, "err", err)
+				return fmt.Errorf("host: commit run %s step %d: %w", p.RunID, p.Step, err)
+			}
 			h.log.Error("host: commit failed", "run_id", p.RunID, "step", p.Step, "attempt", attempt+1, "err", err)
 			return fmt.Errorf("host: commit run %s step %d: %w", p.RunID, p.Step, err)
 		}
