@@ -52,6 +52,13 @@ func TestMapError_Transient(t *testing.T) {
 		// The renewal waits for the row lock; terminate its backend.
 		var pid int
 		for pid == 0 {
+			// The admin connection is inside its transaction, where
+			// PostgreSQL keeps one snapshot of pg_stat_activity: clear it, or
+			// a renewal whose backend started after the first look is never
+			// seen.
+			if _, err := admin.Exec(t.Context(), "SELECT pg_stat_clear_snapshot()"); err != nil {
+				t.Fatal(err)
+			}
 			err := admin.QueryRow(t.Context(), `SELECT pid FROM pg_stat_activity
 				WHERE wait_event_type = 'Lock' AND query LIKE '%lease_owner%' AND pid IN (
 					SELECT pid FROM pg_locks WHERE relation = $1::regclass)`, s.opts.Schema+".runs").Scan(&pid)
@@ -130,8 +137,12 @@ func TestMapError_Transient(t *testing.T) {
 // that writes to the run wait.
 func lockedRun(t *testing.T, opts *Options) (*Store, *store.ResponseCreateResult, *pgx.Conn) {
 	t.Helper()
-	s := openStore(t, newSchemaName(t), opts)
-	c := storetest.CreateResponse(t.Context(), t, s, nil)
+	// The response is created through a store with the default options: a
+	// short WriteTimeout in opts is for the write under test, and a loaded
+	// machine can take longer than that for the set-up.
+	schema := newSchemaName(t)
+	c := storetest.CreateResponse(t.Context(), t, openStore(t, schema, nil), nil)
+	s := openStore(t, schema, opts)
 	admin, err := pgx.Connect(t.Context(), testURL())
 	if err != nil {
 		t.Fatal(err)
