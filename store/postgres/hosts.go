@@ -38,7 +38,7 @@ func (s *Store) HostHeartbeat(ctx context.Context, p *store.HostHeartbeatParams)
 		return nil, errors.New("store/postgres: host heartbeat: Host.ID and a TTL > 0 are required")
 	}
 	var h *store.HostInfo
-	err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+	err = s.writeOn(ctx, s.leases, func(ctx context.Context, conn *pgxpool.Conn) error {
 		h, err = scanHost(conn.QueryRow(ctx, `WITH gc AS (
 			DELETE FROM hosts WHERE id IN (
 				SELECT id FROM hosts WHERE expires_at <= $5 AND id <> $1 FOR UPDATE SKIP LOCKED))

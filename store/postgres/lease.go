@@ -66,7 +66,7 @@ func (s *Store) LeaseRenew(ctx context.Context, p *store.LeaseParams) (time.Time
 		return time.Time{}, err
 	}
 	expires := now.Add(p.Duration)
-	tag, err := s.execWrite(ctx, `UPDATE runs SET lease_expires_at = $4, updated_at = $3
+	tag, err := s.execLease(ctx, `UPDATE runs SET lease_expires_at = $4, updated_at = $3
 		WHERE id = $1 AND lease_epoch = $2 AND lease_owner = $5 AND lease_owner <> '' AND lease_expires_at > $3`,
 		p.RunID, p.Epoch, now, expires, p.Owner)
 	if err != nil {
@@ -139,6 +139,17 @@ func qualify(alias, columns string) string {
 		out += alias + "." + c
 	}
 	return out
+}
+
+// execLease runs one statement under write's rules on the lease pool.
+func (s *Store) execLease(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	var tag pgconn.CommandTag
+	err := s.writeOn(ctx, s.leases, func(ctx context.Context, conn *pgxpool.Conn) error {
+		var err error
+		tag, err = conn.Exec(ctx, sql, args...)
+		return err
+	})
+	return tag, err
 }
 
 // execWrite runs one statement under write's rules.

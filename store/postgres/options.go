@@ -15,6 +15,11 @@ type Options struct {
 	Schema string
 	// MaxConns is the pool size. Default 0: pgx's default, max(4, CPUs).
 	MaxConns int32
+	// LeaseConns is the size of a second pool kept for lease renewals and
+	// host heartbeats, so that they never queue behind commits, creates
+	// and reads for a connection: a renewal that waits loses the lease of
+	// a healthy run on a busy host. Default 2.
+	LeaseConns int32
 	// Channel is the LISTEN/NOTIFY channel announcing new events. Every
 	// host using one schema must use the same channel. Default
 	// "superstep_events" followed by "_" and Schema when Schema is set.
@@ -50,6 +55,7 @@ const (
 	defaultPollInterval   = 2 * time.Second
 	defaultWriteTimeout   = 30 * time.Second
 	defaultNotifyInterval = 5 * time.Millisecond
+	defaultLeaseConns     = 2
 	maxIdentifierLen      = 63 // PostgreSQL's NAMEDATALEN-1
 )
 
@@ -82,6 +88,9 @@ func (o *Options) withDefaults() Options {
 	if c.CacheRuns == 0 {
 		c.CacheRuns = defaultCacheRuns
 	}
+	if c.LeaseConns == 0 {
+		c.LeaseConns = defaultLeaseConns
+	}
 	return c
 }
 
@@ -93,6 +102,9 @@ func (o *Options) validate() error {
 	}
 	if o.MaxConns < 0 {
 		errs = append(errs, fmt.Errorf("store/postgres: Options.MaxConns %d is negative", o.MaxConns))
+	}
+	if o.LeaseConns < 0 {
+		errs = append(errs, fmt.Errorf("store/postgres: Options.LeaseConns %d is negative", o.LeaseConns))
 	}
 	if len(o.Channel) > maxIdentifierLen {
 		errs = append(errs, fmt.Errorf("store/postgres: Options.Channel %q is longer than %d bytes", o.Channel, maxIdentifierLen))

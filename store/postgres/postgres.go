@@ -19,6 +19,7 @@ import (
 // concurrent use by any number of goroutines and hosts.
 type Store struct {
 	pool    *pgxpool.Pool
+	leases  *pgxpool.Pool // lease renewals and heartbeats only (Options.LeaseConns)
 	opts    Options
 	closed  atomic.Bool
 	parts   *partCache
@@ -68,14 +69,24 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store/postgres: connect: %w", err)
 	}
-	s := &Store{pool: pool, opts: o, parts: newPartCache(o.CacheRuns)}
+	leaseCfg := cfg.Copy()
+	leaseCfg.MaxConns = o.LeaseConns
+	leaseCfg.MinConns = 0
+	leases, err := pgxpool.NewWithConfig(ctx, leaseCfg)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store/postgres: connect: %w", err)
+	}
+	s := &Store{pool: pool, leases: leases, opts: o, parts: newPartCache(o.CacheRuns)}
 	if err := migrate(ctx, pool, o.Schema); err != nil {
 		pool.Close()
+		leases.Close()
 		return nil, err
 	}
 	s.listen, err = startListener(ctx, cfg.ConnConfig, o.Channel)
 	if err != nil {
 		pool.Close()
+		leases.Close()
 		return nil, err
 	}
 	s.notify = startNotifier(s)
@@ -114,6 +125,7 @@ func (s *Store) Close() error {
 	s.notify.stop()
 	s.listen.stop()
 	s.pool.Close()
+	s.leases.Close()
 	return nil
 }
 
@@ -123,7 +135,12 @@ func (s *Store) Close() error {
 // round trip would leave the caller not knowing whether the write
 // committed, and the contract is that an error means nothing is visible.
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, conn *pgxpool.Conn) error) error {
-	conn, err := s.pool.Acquire(ctx)
+	return s.writeOn(ctx, s.pool, fn)
+}
+
+// writeOn is write on a given pool.
+func (s *Store) writeOn(ctx context.Context, pool *pgxpool.Pool, fn func(ctx context.Context, conn *pgxpool.Conn) error) error {
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
