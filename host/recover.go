@@ -160,6 +160,9 @@ func (h *Host) resumeNow(ctx context.Context, sr *store.Run) error {
 	if err := h.resetUncommitted(ctx, r); err != nil {
 		return err
 	}
+	if err := h.freshenLease(ctx, r); err != nil {
+		return err
+	}
 	h.metrics.recovered.Inc()
 	h.log.Info("host: resuming run", "run_id", sr.ID, "response_id", head.ID, "step", cp.Step, "epoch", sr.Lease.Epoch)
 	if head.CancelRequested {
@@ -167,6 +170,24 @@ func (h *Host) resumeNow(ctx context.Context, sr *store.Run) error {
 		drive = func(context.Context) error { return errRunCancelled }
 	}
 	return h.startRun(r, drive)
+}
+
+// freshenLease renews r's lease before its driver starts when less than
+// 3/4 of it is left. A run claimed in a batch waits for the resumes before
+// it, and the renewal loop knows a run only once it starts: started with
+// less, the lease guard (which stops a run at 1/4 left) could fire before
+// the loop's first renewal (up to 1/3 later), stopping the run in the
+// middle of a superstep that would then run twice with nothing crashed.
+func (h *Host) freshenLease(ctx context.Context, r *run) error {
+	if time.Until(r.leaseExpires) >= h.cfg.LeaseDuration*3/4 {
+		return nil
+	}
+	expires, err := h.renewLease(ctx, r)
+	if err != nil {
+		return fmt.Errorf("host: renew the lease of run %s before resuming it: %w", r.id, err)
+	}
+	r.leaseExpires = expires
+	return nil
 }
 
 // resumeDriver returns the function that continues r from checkpoint cp.
