@@ -440,7 +440,7 @@ func (h *Host) leaseGuardLoop(ctx context.Context, leases *leaseTracker) {
 			return
 		case <-t.C:
 		}
-		for r, expires := range leases.overdue(h.runsSnapshot(), time.Now().Add(margin)) {
+		for r, expires := range leases.overdue(h.runsSnapshot(), h.now().Add(margin)) {
 			h.metrics.failed(opLeaseRenew)
 			h.log.Error("host: lease not renewed in time; stopping the run before the lease can expire",
 				"run_id", r.id, "response_id", r.responseID(), "lease_expires", expires, "lease", h.cfg.LeaseDuration)

@@ -31,7 +31,7 @@ func (h *Host) claimAndResume(ctx context.Context, all bool) error {
 	p := &store.LeaseClaimParams{Owner: h.cfg.HostID, Duration: h.cfg.LeaseDuration}
 	if all {
 		// Leases renewed from now on expire on the real clock again.
-		p.Now = time.Now().Add(claimAllHorizon)
+		p.Now = h.now().Add(claimAllHorizon)
 	} else if capped {
 		p.Limit = free
 	}
