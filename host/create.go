@@ -207,7 +207,7 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 		Response: &store.Response{ID: snap.ID, PreviousResponseID: p.PreviousResponseID, Model: m.ID,
 			Owner: p.Owner, Status: store.Status(status), Request: requestJSON(p), Snapshot: snapJSON, CreatedAt: now},
 		RunID: sp.runID, Checkpoint: sp.checkpoint, Events: toEventInputs(seq.Frames),
-		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration, Now: now})
+		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration}) // the lease on the store's clock
 	if err != nil {
 		return nil, fmt.Errorf("host: create response: %w", err)
 	}
