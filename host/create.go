@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/responses/wire"
@@ -182,7 +181,7 @@ type startSpec struct {
 // event (and, for a new run, its step-0 checkpoint), claims the lease and
 // starts the run's goroutine.
 func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp *startSpec) (*store.Response, error) {
-	now := time.Now()
+	now := h.now()
 	status := wire.StatusInProgress
 	if p.Background {
 		status = wire.StatusQueued
@@ -208,7 +207,7 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 		Response: &store.Response{ID: snap.ID, PreviousResponseID: p.PreviousResponseID, Model: m.ID,
 			Owner: p.Owner, Status: store.Status(status), Request: requestJSON(p), Snapshot: snapJSON, CreatedAt: now},
 		RunID: sp.runID, Checkpoint: sp.checkpoint, Events: toEventInputs(seq.Frames),
-		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration, Now: now})
+		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration}) // the lease on the store's clock
 	if err != nil {
 		return nil, fmt.Errorf("host: create response: %w", err)
 	}

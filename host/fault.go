@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // FaultPoint names a place in the host where tests inject failures through
@@ -65,6 +66,10 @@ type TestConfig struct {
 	// dead process writes nothing) before returning an error, then shuts
 	// the host down abruptly.
 	FaultFunc func(ctx context.Context, f *Fault) error
+	// Now, when not nil, is the host's clock instead of time.Now (a test
+	// plays a host whose clock is off). It must carry a monotonic reading
+	// (time.Now().Add(skew) does).
+	Now func() time.Time
 }
 
 // ErrInjected marks errors the host made from FaultFunc's errors.

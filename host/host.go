@@ -195,6 +195,9 @@ type Host struct {
 	stopLoop context.CancelFunc
 	runWG    sync.WaitGroup // run goroutines
 	loopWG   sync.WaitGroup // background loops
+	// clock maps the store's lease expiries onto this host's clock; set
+	// by start before the first claim.
+	clock *storeClock
 	// kick wakes the lease loop to claim runs now (capacity freed, a
 	// response queued).
 	kick chan struct{}

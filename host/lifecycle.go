@@ -33,11 +33,14 @@ func (h *Host) start(ctx context.Context) error {
 		notices = notifier.Notices(h.loopCtx, noticeBuffer)
 	}
 	h.heartbeat(ctx)
+	clock := &storeClock{}
+	h.syncClock(ctx, clock) // before the first claim, whose expiries the guard maps
+	h.clock = clock
 	if err := h.claimAndResume(ctx, h.exclusive()); err != nil {
 		return err
 	}
 	h.startRetention()
-	leases := newLeaseTracker()
+	leases := newLeaseTracker(clock)
 	h.loopWG.Add(3)
 	go func() {
 		defer h.loopWG.Done()
@@ -132,8 +135,9 @@ func (h *Host) shutdown(ctx context.Context) error {
 	return err
 }
 
-// renewLoop renews the leases of the runs driven here and the host's
-// registry entry every LeaseDuration/3 (a failed renewal is retried after
+// renewLoop renews the leases of the runs driven here, the host's registry
+// entry and its reading of the store's clock (syncClock) every
+// LeaseDuration/3 (a failed renewal is retried after
 // LeaseDuration/12, so that a short outage does not cost the runs). It
 // never waits on a run: it reads only what never changes in a run (id,
 // epoch), takes no run's lock, and stops a fenced run on a goroutine of its
@@ -156,6 +160,7 @@ func (h *Host) renewLoop(ctx context.Context, leases *leaseTracker) {
 			hctx, cancel := context.WithTimeout(ctx, h.renewTimeout())
 			h.heartbeat(hctx)
 			cancel()
+			h.syncClock(ctx, leases.clock)
 		case <-retry.C:
 			if !h.renewLeases(ctx, leases) {
 				retry.Reset(h.cfg.LeaseDuration / 12)
@@ -358,16 +363,18 @@ func (h *Host) leaseEnded(r *run, err error, log *slog.Logger) {
 // expires as the store last said: at its claim or creation
 // (run.leaseExpires), then at each successful renewal. The lease loop
 // writes it, the guard loop reads it; keeping it apart from the run's own
-// lock means a run stuck in a commit cannot delay the guard.
+// lock means a run stuck in a commit cannot delay the guard. Expiries are
+// on the store's clock; clock maps them onto this host's.
 type leaseTracker struct {
+	clock   *storeClock
 	mu      sync.Mutex
 	expires map[*run]time.Time
 	// stopping are the runs the guard is stopping (not stopped twice).
 	stopping map[*run]bool
 }
 
-func newLeaseTracker() *leaseTracker {
-	return &leaseTracker{expires: make(map[*run]time.Time), stopping: make(map[*run]bool)}
+func newLeaseTracker(clock *storeClock) *leaseTracker {
+	return &leaseTracker{clock: clock, expires: make(map[*run]time.Time), stopping: make(map[*run]bool)}
 }
 
 // renewed records that a renewal of r extended its lease to expires.
@@ -381,8 +388,9 @@ func (t *leaseTracker) renewed(r *run, expires time.Time) {
 
 // overdue syncs the tracker with runs (forgetting runs that left, adding
 // new ones with the expiry of their claim) and returns the runs whose lease
-// expires at or before deadline and that are not being stopped yet,
-// marking them stopping, with their expiry.
+// expires at or before deadline (on this host's clock) and that are not
+// being stopped yet, marking them stopping, with their expiry (on the
+// store's).
 func (t *leaseTracker) overdue(runs []*run, deadline time.Time) map[*run]time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -395,7 +403,7 @@ func (t *leaseTracker) overdue(runs []*run, deadline time.Time) map[*run]time.Ti
 			expires = r.leaseExpires
 			t.expires[r] = expires
 		}
-		if !expires.After(deadline) && !t.stopping[r] {
+		if !t.clock.toLocal(expires).After(deadline) && !t.stopping[r] {
 			t.stopping[r] = true
 			if out == nil {
 				out = make(map[*run]time.Time)
@@ -418,15 +426,17 @@ var errLeaseUnrenewed = errors.New("host: lease not renewed in time")
 // leaseGuardLoop stops, until ctx ends, every run whose lease this host
 // could not renew for 3/4 of LeaseDuration, so that it has stopped working
 // before the lease can expire and another host take the run over (the
-// remaining quarter covers clock skew between hosts and the time the stop
-// takes). The store would refuse the run's commits after the expiry
+// remaining quarter covers the error of mapping the store's clock onto
+// this host's, the guard's period and the time the stop takes). The store would refuse the run's commits after the expiry
 // anyway; the guard also stops its executors (tool calls) and live
 // appends. It runs apart from the lease loop, whose renewals may hang on
 // an unreachable store. A stopped run is left to expire and be recovered
 // from its last commit, here or elsewhere.
 //
-// Expiries are the store's, computed from this host's clock when it
-// claimed or renewed.
+// Expiries are the store's, on its clock (the database server's for
+// PostgreSQL), mapped onto this host's monotonic clock through the last
+// reading of the store's (storeClock): a host whose clock is off neither
+// stops its runs at once nor too late.
 func (h *Host) leaseGuardLoop(ctx context.Context, leases *leaseTracker) {
 	period := max(h.cfg.LeaseDuration/20, time.Millisecond)
 	margin := h.cfg.LeaseDuration / 4
@@ -440,7 +450,7 @@ func (h *Host) leaseGuardLoop(ctx context.Context, leases *leaseTracker) {
 			return
 		case <-t.C:
 		}
-		for r, expires := range leases.overdue(h.runsSnapshot(), time.Now().Add(margin)) {
+		for r, expires := range leases.overdue(h.runsSnapshot(), h.now().Add(margin)) {
 			h.metrics.failed(opLeaseRenew)
 			h.log.Error("host: lease not renewed in time; stopping the run before the lease can expire",
 				"run_id", r.id, "response_id", r.responseID(), "lease_expires", expires, "lease", h.cfg.LeaseDuration)

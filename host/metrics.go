@@ -43,6 +43,9 @@ type metrics struct {
 	// and response retention deleted.
 	checkpointsPruned prometheus.Counter
 	responsesPruned   prometheus.Counter
+	// clockOffset is this host's clock minus the store's (stores with a
+	// clock of their own, store.Clock).
+	clockOffset prometheus.Gauge
 }
 
 // newMetrics creates the collectors and registers them on reg (if not nil).
@@ -81,6 +84,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "superstep_host_checkpoints_pruned_total", Help: "Checkpoints deleted by pruning runs' histories (Config.KeepCheckpoints)."}),
 		responsesPruned: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "superstep_host_responses_pruned_total", Help: "Finished responses deleted by retention (Config.Retention)."}),
+		clockOffset: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "superstep_host_clock_offset_seconds",
+			Help: "This host's clock minus the store's, which judges leases (PostgreSQL's server; 0 for SQLite). Over 1s is logged."}),
 	}
 	for _, op := range []string{opCommit, opCreate, opPublish, opDeliver, opLeaseRenew, opLeaseRelease, opRecover, opFinish, opRetention, opHeartbeat} {
 		m.failures.WithLabelValues(op) // export every op at 0
@@ -89,7 +95,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.commits, m.commitFailures, m.commitSeconds, m.activeRuns, m.leaseLost,
-		m.leaseExpired, m.resumeBackoffs, m.recovered, m.failures, m.cancelsSeen, m.livePublish, m.checkpointsPruned, m.responsesPruned} {
+		m.leaseExpired, m.resumeBackoffs, m.recovered, m.failures, m.cancelsSeen, m.livePublish, m.checkpointsPruned, m.responsesPruned,
+		m.clockOffset} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("host: register metrics: %w", err)
 		}

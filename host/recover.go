@@ -31,7 +31,7 @@ func (h *Host) claimAndResume(ctx context.Context, all bool) error {
 	p := &store.LeaseClaimParams{Owner: h.cfg.HostID, Duration: h.cfg.LeaseDuration}
 	if all {
 		// Leases renewed from now on expire on the real clock again.
-		p.Now = time.Now().Add(claimAllHorizon)
+		p.Now = h.now().Add(claimAllHorizon)
 	} else if capped {
 		p.Limit = free
 	}
@@ -179,7 +179,7 @@ func (h *Host) resumeNow(ctx context.Context, sr *store.Run) error {
 // the loop's first renewal (up to 1/3 later), stopping the run in the
 // middle of a superstep that would then run twice with nothing crashed.
 func (h *Host) freshenLease(ctx context.Context, r *run) error {
-	if time.Until(r.leaseExpires) >= h.cfg.LeaseDuration*3/4 {
+	if h.clock.toLocal(r.leaseExpires).Sub(h.now()) >= h.cfg.LeaseDuration*3/4 {
 		return nil
 	}
 	expires, err := h.renewLease(ctx, r)

@@ -507,8 +507,16 @@ type Notifier interface {
 
 // Clock is implemented by stores whose lease expiries, claims and commits
 // are judged by a clock of their own (PostgreSQL: the database server's),
-// not by the hosts'. Hosts compare it with theirs to warn about skew. It is
-// optional: callers find it with a type assertion.
+// not by the hosts'. It is optional: callers find it with a type
+// assertion. A store without it judges leases by its host's clock
+// (SQLite: one host).
+//
+// A lease-judged call (ResponseCreate with a lease owner, Commit,
+// EventAppend, LeaseClaim, LeaseRenew, LeaseRelease) that passes no Now is
+// made at the store's clock, and the expiries and back-offs it returns are
+// on that clock; a Now, when set, is used as given (tests move calls in
+// time with it), so hosts pass none to such calls. Hosts read StoreNow to
+// map expiries onto their own clocks and to warn when theirs is off.
 type Clock interface {
 	// StoreNow returns the store's current time.
 	StoreNow(ctx context.Context) (time.Time, error)

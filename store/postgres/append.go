@@ -38,7 +38,7 @@ const (
 type appendReq struct {
 	ctx   context.Context
 	p     *store.EventAppendParams
-	now   time.Time
+	at    *time.Time // callTime(p.Now)
 	state atomic.Int32
 	done  chan error
 }
@@ -77,8 +77,8 @@ func (a *appender) stop() {
 }
 
 // do queues one call and waits for its result.
-func (a *appender) do(ctx context.Context, p *store.EventAppendParams, now time.Time) error {
-	r := &appendReq{ctx: ctx, p: p, now: now, done: make(chan error, 1)}
+func (a *appender) do(ctx context.Context, p *store.EventAppendParams) error {
+	r := &appendReq{ctx: ctx, p: p, at: callTime(p.Now), done: make(chan error, 1)}
 	select {
 	case a.queue <- r:
 	case <-ctx.Done():
@@ -136,8 +136,11 @@ func (a *appender) take(batch []*appendReq, r *appendReq) []*appendReq {
 	return batch
 }
 
-// appendBatchSQL calls superstep_append_batch.
-const appendBatchSQL = `SELECT o_code, o_detail FROM superstep_append_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+// appendBatchSQL calls superstep_append_batch. Each call's time, which the
+// lease fence compares with the expiry, is its Now or else the database's
+// clock (callTime: NULL elements of $9).
+const appendBatchSQL = `SELECT o_code, o_detail FROM superstep_append_batch($1, $2, $3, $4, $5, $6, $7, $8,
+	ARRAY(SELECT coalesce(u.t, now()) FROM unnest($9::timestamptz[]) WITH ORDINALITY AS u(t, i) ORDER BY u.i), $10)`
 
 // write appends a batch in one transaction and answers each call.
 func (a *appender) write(batch []*appendReq) {
@@ -145,11 +148,11 @@ func (a *appender) write(batch []*appendReq) {
 	var epochs, seqs []int64
 	var offsets, counts []int32
 	var payloads [][]byte
-	var nows []time.Time
+	var nows []*time.Time
 	for _, r := range batch {
 		runs, epochs, resps = append(runs, r.p.RunID), append(epochs, r.p.Epoch), append(resps, r.p.ResponseID)
 		offsets, counts = append(offsets, int32(len(seqs))), append(counts, int32(len(r.p.Events)))
-		nows = append(nows, r.now)
+		nows = append(nows, r.at)
 		for _, ev := range r.p.Events {
 			seqs, types, payloads = append(seqs, ev.Seq), append(types, ev.Type), append(payloads, ev.Payload)
 		}

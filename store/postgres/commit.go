@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,16 +12,17 @@ import (
 )
 
 // commitSQL calls the migration's superstep_commit: one statement, so one
-// round trip and one transaction in autocommit mode.
+// round trip and one transaction in autocommit mode. Its time, which the
+// lease fence compares with the expiry and which the commit records, is
+// the caller's Now or else the database's clock (callTime).
 const commitSQL = `SELECT o_next_seq, o_bytes FROM superstep_commit($1, $2, $3, $4, $5, $6, $7, $8, $9,
-	$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
+	$10, $11, $12, $13, $14, $15, $16, $17, coalesce($18::timestamptz, now()), $19, $20, $21)`
 
 // Commit atomically writes one superstep: the checkpoint, the step's events
 // and the head response's status and snapshot, in one transaction made by
 // one SQL function call. See store.Store.
 func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.CommitResult, error) {
-	now, err := s.begin(p.Now)
-	if err != nil {
+	if _, err := s.begin(p.Now); err != nil {
 		return nil, err
 	}
 	if err := validateWrite("commit", p.Status, p.Events, true); err != nil {
@@ -32,7 +32,7 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	known := s.parts.known(p.RunID)
 	for attempt := 0; ; attempt++ {
 		enc := encodeParts(p.Checkpoint, known)
-		res, err := s.commitOnce(ctx, p, ev, enc, now)
+		res, err := s.commitOnce(ctx, p, ev, enc)
 		if errors.Is(err, errMissingBlob) && attempt == 0 {
 			s.parts.forget(p.RunID)
 			known = nil
@@ -53,7 +53,7 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 }
 
 // commitOnce runs the commit function once.
-func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encodedEvents, enc *encodedParts, now time.Time) (*store.CommitResult, error) {
+func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encodedEvents, enc *encodedParts) (*store.CommitResult, error) {
 	failAt, injected := commitFault(ctx)
 	var res store.CommitResult
 	commit := func(ctx context.Context, q interface {
@@ -62,7 +62,7 @@ func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encod
 		return q.QueryRow(ctx, commitSQL, p.RunID, p.Epoch, p.Step, p.ResponseID,
 			ev.seqs, ev.types, ev.payloads,
 			enc.names, enc.hashes, enc.blobHashes, enc.blobData, enc.refHashes, enc.size,
-			string(p.Status), p.Snapshot, p.Error, p.Usage, now, p.Status.Terminal(), s.txChannel(), failAt,
+			string(p.Status), p.Snapshot, p.Error, p.Usage, callTime(p.Now), p.Status.Terminal(), s.txChannel(), failAt,
 		).Scan(&res.NextSeq, &res.BytesWritten)
 	}
 	var err error

@@ -14,8 +14,7 @@ import (
 // group-committed: written together in one transaction, each succeeding or
 // failing alone.
 func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) error {
-	now, err := s.begin(p.Now)
-	if err != nil {
+	if _, err := s.begin(p.Now); err != nil {
 		return err
 	}
 	if err := validateWrite("append events", "", p.Events, false); err != nil {
@@ -24,7 +23,7 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) err
 	if len(p.Events) == 0 {
 		return nil
 	}
-	return s.appends.do(ctx, p, now)
+	return s.appends.do(ctx, p)
 }
 
 // EventList returns the response's events with Seq > After, in order,

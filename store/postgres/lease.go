@@ -17,10 +17,10 @@ import (
 // incrementing their epoch; runs whose Resume.NotBefore is after now (a
 // failed resume backs off) are skipped. Rows locked by another claimer are skipped (FOR
 // UPDATE SKIP LOCKED), so concurrent claimers never wait for each other nor
-// claim one run twice.
+// claim one run twice. Expiry and "now" are the database's clock's (see
+// callTime), as in every lease-judged call.
 func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]*store.Run, error) {
-	now, err := s.begin(p.Now)
-	if err != nil {
+	if _, err := s.begin(p.Now); err != nil {
 		return nil, err
 	}
 	if p.Owner == "" {
@@ -31,17 +31,19 @@ func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]*s
 		limit = &p.Limit
 	}
 	var runs []*store.Run
-	err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		rows, err := conn.Query(ctx, `WITH c AS (
 			SELECT id FROM runs
-			WHERE active AND (lease_owner = '' OR lease_expires_at <= $1) AND resume_not_before <= $1
+			WHERE active AND (lease_owner = '' OR lease_expires_at <= coalesce($1::timestamptz, now()))
+				AND resume_not_before <= coalesce($1::timestamptz, now())
 			ORDER BY lease_expires_at, id
 			LIMIT $2
 			FOR UPDATE SKIP LOCKED)
 		UPDATE runs r SET lease_owner = $3, lease_epoch = r.lease_epoch + 1,
-			lease_expires_at = $4, updated_at = $1
+			lease_expires_at = coalesce($1::timestamptz, now()) + $4::bigint * interval '1 microsecond',
+			updated_at = coalesce($1::timestamptz, now())
 		FROM c WHERE r.id = c.id
-		RETURNING `+qualify("r", runColumns), now, limit, p.Owner, now.Add(p.Duration))
+		RETURNING `+qualify("r", runColumns), callTime(p.Now), limit, p.Owner, micros(p.Duration))
 		if err != nil {
 			return err
 		}
@@ -59,23 +61,29 @@ func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]*s
 	return runs, nil
 }
 
-// LeaseRenew extends a lease still held at p.Epoch by p.Owner.
+// LeaseRenew extends a lease still held at p.Epoch by p.Owner to
+// p.Duration from now, and returns the new expiry, computed by the
+// database.
 func (s *Store) LeaseRenew(ctx context.Context, p *store.LeaseParams) (time.Time, error) {
-	now, err := s.begin(p.Now)
-	if err != nil {
+	if _, err := s.begin(p.Now); err != nil {
 		return time.Time{}, err
 	}
-	expires := now.Add(p.Duration)
-	tag, err := s.execLease(ctx, `UPDATE runs SET lease_expires_at = $4, updated_at = $3
-		WHERE id = $1 AND lease_epoch = $2 AND lease_owner = $5 AND lease_owner <> '' AND lease_expires_at > $3`,
-		p.RunID, p.Epoch, now, expires, p.Owner)
+	var expires time.Time
+	err := s.writeOn(ctx, s.leases, func(ctx context.Context, conn *pgxpool.Conn) error {
+		return conn.QueryRow(ctx, `UPDATE runs
+		SET lease_expires_at = coalesce($3::timestamptz, now()) + $4::bigint * interval '1 microsecond',
+			updated_at = coalesce($3::timestamptz, now())
+		WHERE id = $1 AND lease_epoch = $2 AND lease_owner = $5 AND lease_owner <> ''
+			AND lease_expires_at > coalesce($3::timestamptz, now())
+		RETURNING lease_expires_at`, p.RunID, p.Epoch, callTime(p.Now), micros(p.Duration), p.Owner).Scan(&expires)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, s.fenced(ctx, "renew lease", p.RunID, p.Epoch)
+	}
 	if err != nil {
 		return time.Time{}, mapError("renew lease of run "+p.RunID, p.RunID, p.Epoch, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return time.Time{}, s.fenced(ctx, "renew lease", p.RunID, p.Epoch)
-	}
-	return expires, nil
+	return expires.UTC(), nil
 }
 
 // LeaseRelease gives up a lease still held at p.Epoch by p.Owner, so that
@@ -84,25 +92,28 @@ func (s *Store) LeaseRenew(ctx context.Context, p *store.LeaseParams) (time.Time
 // now+RetryAfter) and announces nothing: no host claims the run before
 // NotBefore.
 func (s *Store) LeaseRelease(ctx context.Context, p *store.LeaseParams) error {
-	now, err := s.begin(p.Now)
-	if err != nil {
+	if _, err := s.begin(p.Now); err != nil {
 		return err
 	}
-	failed, reason, notBefore := false, "", time.Time{}
+	failed, reason, retryAfter := false, "", time.Duration(0)
 	if f := p.Failure; f != nil {
 		if f.RetryAfter <= 0 {
 			return errors.New("store/postgres: release lease: Failure.RetryAfter must be > 0")
 		}
-		failed, reason, notBefore = true, f.Reason, now.Add(f.RetryAfter)
+		failed, reason, retryAfter = true, f.Reason, f.RetryAfter
 	}
 	var active bool
-	err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-		return conn.QueryRow(ctx, `UPDATE runs SET lease_owner = '', lease_expires_at = $3, updated_at = $3,
+	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		return conn.QueryRow(ctx, `UPDATE runs SET lease_owner = '',
+			lease_expires_at = coalesce($3::timestamptz, now()), updated_at = coalesce($3::timestamptz, now()),
 			resume_failures = CASE WHEN $5 THEN resume_failures + 1 ELSE resume_failures END,
 			resume_error = CASE WHEN $5 THEN $6 ELSE resume_error END,
-			resume_not_before = CASE WHEN $5 THEN $7 ELSE resume_not_before END
-		WHERE id = $1 AND lease_epoch = $2 AND lease_owner = $4 AND lease_owner <> '' AND lease_expires_at > $3
-		RETURNING active`, p.RunID, p.Epoch, now, p.Owner, failed, reason, notBefore).Scan(&active)
+			resume_not_before = CASE WHEN $5
+				THEN coalesce($3::timestamptz, now()) + $7::bigint * interval '1 microsecond'
+				ELSE resume_not_before END
+		WHERE id = $1 AND lease_epoch = $2 AND lease_owner = $4 AND lease_owner <> ''
+			AND lease_expires_at > coalesce($3::timestamptz, now())
+		RETURNING active`, p.RunID, p.Epoch, callTime(p.Now), p.Owner, failed, reason, micros(retryAfter)).Scan(&active)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s.fenced(ctx, "release lease", p.RunID, p.Epoch)
@@ -139,17 +150,6 @@ func qualify(alias, columns string) string {
 		out += alias + "." + c
 	}
 	return out
-}
-
-// execLease runs one statement under write's rules on the lease pool.
-func (s *Store) execLease(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	var tag pgconn.CommandTag
-	err := s.writeOn(ctx, s.leases, func(ctx context.Context, conn *pgxpool.Conn) error {
-		var err error
-		tag, err = conn.Exec(ctx, sql, args...)
-		return err
-	})
-	return tag, err
 }
 
 // execWrite runs one statement under write's rules.

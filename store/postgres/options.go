@@ -47,6 +47,10 @@ type Options struct {
 	// not interrupted by its context's cancellation after that point, so
 	// that an error always means nothing was written. Default 30s.
 	WriteTimeout time.Duration
+	// HostClock is the clock of the host using the store, read for the
+	// times a call takes from its host when it passes none. Default
+	// time.Now; tests set it to play a host whose clock is off.
+	HostClock func() time.Time
 }
 
 const (
@@ -90,6 +94,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.LeaseConns == 0 {
 		c.LeaseConns = defaultLeaseConns
+	}
+	if c.HostClock == nil {
+		c.HostClock = time.Now
 	}
 	return c
 }

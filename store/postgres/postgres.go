@@ -157,10 +157,14 @@ func (s *Store) writeTx(ctx context.Context, fn func(ctx context.Context, tx pgx
 	})
 }
 
-// begin checks that s is open and returns the effective time of a call.
+// begin checks that s is open and returns the effective time of a call:
+// now, or the host's clock when now is zero.
 func (s *Store) begin(now time.Time) (time.Time, error) {
 	if s.closed.Load() {
 		return time.Time{}, store.ErrClosed
+	}
+	if now.IsZero() {
+		now = s.opts.HostClock()
 	}
 	return normTime(now), nil
 }

@@ -14,18 +14,20 @@ import (
 
 // ResponseCreate durably creates a response (and its run, for a new run)
 // with its first events, optional step-0 checkpoint and lease claim, in one
-// transaction. See store.Store.
+// transaction. See store.Store. Its time (the lease's expiry, and the
+// times it records but Response.CreatedAt) is p.Now or else the
+// database's clock (callTime).
 func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParams) (*store.ResponseCreateResult, error) {
-	now, err := s.begin(p.Now)
-	if err != nil {
+	if _, err := s.begin(p.Now); err != nil {
 		return nil, err
 	}
+	now := callTime(p.Now)
 	if err := validateCreate(p); err != nil {
 		return nil, err
 	}
 	var res *store.ResponseCreateResult
 	var enc *encodedParts
-	err = s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		run, created, err := createOrContinueRun(ctx, tx, p, now)
 		if err != nil {
 			return err
@@ -75,18 +77,20 @@ func validateCreate(p *store.ResponseCreateParams) error {
 // whose head is PreviousResponseID, and whose last commit is that
 // response's, to it. A continuation never inserts a run: one whose run was
 // deleted meanwhile (DELETE, retention) is refused, not restarted at step 0.
-func createOrContinueRun(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParams, now time.Time) (run *store.Run, created bool, err error) {
+func createOrContinueRun(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParams, now *time.Time) (run *store.Run, created bool, err error) {
 	r := p.Response
 	active := !r.Status.Terminal()
 	claim := p.LeaseOwner != ""
-	expires := now.Add(p.LeaseDuration)
+	lease := micros(p.LeaseDuration)
 	if r.PreviousResponseID == "" {
 		run, err = scanRun(tx.QueryRow(ctx, `INSERT INTO runs AS r (id, model, head_response_id, active,
 				lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, CASE WHEN $6 THEN 1 ELSE 0 END,
-				CASE WHEN $6 THEN $7 ELSE 'epoch'::timestamptz END, $8, $8)
+				CASE WHEN $6 THEN coalesce($8::timestamptz, now()) + $7::bigint * interval '1 microsecond'
+					ELSE 'epoch'::timestamptz END,
+				coalesce($8::timestamptz, now()), coalesce($8::timestamptz, now()))
 			ON CONFLICT (id) DO NOTHING RETURNING `+runColumns,
-			p.RunID, r.Model, r.ID, active, p.LeaseOwner, claim, expires, now))
+			p.RunID, r.Model, r.ID, active, p.LeaseOwner, claim, lease, now))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, false, fmt.Errorf("store/postgres: run %s exists; a new response of it must name its head: %w", p.RunID, store.ErrConflict)
 		}
@@ -97,12 +101,14 @@ func createOrContinueRun(ctx context.Context, tx pgx.Tx, p *store.ResponseCreate
 	run, err = scanRun(tx.QueryRow(ctx, `UPDATE runs SET head_response_id = $2, active = $3,
 			lease_owner = CASE WHEN $4 THEN $5 ELSE lease_owner END,
 			lease_epoch = CASE WHEN $4 THEN lease_epoch + 1 ELSE lease_epoch END,
-			lease_expires_at = CASE WHEN $4 THEN $6 ELSE lease_expires_at END,
-			updated_at = $7
+			lease_expires_at = CASE WHEN $4
+				THEN coalesce($7::timestamptz, now()) + $6::bigint * interval '1 microsecond'
+				ELSE lease_expires_at END,
+			updated_at = coalesce($7::timestamptz, now())
 		WHERE id = $1 AND head_response_id = $8 AND NOT active
 			AND last_step = (SELECT commit_step FROM responses WHERE id = $8 AND run_id = $1)
 		RETURNING `+runColumns,
-		p.RunID, r.ID, active, claim, p.LeaseOwner, expires, now, r.PreviousResponseID))
+		p.RunID, r.ID, active, claim, p.LeaseOwner, lease, now, r.PreviousResponseID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, continueRefused(ctx, tx, p.RunID, r.PreviousResponseID)
 	}
@@ -140,25 +146,22 @@ func continueRefused(ctx context.Context, tx pgx.Tx, runID, prev string) error {
 }
 
 // insertResponse inserts the response and its first events.
-func insertResponse(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParams, run *store.Run, now time.Time) (*store.Response, error) {
+func insertResponse(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParams, run *store.Run, now *time.Time) (*store.Response, error) {
 	r := p.Response
-	created := r.CreatedAt
-	if created.IsZero() {
-		created = now
-	} else {
-		created = normTime(created)
-	}
-	var completed *time.Time
-	if r.Status.Terminal() {
-		completed = &now
+	var created *time.Time // the response's own, else the call's
+	if !r.CreatedAt.IsZero() {
+		c := normTime(r.CreatedAt)
+		created = &c
 	}
 	resp, err := scanResponse(tx.QueryRow(ctx, `INSERT INTO responses (id, run_id, previous_response_id,
 			model, owner, status, request, snapshot, error, usage, next_seq, commit_step, start_step,
 			cancel_requested, created_at, updated_at, completed_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, $15, $16)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13,
+			coalesce($14::timestamptz, $15::timestamptz, now()), coalesce($15::timestamptz, now()),
+			CASE WHEN $16 THEN coalesce($15::timestamptz, now()) END)
 		RETURNING `+responseColumns,
 		r.ID, p.RunID, r.PreviousResponseID, r.Model, r.Owner, string(r.Status), r.Request, r.Snapshot,
-		r.Error, r.Usage, int64(len(p.Events)), run.LastStep, r.CancelRequested, created, now, completed))
+		r.Error, r.Usage, int64(len(p.Events)), run.LastStep, r.CancelRequested, created, now, r.Status.Terminal()))
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +175,7 @@ func insertResponse(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParam
 }
 
 // insertInitialCheckpoint writes the step-0 checkpoint of a new run.
-func insertInitialCheckpoint(ctx context.Context, tx pgx.Tx, runID string, parts []store.Part, now time.Time) (*encodedParts, error) {
+func insertInitialCheckpoint(ctx context.Context, tx pgx.Tx, runID string, parts []store.Part, now *time.Time) (*encodedParts, error) {
 	enc := encodeParts(parts, nil)
 	_, err := tx.Exec(ctx, `INSERT INTO blobs (run_id, hash, size, data)
 		SELECT $1, u.h, octet_length(u.d), u.d FROM unnest($2::bytea[], $3::bytea[]) AS u(h, d)
@@ -181,7 +184,7 @@ func insertInitialCheckpoint(ctx context.Context, tx pgx.Tx, runID string, parts
 		return nil, err
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO checkpoints (run_id, step, parent_step, part_names, part_hashes, size, created_at)
-		VALUES ($1, 0, -1, $2, $3, $4, $5)`, runID, enc.names, enc.hashes, enc.size, now)
+		VALUES ($1, 0, -1, $2, $3, $4, coalesce($5::timestamptz, now()))`, runID, enc.names, enc.hashes, enc.size, now)
 	return enc, err
 }
 
@@ -214,16 +217,16 @@ func (s *Store) ResponseListByRun(ctx context.Context, runID string) ([]*store.R
 // one that comes second sees the other's result. A terminal response is
 // returned as it is. Idempotent.
 func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response, error) {
-	now, err := s.begin(time.Time{})
-	if err != nil {
+	if _, err := s.begin(time.Time{}); err != nil {
 		return nil, err
 	}
 	var r *store.Response
-	err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		var err error
 		r, err = scanResponse(conn.QueryRow(ctx, `UPDATE responses SET cancel_requested = true,
-			status = 'cancelled', updated_at = $2
+			status = 'cancelled', updated_at = now()
 			WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled', 'incomplete')
-			RETURNING `+responseColumns, id, now))
+			RETURNING `+responseColumns, id))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
