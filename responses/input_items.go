@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/responses/wire"
 )
 
 // Paging of input_items.
@@ -97,15 +98,16 @@ func (s *server) handleInputItems(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
-// storedInputItems rebuilds the input items of a stored create request.
+// storedInputItems rebuilds the input items of a stored create request,
+// read by the one reader of create requests.
 func storedInputItems(responseID string, request []byte) ([]inputItem, error) {
-	p, err := parseCreate(request)
+	input, err := wire.ReadInput(request)
 	if err != nil {
 		return nil, err
 	}
 	suffix := strings.TrimPrefix(responseID, "resp_")
-	items := make([]inputItem, 0, len(p.Input))
-	for i, in := range p.Input {
+	items := make([]inputItem, 0, len(input))
+	for i, in := range input {
 		items = append(items, toInputItem(in, fmt.Sprintf("%s_%04d", suffix, i)))
 	}
 	return items, nil
