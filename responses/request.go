@@ -18,6 +18,12 @@ const (
 	MetadataMaxValueLen = wire.MetadataMaxValueLen
 )
 
+// MaxInputItemsDefault is the default cap on the number of input items of
+// a create request (Options.MaxInputItems). We found no documented OpenAI
+// cap; this one is superstep's, so that one request cannot make every later
+// read of it (recovery, input_items) expensive.
+const MaxInputItemsDefault = 10_000
+
 // Error codes of request validation.
 const (
 	codeInvalidJSON   = wire.CodeInvalidJSON
@@ -30,10 +36,11 @@ const (
 // parseCreate parses the body of POST /v1/responses into CreateParams with
 // the one reader of create requests (wire.ParseCreate), which recovery and
 // input_items use too. Unknown fields are tolerated; a known field of the
-// wrong type, a duplicate key or a case variant of a known key is a 400
-// naming the field. The returned params keep body as Request.
-func parseCreate(body []byte) (*host.CreateParams, error) {
-	req, err := wire.ParseCreate(body, 0)
+// wrong type, a duplicate key, a case variant of a known key or more than
+// maxInputItems input items (when > 0) is a 400 naming the field. The
+// returned params keep body as Request.
+func parseCreate(body []byte, maxInputItems int) (*host.CreateParams, error) {
+	req, err := wire.ParseCreate(body, maxInputItems)
 	if err != nil {
 		if re, ok := errors.AsType[*wire.RequestError](err); ok {
 			return nil, badRequest(re.Param, re.Code, "%s", re.Message)

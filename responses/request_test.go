@@ -43,7 +43,7 @@ func TestParseCreate_Valid(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := parseCreate([]byte(tt.body))
+			got, err := parseCreate([]byte(tt.body), 0)
 			if err != nil {
 				t.Fatalf("parseCreate: %v", err)
 			}
@@ -114,7 +114,7 @@ func TestParseCreate_Invalid(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := parseCreate([]byte(tt.body))
+			_, err := parseCreate([]byte(tt.body), 0)
 			var ae *apiError
 			if !errors.As(err, &ae) {
 				t.Fatalf("parseCreate error = %v, want an *apiError", err)
@@ -123,6 +123,18 @@ func TestParseCreate_Invalid(t *testing.T) {
 				t.Errorf("error = %+v, want 400 param %q code %q", ae, tt.param, tt.code)
 			}
 		})
+	}
+}
+
+func TestParseCreate_MaxInputItems(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"model":"m","input":[{"role":"user","content":"a"},{"role":"user","content":"b"},{"role":"user","content":"c"}]}`)
+	if p, err := parseCreate(body, 3); err != nil || len(p.Input) != 3 {
+		t.Fatalf("3 items, cap 3: %v", err)
+	}
+	_, err := parseCreate(body, 2)
+	if ae := toAPIError(err); ae.Status != http.StatusBadRequest || ae.Param != "input" || ae.Code != "array_above_max_length" {
+		t.Fatalf("3 items, cap 2: %+v", ae)
 	}
 }
 
@@ -151,7 +163,7 @@ func FuzzParseCreate(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		p, err := parseCreate(body)
+		p, err := parseCreate(body, 0)
 		if err != nil {
 			var ae *apiError
 			if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Message == "" || !utf8.ValidString(ae.Message) {
@@ -163,7 +175,7 @@ func FuzzParseCreate(f *testing.F) {
 			return
 		}
 		checkAccepted(t, p)
-		again, err := parseCreate(p.Request)
+		again, err := parseCreate(p.Request, 0)
 		if err != nil || !reflect.DeepEqual(again, p) {
 			t.Fatalf("re-parsing the stored request gave %+v, %v; want %+v", again, err, p)
 		}
