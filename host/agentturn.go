@@ -51,7 +51,11 @@ func (h *Host) resumeAgentTurn(r *run, m *model, head *store.Response, cp *store
 	if err != nil {
 		return nil, err
 	}
-	return h.driveAgentTurn(r, m.agent, history, toMessages(storedInput(head.Request))), nil
+	in, err := storedInput(head.Request)
+	if err != nil {
+		return nil, fmt.Errorf("host: input of response %s: %w", head.ID, err)
+	}
+	return h.driveAgentTurn(r, m.agent, history, toMessages(in)), nil
 }
 
 // driveAgentTurn runs the turn and commits its updates as one step.

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"slices"
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/responses/wire"
@@ -15,8 +15,8 @@ import (
 
 // Input item types.
 const (
-	InputMessage            = "message"
-	InputFunctionCallOutput = "function_call_output"
+	InputMessage            = wire.InputMessage
+	InputFunctionCallOutput = wire.InputFunctionCallOutput
 )
 
 func newHost(s store.Store, cfg *Config) (*Host, error) {
@@ -62,6 +62,9 @@ func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, er
 		return nil, err
 	}
 	if _, err := publicationMode(p.Metadata, m.publication); err != nil {
+		return nil, err
+	}
+	if p, err = withStoredRequest(p); err != nil {
 		return nil, err
 	}
 	if p.PreviousResponseID != "" {
@@ -205,7 +208,7 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 	}
 	res, err := h.store.ResponseCreate(ctx, &store.ResponseCreateParams{
 		Response: &store.Response{ID: snap.ID, PreviousResponseID: p.PreviousResponseID, Model: m.ID,
-			Owner: p.Owner, Status: store.Status(status), Request: requestJSON(p), Snapshot: snapJSON, CreatedAt: now},
+			Owner: p.Owner, Status: store.Status(status), Request: p.Request, Snapshot: snapJSON, CreatedAt: now},
 		RunID: sp.runID, Checkpoint: sp.checkpoint, Events: toEventInputs(seq.Frames),
 		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration}) // the lease on the store's clock
 	if err != nil {
@@ -231,15 +234,67 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 	return res.Response, nil
 }
 
-// requestJSON is the request to store: the raw body, or one built from p
-// when the caller (a library user) gave none.
-func requestJSON(p *CreateParams) []byte {
-	if len(p.Request) > 0 {
-		return p.Request
+// withStoredRequest returns p with the request to store: the raw body,
+// or one built from p when the caller (a library user) gave none. What
+// recovery and input_items will read from it (the one reader,
+// wire.ReadInput) must be p's input: a request the reader refuses, or
+// whose input differs from p.Input, is an *InputError before anything is
+// stored. p itself is not changed.
+func withStoredRequest(p *CreateParams) (*CreateParams, error) {
+	q := *p
+	if len(q.Request) == 0 {
+		q.Request = requestJSON(p)
 	}
-	data, _ := json.Marshal(map[string]any{"model": p.Model, "input": p.Input, "metadata": p.Metadata,
-		"background": p.Background, "stream": p.Stream, "store": p.Store,
-		"previous_response_id": p.PreviousResponseID, "instructions": p.Instructions})
+	in, err := wire.ReadInput(q.Request)
+	if err != nil {
+		if re, ok := errors.AsType[*wire.RequestError](err); ok {
+			return nil, &InputError{Param: re.Param, Code: re.Code, Message: re.Message}
+		}
+		return nil, &InputError{Param: "input", Code: "invalid_value", Message: "the request cannot be read: " + err.Error()}
+	}
+	if len(p.Request) > 0 && !slices.Equal(in, p.Input) {
+		return nil, &InputError{Param: "input", Code: "invalid_value",
+			Message: "the input items do not match the input of the request to store"}
+	}
+	q.Input = in
+	return &q, nil
+}
+
+// requestJSON builds the create request a library caller did not give, in
+// the wire format the HTTP API accepts (so that the one reader reads it
+// back as p.Input, with a message's empty role as "user").
+func requestJSON(p *CreateParams) []byte {
+	type message struct {
+		Type    string `json:"type"`
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	type output struct {
+		Type   string `json:"type"`
+		CallID string `json:"call_id"`
+		Output string `json:"output"`
+	}
+	input := make([]any, 0, len(p.Input))
+	for _, it := range p.Input {
+		switch it.Type {
+		case InputFunctionCallOutput:
+			input = append(input, output{Type: it.Type, CallID: it.CallID, Output: it.Output})
+		case InputMessage, "":
+			role := it.Role
+			if role == "" {
+				role = "user"
+			}
+			input = append(input, message{Type: InputMessage, Role: role, Content: it.Text})
+		default:
+			input = append(input, it) // the reader refuses it, as the HTTP API does
+		}
+	}
+	req := map[string]any{"model": p.Model, "input": input, "metadata": p.Metadata,
+		"background": p.Background, "stream": p.Stream, "store": p.Store, "instructions": p.Instructions}
+	if p.PreviousResponseID != "" {
+		req["previous_response_id"] = p.PreviousResponseID
+	}
+	data, _ := json.Marshal(req) // strings, bools and a string map always encode
 	return data
 }
 
@@ -305,65 +360,14 @@ func (h *Host) applyAnswers(ctx context.Context, runID string, wr *workflow.Run,
 	return nil
 }
 
-// storedInput parses the input items of a stored request (string input,
-// messages with string or array content, function_call_output items), so
-// that recovery can redo work no commit has absorbed yet: re-deliver
-// answers, re-run an agent turn.
-func storedInput(request []byte) []InputItem {
-	var body struct {
-		Input json.RawMessage `json:"input"`
+// storedInput returns the input items of a stored request, read by the
+// one reader the HTTP parser uses, so that recovery redoes exactly the work
+// the request asked for: re-deliver answers, re-run an agent turn. A
+// stored request the reader refuses is an error, never a guess.
+func storedInput(request []byte) ([]InputItem, error) {
+	in, err := wire.ReadInput(request)
+	if err != nil {
+		return nil, fmt.Errorf("host: read the stored request: %w", err)
 	}
-	if json.Unmarshal(request, &body) != nil || len(body.Input) == 0 {
-		return nil
-	}
-	var text string
-	if json.Unmarshal(body.Input, &text) == nil {
-		return []InputItem{{Type: InputMessage, Role: "user", Text: text}}
-	}
-	var items []struct {
-		Type    string          `json:"type"`
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-		Text    string          `json:"text"` // requests stored by requestJSON
-		CallID  string          `json:"call_id"`
-		Output  json.RawMessage `json:"output"`
-	}
-	if json.Unmarshal(body.Input, &items) != nil {
-		return nil
-	}
-	var out []InputItem
-	for _, it := range items {
-		switch it.Type {
-		case InputFunctionCallOutput:
-			out = append(out, InputItem{Type: it.Type, CallID: it.CallID, Output: outputString(it.Output)})
-		case InputMessage, "":
-			t := it.Text
-			if len(it.Content) > 0 {
-				t = outputString(it.Content)
-			}
-			out = append(out, InputItem{Type: InputMessage, Role: it.Role, Text: t})
-		}
-	}
-	return out
-}
-
-// outputString returns a function_call_output's output as text: a JSON
-// string's value, the texts of a content array joined with newlines, or
-// the raw JSON.
-func outputString(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) == nil {
-		texts := make([]string, len(parts))
-		for i, p := range parts {
-			texts[i] = p.Text
-		}
-		return strings.Join(texts, "\n") // as responses parses content arrays
-	}
-	return string(raw)
+	return in, nil
 }

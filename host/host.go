@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/superstep/superstep/agent"
+	"github.com/superstep/superstep/responses/wire"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/workflow"
 )
@@ -169,14 +170,10 @@ type CreateParams struct {
 	PreviousResponseID string
 }
 
-// InputItem is one normalised input item.
-type InputItem struct {
-	Type   string `json:"type"`              // "message" or "function_call_output"
-	Role   string `json:"role,omitempty"`    // message: "user", "system", "developer", "assistant"
-	Text   string `json:"text,omitempty"`    // message text
-	CallID string `json:"call_id,omitempty"` // function_call_output
-	Output string `json:"output,omitempty"`  // function_call_output (JSON text or plain string)
-}
+// InputItem is one normalised input item. It is the type the one reader
+// of create requests (package wire) returns, so the HTTP parser, recovery
+// and input_items read a request alike.
+type InputItem = wire.InputItem
 
 // Host drives runs. Create it with New, register models, then Start it
 // before calling Create. Every method is safe for concurrent use.

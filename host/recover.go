@@ -205,7 +205,11 @@ func (h *Host) resumeDriver(ctx context.Context, r *run, m *model, head *store.R
 	// answered id is a new question (a workflow may ask again with the same
 	// id), never one the stored answer was meant for.
 	if head.PreviousResponseID != "" && cp.Step == head.StartStep {
-		if err := h.applyAnswers(ctx, r.id, wr, storedInput(head.Request)); err != nil {
+		in, err := storedInput(head.Request)
+		if err != nil {
+			return nil, fmt.Errorf("host: answers of response %s: %w", head.ID, err)
+		}
+		if err := h.applyAnswers(ctx, r.id, wr, in); err != nil {
 			return nil, fmt.Errorf("host: re-deliver answers of response %s: %w", head.ID, err)
 		}
 	}

@@ -1,7 +1,9 @@
 package responses
 
 import (
+	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -11,7 +13,7 @@ func BenchmarkParseCreate(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, err := parseCreate(body); err != nil {
+		if _, err := parseCreate(body, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -30,6 +32,35 @@ func BenchmarkSSEEvent(b *testing.B) {
 		rec.Body.Reset()
 		if err := sw.event("response.output_text.delta", data); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// bigRequest is a create request with n short user messages.
+func bigRequest(n int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"model":"demo.echo","input":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"role":"user","content":"item %d"}`, i)
+	}
+	b.WriteString(`]}`)
+	return []byte(b.String())
+}
+
+// BenchmarkInputItems_Limit1 is one GET input_items?limit=1 (newest first)
+// of a stored request of 200,000 items (about 7.9 MB): memory per call is
+// bounded by the page, not by the request's items.
+func BenchmarkInputItems_Limit1(b *testing.B) {
+	req := bigRequest(200_000)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(req)))
+	for b.Loop() {
+		page, err := inputItemsPage("resp_abc", req, listQuery{limit: 1, desc: true})
+		if err != nil || len(page.Data) != 1 {
+			b.Fatal(page, err)
 		}
 	}
 }

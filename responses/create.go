@@ -21,7 +21,7 @@ func (s *server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	p, err := parseCreate(body)
+	p, err := parseCreate(body, s.opts.MaxInputItems)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -3,11 +3,11 @@ package responses
 import (
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/responses/wire"
 )
 
 // Paging of input_items.
@@ -84,12 +84,7 @@ func (s *server) handleInputItems(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, mapNotFound(err, id))
 		return
 	}
-	items, err := storedInputItems(id, resp.Request)
-	if err != nil {
-		s.writeError(w, r, fmt.Errorf("responses: input items of %s: %w", id, err))
-		return
-	}
-	list, err := pageItems(items, q)
+	list, err := inputItemsPage(id, resp.Request, q)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -97,61 +92,125 @@ func (s *server) handleInputItems(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
-// storedInputItems rebuilds the input items of a stored create request.
-func storedInputItems(responseID string, request []byte) ([]inputItem, error) {
-	p, err := parseCreate(request)
-	if err != nil {
-		return nil, err
-	}
+// inputItemsPage returns one page of the input items of the stored create
+// request of response responseID. The request is walked twice by the one
+// reader of create requests (wire.ScanInput): once to count its items,
+// once to parse only the items of the page and the cursors; the others are
+// skipped without being decoded, so a call holds the page, not the
+// request's items. Item ids hold the item's index, so a cursor is found
+// without a search.
+func inputItemsPage(responseID string, request []byte, q listQuery) (inputItemList, error) {
 	suffix := strings.TrimPrefix(responseID, "resp_")
-	items := make([]inputItem, 0, len(p.Input))
-	for i, in := range p.Input {
-		items = append(items, toInputItem(in, fmt.Sprintf("%s_%04d", suffix, i)))
+	var (
+		page          = inputItemList{Object: "list", Data: []inputItem{}}
+		n, lo, end    int // item count; the page's positions in the listing order
+		after, before = -1, -1
+		cursorErr     error
+	)
+	// pos maps an item's index to its position in the listing order and
+	// back (reversing is its own inverse).
+	pos := func(i int) int {
+		if q.desc {
+			return n - 1 - i
+		}
+		return i
 	}
-	return items, nil
+	inPage := func(i int) bool { p := pos(i); return p >= lo && p < end }
+	// plan places the page once the number of items is known.
+	plan := func(count int) func(int) bool {
+		n = count
+		hi := n
+		if q.after != "" {
+			if after = cursorIndex(q.after, suffix, n); after < 0 {
+				cursorErr = badCursor("after", q.after)
+				return nil
+			}
+			lo = pos(after) + 1
+		}
+		if q.before != "" {
+			if before = cursorIndex(q.before, suffix, n); before < 0 {
+				cursorErr = badCursor("before", q.before)
+				return nil
+			}
+			hi = pos(before)
+		}
+		end = lo
+		if lo < hi {
+			end = min(hi, lo+q.limit)
+			page.Data = make([]inputItem, end-lo)
+			page.HasMore = end < hi
+		}
+		return func(i int) bool { return inPage(i) || i == after || i == before }
+	}
+	afterOK, beforeOK := false, false
+	_, err := wire.ScanInput(request, plan, func(i int, in host.InputItem) error {
+		id := inputItemID(in, suffix, i)
+		if inPage(i) {
+			page.Data[pos(i)-lo] = toInputItem(in, id)
+		}
+		afterOK = afterOK || i == after && id == q.after
+		beforeOK = beforeOK || i == before && id == q.before
+		return nil
+	})
+	switch {
+	case err != nil:
+		return inputItemList{}, fmt.Errorf("responses: input items of %s: %w", responseID, err)
+	case cursorErr != nil:
+		return inputItemList{}, cursorErr
+	case after >= 0 && !afterOK:
+		return inputItemList{}, badCursor("after", q.after)
+	case before >= 0 && !beforeOK:
+		return inputItemList{}, badCursor("before", q.before)
+	}
+	if k := len(page.Data); k > 0 {
+		page.FirstID, page.LastID = &page.Data[0].ID, &page.Data[k-1].ID
+	}
+	return page, nil
 }
 
-func toInputItem(in host.InputItem, idSuffix string) inputItem {
+func badCursor(param, id string) error {
+	return badRequest(param, codeInvalidValue, "Invalid value for '%s': no input item with id '%s'.", param, truncate(id, 100))
+}
+
+// inputItemID is the stable id of the input item at index i of the
+// request of the response whose id ends in suffix.
+func inputItemID(in host.InputItem, suffix string, i int) string {
+	prefix := "msg_"
+	if in.Type == itemFunctionCallOutput {
+		prefix = "fco_"
+	}
+	return fmt.Sprintf("%s%s_%04d", prefix, suffix, i)
+}
+
+// cursorIndex returns the index an input item id names, or -1 when id is
+// not the id of an item among n of the response with suffix. The item's
+// type, which the prefix names, is checked against the item itself.
+func cursorIndex(id, suffix string, n int) int {
+	rest, ok := strings.CutPrefix(id, "msg_")
+	if !ok {
+		if rest, ok = strings.CutPrefix(id, "fco_"); !ok {
+			return -1
+		}
+	}
+	digits, ok := strings.CutPrefix(rest, suffix+"_")
+	if !ok {
+		return -1
+	}
+	i, err := strconv.Atoi(digits)
+	if err != nil || i < 0 || i >= n || fmt.Sprintf("%04d", i) != digits {
+		return -1
+	}
+	return i
+}
+
+func toInputItem(in host.InputItem, id string) inputItem {
 	if in.Type == itemFunctionCallOutput {
 		out := in.Output
-		return inputItem{ID: "fco_" + idSuffix, Type: in.Type, Status: "completed", CallID: in.CallID, Output: &out}
+		return inputItem{ID: id, Type: in.Type, Status: "completed", CallID: in.CallID, Output: &out}
 	}
 	part := contentPart{Type: "input_text", Text: in.Text}
 	if in.Role == "assistant" {
 		part = contentPart{Type: "output_text", Text: in.Text, Annotations: []any{}}
 	}
-	return inputItem{ID: "msg_" + idSuffix, Type: itemMessage, Status: "completed", Role: in.Role, Content: []contentPart{part}}
-}
-
-// pageItems orders items and cuts the page after `after` / before
-// `before` (both item ids, in the listing order), at most limit long.
-func pageItems(items []inputItem, q listQuery) (inputItemList, error) {
-	if q.desc {
-		items = slices.Clone(items)
-		slices.Reverse(items)
-	}
-	lo, hi := 0, len(items)
-	if q.after != "" {
-		i := slices.IndexFunc(items, func(it inputItem) bool { return it.ID == q.after })
-		if i < 0 {
-			return inputItemList{}, badRequest("after", codeInvalidValue, "Invalid value for 'after': no input item with id '%s'.", truncate(q.after, 100))
-		}
-		lo = i + 1
-	}
-	if q.before != "" {
-		i := slices.IndexFunc(items, func(it inputItem) bool { return it.ID == q.before })
-		if i < 0 {
-			return inputItemList{}, badRequest("before", codeInvalidValue, "Invalid value for 'before': no input item with id '%s'.", truncate(q.before, 100))
-		}
-		hi = i
-	}
-	page := inputItemList{Object: "list", Data: []inputItem{}}
-	if lo < hi {
-		page.Data = items[lo:min(hi, lo+q.limit)]
-		page.HasMore = lo+q.limit < hi
-	}
-	if n := len(page.Data); n > 0 {
-		page.FirstID, page.LastID = &page.Data[0].ID, &page.Data[n-1].ID
-	}
-	return page, nil
+	return inputItem{ID: id, Type: itemMessage, Status: "completed", Role: in.Role, Content: []contentPart{part}}
 }

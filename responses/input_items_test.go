@@ -3,46 +3,63 @@ package responses
 import (
 	"fmt"
 	"net/http/httptest"
-	"slices"
+	"strings"
 	"testing"
 )
 
-func TestStoredInputItems_StableIDs(t *testing.T) {
+func TestInputItemsPage_StableIDs(t *testing.T) {
 	t.Parallel()
 	req := []byte(`{"model":"m","input":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"type":"function_call_output","call_id":"c1","output":"ok"}]}`)
-	a, err := storedInputItems("resp_abc", req)
+	q := listQuery{limit: 20}
+	a, err := inputItemsPage("resp_abc", req, q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := storedInputItems("resp_abc", req)
-	if !slices.EqualFunc(a, b, func(x, y inputItem) bool { return x.ID == y.ID }) {
+	b, _ := inputItemsPage("resp_abc", req, q)
+	if ids(a) != ids(b) {
 		t.Fatal("ids differ between calls")
 	}
-	want := []string{"msg_abc_0000", "msg_abc_0001", "fco_abc_0002"}
-	for i, it := range a {
-		if it.ID != want[i] {
-			t.Errorf("item %d id %q, want %q", i, it.ID, want[i])
-		}
+	if want := "msg_abc_0000 msg_abc_0001 fco_abc_0002"; ids(a) != want {
+		t.Errorf("ids %q, want %q", ids(a), want)
 	}
-	if a[1].Content[0].Type != "output_text" || a[0].Content[0].Type != "input_text" || *a[2].Output != "ok" || a[2].CallID != "c1" {
-		t.Errorf("items = %+v", a)
+	d := a.Data
+	if d[1].Content[0].Type != "output_text" || d[0].Content[0].Type != "input_text" || *d[2].Output != "ok" || d[2].CallID != "c1" {
+		t.Errorf("items = %+v", d)
 	}
-	one, _ := storedInputItems("resp_x", []byte(`{"model":"m","input":"hello"}`))
-	if len(one) != 1 || one[0].Role != "user" || one[0].Content[0].Text != "hello" {
+	one, _ := inputItemsPage("resp_x", []byte(`{"model":"m","input":"hello"}`), q)
+	if len(one.Data) != 1 || one.Data[0].Role != "user" || one.Data[0].Content[0].Text != "hello" || one.Data[0].ID != "msg_x_0000" {
 		t.Errorf("string input items = %+v", one)
+	}
+	none, err := inputItemsPage("resp_x", []byte(`{"model":"m"}`), q)
+	if err != nil || len(none.Data) != 0 || none.Data == nil || none.FirstID != nil || none.HasMore {
+		t.Errorf("no input: %+v, %v", none, err)
 	}
 }
 
-func TestPageItems(t *testing.T) {
-	t.Parallel()
-	var items []inputItem
-	for i := range 5 {
-		items = append(items, inputItem{ID: fmt.Sprint(i)})
+// ids returns the item ids of a page separated by spaces.
+func ids(l inputItemList) string {
+	s := make([]string, len(l.Data))
+	for i, it := range l.Data {
+		s[i] = it.ID
 	}
-	ids := func(l inputItemList) string {
+	return strings.Join(s, " ")
+}
+
+func TestInputItemsPage_Paging(t *testing.T) {
+	t.Parallel()
+	// Items 0..4, item 2 a function_call_output; ids end in their index.
+	req := []byte(`{"model":"m","input":[{"role":"user","content":"0"},{"role":"user","content":"1"},
+		{"type":"function_call_output","call_id":"c","output":"2"},{"role":"user","content":"3"},{"role":"user","content":"4"}]}`)
+	id := func(i int) string {
+		if i == 2 {
+			return "fco_r_0002"
+		}
+		return fmt.Sprintf("msg_r_%04d", i)
+	}
+	short := func(l inputItemList) string {
 		s := ""
 		for _, it := range l.Data {
-			s += it.ID
+			s += it.ID[len(it.ID)-1:]
 		}
 		return s
 	}
@@ -53,31 +70,46 @@ func TestPageItems(t *testing.T) {
 	}{
 		{listQuery{limit: 20, desc: true}, "43210", false},
 		{listQuery{limit: 2, desc: true}, "43", true},
-		{listQuery{limit: 2, desc: true, after: "3"}, "21", true},
-		{listQuery{limit: 2, desc: true, after: "1"}, "0", false},
+		{listQuery{limit: 2, desc: true, after: id(3)}, "21", true},
+		{listQuery{limit: 2, desc: true, after: id(1)}, "0", false},
 		{listQuery{limit: 2}, "01", true},
-		{listQuery{limit: 2, after: "3"}, "4", false},
-		{listQuery{limit: 2, after: "4"}, "", false},
-		{listQuery{limit: 10, before: "3"}, "012", false},
-		{listQuery{limit: 1, after: "0", before: "3"}, "1", true},
+		{listQuery{limit: 2, after: id(3)}, "4", false},
+		{listQuery{limit: 2, after: id(4)}, "", false},
+		{listQuery{limit: 10, before: id(3)}, "012", false},
+		{listQuery{limit: 1, after: id(0), before: id(3)}, "1", true},
+		{listQuery{limit: 5, after: id(3), before: id(1)}, "", false},
+		{listQuery{limit: 1, desc: true, after: id(2), before: id(0)}, "1", false},
 	}
 	for _, tt := range tests {
-		got, err := pageItems(items, tt.q)
+		got, err := inputItemsPage("resp_r", req, tt.q)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%+v: %v", tt.q, err)
 		}
-		if ids(got) != tt.want || got.HasMore != tt.hasMore {
-			t.Errorf("%+v: got %q has_more %v, want %q %v", tt.q, ids(got), got.HasMore, tt.want, tt.hasMore)
+		if short(got) != tt.want || got.HasMore != tt.hasMore {
+			t.Errorf("%+v: got %q has_more %v, want %q %v", tt.q, short(got), got.HasMore, tt.want, tt.hasMore)
+		}
+		for _, it := range got.Data {
+			if i := int(it.ID[len(it.ID)-1] - '0'); it.ID != id(i) {
+				t.Errorf("%+v: item id %q, want %q", tt.q, it.ID, id(i))
+			}
 		}
 		if len(got.Data) > 0 && (*got.FirstID != got.Data[0].ID || *got.LastID != got.Data[len(got.Data)-1].ID) {
 			t.Errorf("%+v: first/last ids wrong", tt.q)
 		}
-		if len(got.Data) == 0 && (got.FirstID != nil || got.LastID != nil) {
-			t.Errorf("%+v: empty page has ids", tt.q)
+		if len(got.Data) == 0 && (got.FirstID != nil || got.LastID != nil || got.Data == nil) {
+			t.Errorf("%+v: empty page %+v", tt.q, got)
 		}
 	}
-	if _, err := pageItems(items, listQuery{limit: 1, after: "nope"}); toAPIError(err).Status != 400 {
-		t.Errorf("unknown cursor: %v", err)
+	// A cursor must be the id of one of the items: the right prefix for
+	// the item's type, this response's suffix, an index in range, written
+	// as the server writes it.
+	for _, bad := range []string{"nope", "msg_r_0002", "fco_r_0001", "msg_x_0001", "msg_r_0005", "msg_r_1", "msg_r_00001",
+		"msg_r_-001", "msg_r_+001", "msg_r_", "msg_r_0001x"} {
+		for _, q := range []listQuery{{limit: 1, after: bad}, {limit: 1, before: bad, desc: true}} {
+			if _, err := inputItemsPage("resp_r", req, q); toAPIError(err).Status != 400 {
+				t.Errorf("cursor %+v: %v, want a 400", q, err)
+			}
+		}
 	}
 }
 
@@ -95,5 +127,23 @@ func TestParseListQuery(t *testing.T) {
 	q, _ = parseListQuery(httptest.NewRequest("GET", "/x", nil))
 	if q.limit != 20 || !q.desc {
 		t.Errorf("defaults = %+v, want limit 20 desc", q)
+	}
+}
+
+// TestInputItemsPage_CostIsThePage (issue 12 #16): a page of input_items
+// decodes the page's items, not the whole request: the allocations of a
+// limit=1 call do not grow with the number of items (they were about 29
+// per item, 5.8 million for 200,000 items).
+func TestInputItemsPage_CostIsThePage(t *testing.T) {
+	req := bigRequest(20_000)
+	for _, q := range []listQuery{{limit: 1, desc: true}, {limit: 1}, {limit: 2, after: "msg_abc_10000"}} {
+		allocs := testing.AllocsPerRun(3, func() {
+			if page, err := inputItemsPage("resp_abc", req, q); err != nil || len(page.Data) == 0 {
+				t.Fatal(page, err)
+			}
+		})
+		if allocs > 100 {
+			t.Errorf("%+v: %.0f allocations for one page of a 20,000-item request", q, allocs)
+		}
 	}
 }

@@ -3,63 +3,57 @@ package responses
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/responses/wire"
 )
 
 // Limits of the metadata field, as OpenAI documents them.
 const (
-	MetadataMaxKeys     = 16
-	MetadataMaxKeyLen   = 64
-	MetadataMaxValueLen = 512
+	MetadataMaxKeys     = wire.MetadataMaxKeys
+	MetadataMaxKeyLen   = wire.MetadataMaxKeyLen
+	MetadataMaxValueLen = wire.MetadataMaxValueLen
 )
+
+// MaxInputItemsDefault is the default cap on the number of input items of
+// a create request (Options.MaxInputItems). We found no documented OpenAI
+// cap; this one is superstep's, so that one request cannot make every later
+// read of it (recovery, input_items) expensive.
+const MaxInputItemsDefault = 10_000
 
 // Error codes of request validation.
 const (
-	codeInvalidJSON   = "invalid_json"
-	codeInvalidType   = "invalid_type"
-	codeInvalidValue  = "invalid_value"
-	codeMissingParam  = "missing_required_parameter"
-	codeUnsupportedIn = "unsupported_value"
+	codeInvalidJSON   = wire.CodeInvalidJSON
+	codeInvalidType   = wire.CodeInvalidType
+	codeInvalidValue  = wire.CodeInvalidValue
+	codeMissingParam  = wire.CodeMissingParam
+	codeUnsupportedIn = wire.CodeUnsupportedValue
 )
 
-// parseCreate parses the body of POST /v1/responses into CreateParams.
-// Unknown fields are tolerated; a known field of the wrong type is a 400
-// naming the field. The returned params keep body as Request.
-func parseCreate(body []byte) (*host.CreateParams, error) {
-	fields, err := decodeObject(body)
+// parseCreate parses the body of POST /v1/responses into CreateParams with
+// the one reader of create requests (wire.ParseCreate), which recovery and
+// input_items use too. Unknown fields are tolerated; a known field of the
+// wrong type, a duplicate key, a case variant of a known key or more than
+// maxInputItems input items (when > 0) is a 400 naming the field. The
+// returned params keep body as Request.
+func parseCreate(body []byte, maxInputItems int) (*host.CreateParams, error) {
+	req, err := wire.ParseCreate(body, maxInputItems)
 	if err != nil {
-		return nil, err
+		if re, ok := errors.AsType[*wire.RequestError](err); ok {
+			return nil, badRequest(re.Param, re.Code, "%s", re.Message)
+		}
+		return nil, fmt.Errorf("responses: parse request: %w", err)
 	}
-	p := &host.CreateParams{Request: body, Store: true}
-	if p.Model, err = stringField(fields, "model"); err != nil {
-		return nil, err
-	}
-	if p.Model == "" {
-		return nil, badRequest("model", codeMissingParam, "Missing required parameter: 'model'.")
-	}
-	if err := parseFlags(fields, p); err != nil {
-		return nil, err
-	}
-	if p.PreviousResponseID, err = stringField(fields, "previous_response_id"); err != nil {
-		return nil, err
-	}
-	if p.Instructions, err = optStringField(fields, "instructions"); err != nil {
-		return nil, err
-	}
-	if p.Metadata, err = parseMetadata(fields["metadata"]); err != nil {
-		return nil, err
-	}
-	if p.Input, err = parseInput(fields["input"]); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return &host.CreateParams{Request: body, Model: req.Model, Input: req.Input, Instructions: req.Instructions,
+		Metadata: req.Metadata, Stream: req.Stream, Background: req.Background, Store: req.Store,
+		PreviousResponseID: req.PreviousResponseID}, nil
 }
 
-// decodeObject decodes body as one JSON object into its raw fields.
+// decodeObject decodes body as one JSON object into its raw fields (the
+// body of a GET; a create request is read by wire.ParseCreate).
 func decodeObject(body []byte) (map[string]json.RawMessage, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
@@ -87,26 +81,6 @@ func asTypeError(err error, te **json.UnmarshalTypeError) bool {
 		*te = t
 	}
 	return ok
-}
-
-// parseFlags reads stream, background and store, and rejects the
-// combinations the API forbids.
-func parseFlags(fields map[string]json.RawMessage, p *host.CreateParams) error {
-	var err error
-	if p.Stream, err = boolField(fields, "stream", false); err != nil {
-		return err
-	}
-	if p.Background, err = boolField(fields, "background", false); err != nil {
-		return err
-	}
-	if p.Store, err = boolField(fields, "store", true); err != nil {
-		return err
-	}
-	if p.Background && !p.Store {
-		return badRequest("background", codeInvalidValue,
-			"Background mode requires store=true: a background response must be stored to be retrieved.")
-	}
-	return nil
 }
 
 // isNull reports whether raw is absent or JSON null.
@@ -150,68 +124,6 @@ func boolField(fields map[string]json.RawMessage, name string, def bool) (bool, 
 		return false, typeError(name, "a boolean", raw)
 	}
 	return v, nil
-}
-
-// stringField reads an optional string; absent or null gives "".
-func stringField(fields map[string]json.RawMessage, name string) (string, error) {
-	s, err := optStringField(fields, name)
-	if s == nil || err != nil {
-		return "", err
-	}
-	return *s, nil
-}
-
-// optStringField reads an optional string; absent or null gives nil.
-func optStringField(fields map[string]json.RawMessage, name string) (*string, error) {
-	return optString(fields[name], name)
-}
-
-func optString(raw json.RawMessage, param string) (*string, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var v string
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, typeError(param, "a string", raw)
-	}
-	return &v, nil
-}
-
-// parseMetadata reads metadata: at most 16 string values, keys at most 64
-// and values at most 512 characters.
-func parseMetadata(raw json.RawMessage) (map[string]string, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return nil, typeError("metadata", "an object", raw)
-	}
-	if len(fields) > MetadataMaxKeys {
-		return nil, badRequest("metadata", codeInvalidValue,
-			"Invalid 'metadata': too many properties. Expected at most %d properties, but got %d instead.", MetadataMaxKeys, len(fields))
-	}
-	md := make(map[string]string, len(fields))
-	for k, v := range fields {
-		param := "metadata." + k
-		if utf8.RuneCountInString(k) > MetadataMaxKeyLen {
-			return nil, badRequest(param, codeInvalidValue,
-				"Invalid 'metadata': key '%s' is longer than %d characters.", truncate(k, 80), MetadataMaxKeyLen)
-		}
-		s, err := optString(v, param)
-		if err != nil {
-			return nil, err
-		}
-		if s == nil {
-			return nil, typeError(param, "a string", v)
-		}
-		if utf8.RuneCountInString(*s) > MetadataMaxValueLen {
-			return nil, badRequest(param, codeInvalidValue,
-				"Invalid 'metadata': the value of key '%s' is longer than %d characters.", k, MetadataMaxValueLen)
-		}
-		md[k] = *s
-	}
-	return md, nil
 }
 
 func truncate(s string, n int) string {

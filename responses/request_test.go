@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/responses/wire"
 )
 
 func TestParseCreate_Valid(t *testing.T) {
@@ -42,7 +43,7 @@ func TestParseCreate_Valid(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := parseCreate([]byte(tt.body))
+			got, err := parseCreate([]byte(tt.body), 0)
 			if err != nil {
 				t.Fatalf("parseCreate: %v", err)
 			}
@@ -96,11 +97,24 @@ func TestParseCreate_Invalid(t *testing.T) {
 		{"FCONoCallID", `{"model":"m","input":[{"type":"function_call_output","output":"x"}]}`, "input[0].call_id", codeMissingParam},
 		{"FCONoOutput", `{"model":"m","input":[{"type":"function_call_output","call_id":"c"}]}`, "input[0].output", codeMissingParam},
 		{"SecondItemBad", `{"model":"m","input":[{"role":"user","content":"ok"},{"role":"user","content":false}]}`, "input[1].content", codeInvalidType},
+		// Ambiguous keys (issue 12 #15): a case variant of a known key, next
+		// to it or instead of it, or a key twice, at every level.
+		{"InputCaseVariant", `{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":"approve"}],
+			"Input":[{"type":"function_call_output","call_id":"c","output":"reject"}]}`, "Input", "unknown_parameter"},
+		{"InputCaseVariantAlone", `{"model":"m","Input":"hi"}`, "Input", "unknown_parameter"},
+		{"StreamUpper", `{"model":"m","STREAM":true}`, "STREAM", "unknown_parameter"},
+		{"DuplicateStream", `{"model":"m","stream":true,"stream":false}`, "stream", "duplicate_parameter"},
+		{"ItemOutputUpper", `{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":"approve","OUTPUT":"reject"}]}`,
+			"input[0].OUTPUT", "unknown_parameter"},
+		{"ItemDuplicateOutput", `{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":"approve","output":"reject"}]}`,
+			"input[0].output", "duplicate_parameter"},
+		{"PartTextUpper", `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a","Text":"b"}]}]}`,
+			"input[0].content[0].Text", "unknown_parameter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := parseCreate([]byte(tt.body))
+			_, err := parseCreate([]byte(tt.body), 0)
 			var ae *apiError
 			if !errors.As(err, &ae) {
 				t.Fatalf("parseCreate error = %v, want an *apiError", err)
@@ -109,6 +123,18 @@ func TestParseCreate_Invalid(t *testing.T) {
 				t.Errorf("error = %+v, want 400 param %q code %q", ae, tt.param, tt.code)
 			}
 		})
+	}
+}
+
+func TestParseCreate_MaxInputItems(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"model":"m","input":[{"role":"user","content":"a"},{"role":"user","content":"b"},{"role":"user","content":"c"}]}`)
+	if p, err := parseCreate(body, 3); err != nil || len(p.Input) != 3 {
+		t.Fatalf("3 items, cap 3: %v", err)
+	}
+	_, err := parseCreate(body, 2)
+	if ae := toAPIError(err); ae.Status != http.StatusBadRequest || ae.Param != "input" || ae.Code != "array_above_max_length" {
+		t.Fatalf("3 items, cap 2: %+v", ae)
 	}
 }
 
@@ -137,7 +163,7 @@ func FuzzParseCreate(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		p, err := parseCreate(body)
+		p, err := parseCreate(body, 0)
 		if err != nil {
 			var ae *apiError
 			if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Message == "" || !utf8.ValidString(ae.Message) {
@@ -149,9 +175,14 @@ func FuzzParseCreate(f *testing.F) {
 			return
 		}
 		checkAccepted(t, p)
-		again, err := parseCreate(p.Request)
+		again, err := parseCreate(p.Request, 0)
 		if err != nil || !reflect.DeepEqual(again, p) {
 			t.Fatalf("re-parsing the stored request gave %+v, %v; want %+v", again, err, p)
+		}
+		// Recovery and input_items read the stored request as the parser did.
+		in, err := wire.ReadInput(p.Request)
+		if err != nil || len(in) != len(p.Input) || len(in) > 0 && !reflect.DeepEqual(in, p.Input) {
+			t.Fatalf("recovery read %+v, %v; the parser read %+v", in, err, p.Input)
 		}
 	})
 }
@@ -172,11 +203,12 @@ func checkAccepted(t *testing.T, p *host.CreateParams) {
 			t.Fatalf("accepted metadata %q=%q beyond the limits", k, v)
 		}
 	}
+	roles := map[string]bool{"user": true, "assistant": true, "system": true, "developer": true}
 	for _, in := range p.Input {
 		if in.Type != itemMessage && in.Type != itemFunctionCallOutput {
 			t.Fatalf("accepted input item type %q", in.Type)
 		}
-		if in.Type == itemMessage && !validRoles[in.Role] || in.Type == itemFunctionCallOutput && in.CallID == "" {
+		if in.Type == itemMessage && !roles[in.Role] || in.Type == itemFunctionCallOutput && in.CallID == "" {
 			t.Fatalf("accepted invalid input item %+v", in)
 		}
 	}

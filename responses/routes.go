@@ -23,6 +23,10 @@ const (
 type Options struct {
 	// MaxBodyBytes caps request bodies; larger ones get 413. Default 8 MiB.
 	MaxBodyBytes int64
+	// MaxInputItems caps the number of input items of a create request;
+	// more get 400 with param "input". Default MaxInputItemsDefault
+	// (10,000: superstep's own cap, as we found no documented OpenAI one).
+	MaxInputItems int
 	// KeepAlive is the idle time after which a stream gets a keep-alive
 	// comment line. Default 15s.
 	KeepAlive time.Duration
@@ -47,6 +51,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = MaxBodyBytesDefault
+	}
+	if c.MaxInputItems <= 0 {
+		c.MaxInputItems = MaxInputItemsDefault
 	}
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = KeepAliveDefault

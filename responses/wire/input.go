@@ -1,0 +1,304 @@
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Input item types a create request may hold.
+const (
+	InputMessage            = "message"
+	InputFunctionCallOutput = "function_call_output"
+)
+
+// InputItem is one input item of a create request, normalised: a message
+// (Role, Text) or a function_call_output (CallID, Output).
+type InputItem struct {
+	Type   string `json:"type"`              // "message" or "function_call_output"
+	Role   string `json:"role,omitempty"`    // message: "user", "system", "developer", "assistant"
+	Text   string `json:"text,omitempty"`    // message text
+	CallID string `json:"call_id,omitempty"` // function_call_output
+	Output string `json:"output,omitempty"`  // function_call_output (JSON text or plain string)
+}
+
+// itemKeys are the fields of the input items the API defines; partKeys
+// those of their content parts. A case variant of one is refused.
+var (
+	itemKeys = []string{"type", "id", "status", "role", "content", "call_id", "output", "name", "arguments"}
+	partKeys = []string{"type", "text", "annotations", "logprobs", "image_url", "file_id", "file_url",
+		"file_data", "filename", "detail"}
+)
+
+// ReadInput returns the input items of a stored create request, read by
+// the same code as ParseCreate read them when the request was accepted.
+// A request it cannot read is an error (a *RequestError when the request
+// breaks a rule), never a guess.
+func ReadInput(request []byte) ([]InputItem, error) {
+	var items []InputItem
+	if _, err := ScanInput(request, nil, func(_ int, it InputItem) error {
+		items = append(items, it)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+// ScanInput walks a stored create request and returns its number of input
+// items, n. Once n is known, before any visit, it calls plan(n) for the
+// predicate of the item indexes to parse (a nil plan: every item; a nil
+// predicate: none), parses those and passes them to visit in order. The
+// others are skipped without being decoded or copied, so a caller that
+// wants a few items of a large request allocates for those items only.
+// The request's keys are checked as ParseCreate checks them. A nil visit
+// only counts.
+func ScanInput(request []byte, plan func(n int) func(i int) bool, visit func(i int, it InputItem) error) (int, error) {
+	if !json.Valid(request) {
+		return 0, errors.New("wire: the request is not valid JSON")
+	}
+	if kind := jsonKind(request); kind != "an object" {
+		return 0, fmt.Errorf("wire: the request is %s, not an object", kind)
+	}
+	var (
+		input []byte
+		seen  = map[string]bool{}
+	)
+	err := eachMember(request, func(key string, val []byte) error {
+		if err := checkKey(key, seen[key], requestKeys, ""); err != nil {
+			return err
+		}
+		seen[key] = true
+		if key == "input" {
+			input = val
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	switch jsonKind(input) {
+	case "nothing", "null":
+	case "a string":
+		n = 1
+	case "an array":
+		if n, err = countElements(input); err != nil {
+			return 0, err
+		}
+	default:
+		return scanInput(input, nil, visit) // the type error ParseCreate gives
+	}
+	var want func(int) bool
+	if plan != nil {
+		want = plan(n)
+	}
+	if visit == nil || plan != nil && want == nil {
+		return n, nil
+	}
+	return scanInput(input, want, visit)
+}
+
+func countElements(raw []byte) (int, error) {
+	n := 0
+	err := eachElement(raw, func(i int, _ []byte) error { n = i + 1; return nil })
+	return n, err
+}
+
+// parseInput reads the value of "input" of a request being created: all
+// its items, at most max of them when max > 0.
+func parseInput(raw []byte, max int) ([]InputItem, error) {
+	if max > 0 && jsonKind(raw) == "an array" {
+		n, err := countElements(raw)
+		if err != nil {
+			return nil, err
+		}
+		if n > max {
+			return nil, requestErr("input", CodeArrayTooLong,
+				"Invalid 'input': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", max, n)
+		}
+	}
+	var items []InputItem
+	if _, err := scanInput(raw, nil, func(_ int, it InputItem) error {
+		items = append(items, it)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+// scanInput reads raw, the value of "input" (valid JSON): absent or null
+// (no items), a string (one user message) or an array of items, and
+// returns the number of items. It parses the items want accepts (all when
+// want is nil) and passes them to visit.
+func scanInput(raw []byte, want func(int) bool, visit func(int, InputItem) error) (int, error) {
+	switch jsonKind(raw) {
+	case "nothing", "null":
+		return 0, nil
+	case "a string":
+		if want == nil || want(0) {
+			var text string
+			if err := json.Unmarshal(raw, &text); err != nil {
+				return 0, fmt.Errorf("wire: read input: %w", err)
+			}
+			if err := visit(0, InputItem{Type: InputMessage, Role: "user", Text: text}); err != nil {
+				return 0, err
+			}
+		}
+		return 1, nil
+	case "an array":
+	default:
+		return 0, typeError("input", "a string or an array of input items", raw)
+	}
+	n := 0
+	err := eachElement(raw, func(i int, val []byte) error {
+		n = i + 1
+		if want != nil && !want(i) {
+			return nil
+		}
+		it, err := parseInputItem(val, fmt.Sprintf("input[%d]", i))
+		if err != nil {
+			return err
+		}
+		return visit(i, it)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// parseInputItem reads one input item: a message (the type may be left out
+// when a role is given) or a function_call_output.
+func parseInputItem(raw []byte, param string) (InputItem, error) {
+	if jsonKind(raw) != "an object" {
+		return InputItem{}, typeError(param, "an object", raw)
+	}
+	fields, err := decodeObject(raw, param, itemKeys)
+	if err != nil {
+		return InputItem{}, err
+	}
+	typ, err := optString(fields["type"], param+".type")
+	if err != nil {
+		return InputItem{}, err
+	}
+	kind := InputMessage
+	if typ != nil {
+		kind = *typ
+	}
+	switch kind {
+	case InputMessage:
+		return parseMessage(fields, param)
+	case InputFunctionCallOutput:
+		return parseFunctionCallOutput(fields, param)
+	}
+	return InputItem{}, requestErr(param+".type", CodeUnsupportedValue,
+		"Invalid value for '%s.type': '%s' is not supported; supported input item types are 'message' and 'function_call_output'.",
+		param, truncate(kind, 64))
+}
+
+// validRoles are the message roles the Responses API defines.
+var validRoles = map[string]bool{"user": true, "assistant": true, "system": true, "developer": true}
+
+func parseMessage(fields map[string]json.RawMessage, param string) (InputItem, error) {
+	role, err := optString(fields["role"], param+".role")
+	if err != nil {
+		return InputItem{}, err
+	}
+	if role == nil {
+		return InputItem{}, requestErr(param+".role", CodeMissingParam, "Missing required parameter: '%s.role'.", param)
+	}
+	if !validRoles[*role] {
+		return InputItem{}, requestErr(param+".role", CodeInvalidValue,
+			"Invalid value for '%s.role': '%s'; supported values are 'user', 'assistant', 'system' and 'developer'.",
+			param, truncate(*role, 64))
+	}
+	text, err := parseContent(fields["content"], param+".content")
+	if err != nil {
+		return InputItem{}, err
+	}
+	return InputItem{Type: InputMessage, Role: *role, Text: text}, nil
+}
+
+func parseFunctionCallOutput(fields map[string]json.RawMessage, param string) (InputItem, error) {
+	callID, err := optString(fields["call_id"], param+".call_id")
+	if err != nil {
+		return InputItem{}, err
+	}
+	if callID == nil || *callID == "" {
+		return InputItem{}, requestErr(param+".call_id", CodeMissingParam, "Missing required parameter: '%s.call_id'.", param)
+	}
+	raw := fields["output"]
+	if isNull(raw) {
+		return InputItem{}, requestErr(param+".output", CodeMissingParam, "Missing required parameter: '%s.output'.", param)
+	}
+	out, err := parseContent(raw, param+".output")
+	if err != nil {
+		return InputItem{}, err
+	}
+	return InputItem{Type: InputFunctionCallOutput, CallID: *callID, Output: out}, nil
+}
+
+// textPartTypes are the content part types whose text the server reads.
+var textPartTypes = map[string]bool{"input_text": true, "output_text": true, "text": true}
+
+// parseContent reads a message's content (or a function_call_output's
+// output): a string, or an array of text parts joined with newlines.
+func parseContent(raw json.RawMessage, param string) (string, error) {
+	if isNull(raw) {
+		return "", requestErr(param, CodeMissingParam, "Missing required parameter: '%s'.", param)
+	}
+	switch jsonKind(raw) {
+	case "a string":
+		var text string
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return "", fmt.Errorf("wire: read %s: %w", param, err)
+		}
+		return text, nil
+	case "an array":
+	default:
+		return "", typeError(param, "a string or an array of content parts", raw)
+	}
+	var texts []string
+	err := eachElement(raw, func(j int, part []byte) error {
+		t, err := parseTextPart(part, fmt.Sprintf("%s[%d]", param, j))
+		texts = append(texts, t)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return strings.Join(texts, "\n"), nil
+}
+
+func parseTextPart(raw json.RawMessage, param string) (string, error) {
+	if jsonKind(raw) != "an object" {
+		return "", typeError(param, "an object", raw)
+	}
+	fields, err := decodeObject(raw, param, partKeys)
+	if err != nil {
+		return "", err
+	}
+	typ, err := optString(fields["type"], param+".type")
+	if err != nil {
+		return "", err
+	}
+	if typ == nil || !textPartTypes[*typ] {
+		got := "nothing"
+		if typ != nil {
+			got = "'" + truncate(*typ, 64) + "'"
+		}
+		return "", requestErr(param+".type", CodeUnsupportedValue,
+			"Invalid value for '%s.type': got %s; only text content ('input_text', 'output_text') is supported.", param, got)
+	}
+	text, err := optString(fields["text"], param+".text")
+	if err != nil {
+		return "", err
+	}
+	if text == nil {
+		return "", requestErr(param+".text", CodeMissingParam, "Missing required parameter: '%s.text'.", param)
+	}
+	return *text, nil
+}

@@ -1,0 +1,251 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// ambiguous are requests a lenient reader could read two ways: a key twice,
+// or a case variant of a key next to it or instead of it. encoding/json's
+// struct decoding (what recovery used) matches keys case-insensitively
+// and keeps the last; a map lookup (what the HTTP parser used) matches
+// exactly. The one reader refuses each, naming the key.
+var ambiguous = []struct {
+	name, body, param, code string
+}{
+	{"InputCaseVariantNext", `{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":"approve"}],
+		"Input":[{"type":"function_call_output","call_id":"c","output":"reject"}]}`, "Input", CodeUnknownParam},
+	{"InputCaseVariantAlone", `{"model":"m","INPUT":"hi"}`, "INPUT", CodeUnknownParam},
+	{"StreamUpper", `{"model":"m","STREAM":true}`, "STREAM", CodeUnknownParam},
+	{"ModelCaseVariant", `{"model":"m","Model":"n"}`, "Model", CodeUnknownParam},
+	{"EchoFieldCaseVariant", `{"model":"m","Temperature":0.5}`, "Temperature", CodeUnknownParam},
+	{"UnicodeFold", `{"model":"m","ſtream":true}`, "ſtream", CodeUnknownParam}, // ſ folds to s in encoding/json
+	{"EscapedCaseVariant", `{"model":"m","\u0049nput":"x"}`, "Input", CodeUnknownParam},
+	{"DuplicateKey", `{"model":"m","stream":false,"stream":true}`, "stream", CodeDuplicateParam},
+	{"EscapedDuplicate", `{"model":"m","input":"a","\u0069nput":"b"}`, "input", CodeDuplicateParam},
+	{"DuplicateUnknownKey", `{"model":"m","x":1,"x":2}`, "x", CodeDuplicateParam},
+	{"ItemOutputUpper", `{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":"approve","OUTPUT":"reject"}]}`,
+		"input[0].OUTPUT", CodeUnknownParam},
+	{"ItemOutputUpperAlone", `{"model":"m","input":[{"type":"function_call_output","call_id":"c","Output":"reject"}]}`,
+		"input[0].Output", CodeUnknownParam},
+	{"ItemCallIDVariant", `{"model":"m","input":[{"type":"function_call_output","call_id":"c","Call_ID":"d","output":"x"}]}`,
+		"input[0].Call_ID", CodeUnknownParam},
+	{"ItemTypeVariant", `{"model":"m","input":[{"Type":"function_call_output","role":"user","content":"x"}]}`,
+		"input[0].Type", CodeUnknownParam},
+	{"ItemDuplicateOutput", `{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":"approve","output":"reject"}]}`,
+		"input[0].output", CodeDuplicateParam},
+	{"ItemRoleVariant", `{"model":"m","input":[{"role":"user","content":"ok"},{"role":"user","ROLE":"system","content":"x"}]}`,
+		"input[1].ROLE", CodeUnknownParam},
+	{"PartTextVariant", `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a","TEXT":"b"}]}]}`,
+		"input[0].content[0].TEXT", CodeUnknownParam},
+	{"OutputPartDuplicate", `{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"a","text":"b"}]}]}`,
+		"input[0].output[0].text", CodeDuplicateParam},
+	{"MetadataDuplicate", `{"model":"m","metadata":{"k":"a","k":"b"}}`, "metadata.k", CodeDuplicateParam},
+}
+
+func TestParseCreate_RefusesAmbiguousKeys(t *testing.T) {
+	t.Parallel()
+	for _, tt := range ambiguous {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseCreate([]byte(tt.body), 0)
+			re, ok := errors.AsType[*RequestError](err)
+			if !ok || re.Param != tt.param || re.Code != tt.code || re.Message == "" {
+				t.Fatalf("ParseCreate error = %v, want a *RequestError param %q code %q", err, tt.param, tt.code)
+			}
+		})
+	}
+}
+
+func TestParseCreate_ToleratesUnknownKeys(t *testing.T) {
+	t.Parallel()
+	// Unknown keys (in any case, once each) are tolerated: SDKs add fields.
+	body := `{"model":"m","foo":1,"Foo":2,"input":[{"role":"user","content":"x","extra":1,"Extra":2,"id":"msg_1","status":"completed"}]}`
+	p, err := ParseCreate([]byte(body), 0)
+	if err != nil || len(p.Input) != 1 || p.Input[0].Text != "x" {
+		t.Fatalf("ParseCreate = %+v, %v", p, err)
+	}
+}
+
+// readers are the ways a stored request is read: the HTTP parser, recovery
+// (ReadInput) and input_items (ScanInput, every item, and one at a time).
+var readers = map[string]func(body []byte) ([]InputItem, error){
+	"ParseCreate": func(body []byte) ([]InputItem, error) {
+		p, err := ParseCreate(body, 0)
+		if err != nil {
+			return nil, err
+		}
+		return p.Input, nil
+	},
+	"ReadInput": ReadInput,
+	"ScanInputEach": func(body []byte) ([]InputItem, error) {
+		n, err := ScanInput(body, func(int) func(int) bool { return nil }, nil)
+		if err != nil {
+			return nil, err
+		}
+		var items []InputItem
+		for i := range n {
+			if _, err := ScanInput(body, func(int) func(int) bool { return func(j int) bool { return j == i } },
+				func(_ int, it InputItem) error { items = append(items, it); return nil }); err != nil {
+				return nil, err
+			}
+		}
+		return items, nil
+	},
+}
+
+// TestOneReader_SameAnswers reads adversarial and ordinary requests with
+// every reader: the parser, recovery and input_items read the same items,
+// or all refuse the request with the same error.
+func TestOneReader_SameAnswers(t *testing.T) {
+	t.Parallel()
+	bodies := []string{
+		`{"model":"m"}`,
+		`{"model":"m","input":null}`,
+		`{"model":"m","input":"hello"}`,
+		`{"model":"m","input":[]}`,
+		` {"model":"m","input" : [ {"role":"user","content":"a"} , {"type":"message","role":"assistant","content":[{"type":"output_text","text":"b","annotations":[]}]} ] } `,
+		`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"ok"},{"type":"text","text":"\"quoted\" \\ \u00e9"}]}]}`,
+		`{"model":"m","tools":[{"type":"function","name":"f","parameters":{"Input":"x","input":"y"}}],"input":"t"}`,
+		`{"model":"m","previous_response_id":"resp_1","input":[{"type":"function_call_output","call_id":"c","output":"approve"}],"x":{"INPUT":"no"}}`,
+	}
+	for _, tt := range ambiguous {
+		if !strings.HasPrefix(tt.param, "metadata") { // recovery reads only the input
+			bodies = append(bodies, tt.body)
+		}
+	}
+	for i, body := range bodies {
+		var first []InputItem
+		var firstErr error
+		for _, name := range []string{"ParseCreate", "ReadInput", "ScanInputEach"} {
+			got, err := readers[name]([]byte(body))
+			if name == "ParseCreate" {
+				first, firstErr = got, err
+				continue
+			}
+			if !reflect.DeepEqual(got, first) || fmt.Sprint(err) != fmt.Sprint(firstErr) {
+				t.Errorf("body %d: %s = %+v, %v; ParseCreate = %+v, %v", i, name, got, err, first, firstErr)
+			}
+		}
+	}
+}
+
+func TestScanInput_PlanAndSkip(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"model":"m","input":[{"role":"user","content":"0"},{"role":"user","content":"1"},{"role":"user","content":"2"}]}`)
+	var planned []int
+	var got []string
+	n, err := ScanInput(body, func(n int) func(int) bool {
+		planned = append(planned, n)
+		return func(i int) bool { return i != 1 }
+	}, func(i int, it InputItem) error {
+		got = append(got, fmt.Sprintf("%d %s", i, it.Text))
+		return nil
+	})
+	if err != nil || n != 3 || !reflect.DeepEqual(planned, []int{3}) || !reflect.DeepEqual(got, []string{"0 0", "2 2"}) {
+		t.Fatalf("n %d planned %v got %q err %v", n, planned, got, err)
+	}
+	// plan is called once even without items.
+	planned = nil
+	if n, err := ScanInput([]byte(`{"model":"m"}`), func(n int) func(int) bool { planned = append(planned, n); return nil }, nil); err != nil || n != 0 ||
+		!reflect.DeepEqual(planned, []int{0}) {
+		t.Fatalf("no input: n %d planned %v err %v", n, planned, err)
+	}
+	// A stored request the reader cannot read is an error, never a guess.
+	for _, bad := range []string{``, `null`, `[1]`, `{"input":"x"} x`, `{"input":[{"role":"user","content":"a"}]`, `{"input":3}`,
+		`{"input":"a","Input":"b"}`, `{"input":[{"role":"user","text":"legacy"}]}`} {
+		if _, err := ReadInput([]byte(bad)); err == nil {
+			t.Errorf("ReadInput(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseCreate_MaxInputItems(t *testing.T) {
+	t.Parallel()
+	items := strings.TrimSuffix(strings.Repeat(`{"role":"user","content":"x"},`, 4), ",")
+	body := []byte(`{"model":"m","input":[` + items + `]}`)
+	if p, err := ParseCreate(body, 4); err != nil || len(p.Input) != 4 {
+		t.Fatalf("4 items under a cap of 4: %v", err)
+	}
+	_, err := ParseCreate(body, 3)
+	re, ok := errors.AsType[*RequestError](err)
+	if !ok || re.Param != "input" || re.Code != CodeArrayTooLong || !strings.Contains(re.Message, "maximum length 3") ||
+		!strings.Contains(re.Message, "length 4 instead") {
+		t.Fatalf("4 items over a cap of 3: %v", err)
+	}
+	// A string input is one item; the cap applies to arrays.
+	if _, err := ParseCreate([]byte(`{"model":"m","input":"x"}`), 1); err != nil {
+		t.Fatalf("string input under a cap of 1: %v", err)
+	}
+}
+
+// FuzzWalk checks the allocation-free walker against encoding/json: for
+// every valid JSON object, eachMember yields the keys json.Decoder reads
+// and values that compact to the same JSON, in order; likewise eachElement
+// for arrays.
+func FuzzWalk(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1}`, ` { "a" : [1, {"b":"}"}] , "c\"d":"\\", "e":null,"f":true,"g":-1.5e3 } `,
+		`[]`, `[1,"2",[3],{"4":5}]`, `{"\u00e9":"x","a\u0000":{}}`, "{\"\xff\":1}", `{"a":{"b":{"c":[[]]}}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			return
+		}
+		var want []string
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		tok, _ := dec.Token()
+		switch tok {
+		case json.Delim('{'):
+			for dec.More() {
+				k, _ := dec.Token()
+				var v json.RawMessage
+				if err := dec.Decode(&v); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, k.(string)+"="+compact(t, v))
+			}
+			var got []string
+			if err := eachMember(b, func(k string, v []byte) error {
+				got = append(got, k+"="+compact(t, v))
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("eachMember = %q, want %q", got, want)
+			}
+		case json.Delim('['):
+			for dec.More() {
+				var v json.RawMessage
+				if err := dec.Decode(&v); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, compact(t, v))
+			}
+			var got []string
+			if err := eachElement(b, func(_ int, v []byte) error {
+				got = append(got, compact(t, v))
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("eachElement = %q, want %q", got, want)
+			}
+		}
+	})
+}
+
+func compact(t *testing.T, v []byte) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, v); err != nil {
+		t.Fatalf("compact %q: %v", v, err)
+	}
+	return b.String()
+}

@@ -1,0 +1,327 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// This file and input.go are the one reader of create requests: the HTTP
+// parser (ParseCreate), recovery (ReadInput) and input_items (ScanInput)
+// all read a request through them, so they cannot disagree about what it
+// says. The reader is strict where a lenient one would be ambiguous: a key
+// that appears twice in an object, or that differs from a key the reader
+// knows only in case ("Input" next to or instead of "input"), is refused,
+// because encoding/json's struct decoding matches keys case-insensitively
+// and lets the last one win, while a map lookup matches exactly.
+
+// RequestError is a request the reader refuses, with what an OpenAI-format
+// 400 says: the parameter at fault, an error code and a message.
+type RequestError struct {
+	Param   string
+	Code    string
+	Message string
+}
+
+func (e *RequestError) Error() string {
+	if e.Param == "" {
+		return "wire: " + e.Message
+	}
+	return fmt.Sprintf("wire: %s (param %s)", e.Message, e.Param)
+}
+
+func requestErr(param, code, format string, args ...any) *RequestError {
+	return &RequestError{Param: param, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Error codes of RequestError.
+const (
+	CodeInvalidJSON      = "invalid_json"
+	CodeInvalidType      = "invalid_type"
+	CodeInvalidValue     = "invalid_value"
+	CodeMissingParam     = "missing_required_parameter"
+	CodeUnsupportedValue = "unsupported_value"
+	CodeUnknownParam     = "unknown_parameter"
+	CodeDuplicateParam   = "duplicate_parameter"
+	CodeArrayTooLong     = "array_above_max_length"
+)
+
+// Limits of the metadata field, as OpenAI documents them.
+const (
+	MetadataMaxKeys     = 16
+	MetadataMaxKeyLen   = 64
+	MetadataMaxValueLen = 512
+)
+
+// requestKeys are the fields of a create request the Responses API defines
+// (the ones superstep reads and the ones it echoes or tolerates). A key
+// equal to one of them but for case is refused; other unknown keys are
+// tolerated, as SDKs add fields often.
+var requestKeys = []string{
+	"model", "input", "instructions", "stream", "stream_options", "background", "store",
+	"previous_response_id", "conversation", "metadata", "tools", "tool_choice", "parallel_tool_calls",
+	"max_output_tokens", "max_tool_calls", "temperature", "top_p", "top_logprobs", "presence_penalty",
+	"frequency_penalty", "text", "reasoning", "truncation", "include", "service_tier", "user",
+	"safety_identifier", "prompt_cache_key", "prompt_cache_retention", "prompt", "context_management",
+	"moderation",
+}
+
+// CreateRequest is what superstep reads of a create request.
+type CreateRequest struct {
+	Model              string
+	Input              []InputItem
+	Instructions       *string
+	Metadata           map[string]string
+	Stream             bool
+	Background         bool
+	Store              bool
+	PreviousResponseID string
+}
+
+// ParseCreate parses the body of a create request (POST /v1/responses).
+// Unknown fields are tolerated; a known field of the wrong type, a
+// duplicate key or a case variant of a known key is a *RequestError
+// naming the field. maxInputItems > 0 caps the number of input items.
+func ParseCreate(body []byte, maxInputItems int) (*CreateRequest, error) {
+	fields, err := decodeRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	p := &CreateRequest{Store: true}
+	if p.Model, err = stringField(fields, "model"); err != nil {
+		return nil, err
+	}
+	if p.Model == "" {
+		return nil, requestErr("model", CodeMissingParam, "Missing required parameter: 'model'.")
+	}
+	if err := parseFlags(fields, p); err != nil {
+		return nil, err
+	}
+	if p.PreviousResponseID, err = stringField(fields, "previous_response_id"); err != nil {
+		return nil, err
+	}
+	if p.Instructions, err = optString(fields["instructions"], "instructions"); err != nil {
+		return nil, err
+	}
+	if p.Metadata, err = parseMetadata(fields["metadata"]); err != nil {
+		return nil, err
+	}
+	if p.Input, err = parseInput(fields["input"], maxInputItems); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// decodeRequest decodes body as one JSON object into its raw fields,
+// refusing duplicate keys and case variants of the request's keys.
+func decodeRequest(body []byte) (map[string]json.RawMessage, error) {
+	if !json.Valid(body) {
+		// Unmarshal checks validity before decoding anything: it only
+		// says what is wrong.
+		err := json.Unmarshal(body, &struct{}{})
+		return nil, requestErr("", CodeInvalidJSON,
+			"We could not parse the JSON body of your request: %s. The body must be a JSON object.", jsonProblem(err))
+	}
+	switch kind := jsonKind(body); kind {
+	case "an object":
+	case "null":
+		return nil, requestErr("", CodeInvalidJSON, "The request body must be a JSON object, not null.")
+	default:
+		return nil, requestErr("", CodeInvalidJSON,
+			"We could not parse the JSON body of your request: expected an object, got %s. The body must be a JSON object.", kind)
+	}
+	return decodeObject(body, "", requestKeys)
+}
+
+// decodeObject decodes raw, a valid JSON object, into its raw fields
+// (sub-slices of raw). A key that appears twice, or that equals one of
+// known but for case, is a *RequestError naming it (param is the object's
+// own name, "" at the top).
+func decodeObject(raw []byte, param string, known []string) (map[string]json.RawMessage, error) {
+	fields := map[string]json.RawMessage{}
+	err := eachMember(raw, func(key string, val []byte) error {
+		_, dup := fields[key]
+		if err := checkKey(key, dup, known, param); err != nil {
+			return err
+		}
+		fields[key] = val
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return fields, nil
+}
+
+// checkKey refuses a duplicate key and a case variant of a known key.
+func checkKey(key string, dup bool, known []string, param string) error {
+	name := joinParam(param, truncate(key, 64))
+	if dup {
+		return requestErr(name, CodeDuplicateParam,
+			"Duplicate parameter: '%s' appears more than once in the same object; each key may appear once.", name)
+	}
+	if len(known) == 0 || slices.Contains(known, key) {
+		return nil
+	}
+	for _, k := range known {
+		// EqualFold is the matching encoding/json uses for struct fields.
+		if strings.EqualFold(key, k) {
+			return requestErr(name, CodeUnknownParam,
+				"Unknown parameter: '%s'. Parameter names are case-sensitive: did you mean '%s'?", name, joinParam(param, k))
+		}
+	}
+	return nil
+}
+
+func joinParam(param, key string) string {
+	if param == "" {
+		return key
+	}
+	return param + "." + key
+}
+
+// jsonProblem describes a decode error without Go type names.
+func jsonProblem(err error) string {
+	if err == nil {
+		return "invalid JSON"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// parseFlags reads stream, background and store, and refuses the
+// combinations the API forbids.
+func parseFlags(fields map[string]json.RawMessage, p *CreateRequest) error {
+	var err error
+	if p.Stream, err = boolField(fields, "stream", false); err != nil {
+		return err
+	}
+	if p.Background, err = boolField(fields, "background", false); err != nil {
+		return err
+	}
+	if p.Store, err = boolField(fields, "store", true); err != nil {
+		return err
+	}
+	if p.Background && !p.Store {
+		return requestErr("background", CodeInvalidValue,
+			"Background mode requires store=true: a background response must be stored to be retrieved.")
+	}
+	return nil
+}
+
+// isNull reports whether raw is absent or JSON null.
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+}
+
+// jsonKind names the JSON type of raw for error messages.
+func jsonKind(raw []byte) string {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 {
+		return "nothing"
+	}
+	switch t[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+func typeError(param, want string, raw []byte) *RequestError {
+	return typeErrorKind(param, want, jsonKind(raw))
+}
+
+func typeErrorKind(param, want, got string) *RequestError {
+	return requestErr(param, CodeInvalidType, "Invalid type for '%s': expected %s, but got %s instead.", param, want, got)
+}
+
+// boolField reads an optional boolean; absent or null gives def.
+func boolField(fields map[string]json.RawMessage, name string, def bool) (bool, error) {
+	raw := fields[name]
+	if isNull(raw) {
+		return def, nil
+	}
+	var v bool
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return false, typeError(name, "a boolean", raw)
+	}
+	return v, nil
+}
+
+// stringField reads an optional string; absent or null gives "".
+func stringField(fields map[string]json.RawMessage, name string) (string, error) {
+	s, err := optString(fields[name], name)
+	if s == nil || err != nil {
+		return "", err
+	}
+	return *s, nil
+}
+
+// optString reads an optional string; absent or null gives nil.
+func optString(raw json.RawMessage, param string) (*string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, typeError(param, "a string", raw)
+	}
+	return &v, nil
+}
+
+// parseMetadata reads metadata: at most 16 string values, keys at most 64
+// and values at most 512 characters, no key twice.
+func parseMetadata(raw json.RawMessage) (map[string]string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	if jsonKind(raw) != "an object" {
+		return nil, typeError("metadata", "an object", raw)
+	}
+	fields, err := decodeObject(raw, "metadata", nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(fields) > MetadataMaxKeys {
+		return nil, requestErr("metadata", CodeInvalidValue,
+			"Invalid 'metadata': too many properties. Expected at most %d properties, but got %d instead.", MetadataMaxKeys, len(fields))
+	}
+	md := make(map[string]string, len(fields))
+	for k, v := range fields {
+		param := "metadata." + k
+		if utf8.RuneCountInString(k) > MetadataMaxKeyLen {
+			return nil, requestErr(param, CodeInvalidValue,
+				"Invalid 'metadata': key '%s' is longer than %d characters.", truncate(k, 80), MetadataMaxKeyLen)
+		}
+		s, err := optString(v, param)
+		if err != nil {
+			return nil, err
+		}
+		if s == nil {
+			return nil, typeError(param, "a string", v)
+		}
+		if utf8.RuneCountInString(*s) > MetadataMaxValueLen {
+			return nil, requestErr(param, CodeInvalidValue,
+				"Invalid 'metadata': the value of key '%s' is longer than %d characters.", k, MetadataMaxValueLen)
+		}
+		md[k] = *s
+	}
+	return md, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
+}
