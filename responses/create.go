@@ -27,7 +27,9 @@ func (s *server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Owner = ownerFrom(r.Context())
-	resp, err := s.host.Create(r.Context(), p)
+	ctx, cancel := s.storeContext(r)
+	resp, err := s.host.Create(ctx, p)
+	cancel()
 	if err != nil {
 		s.writeError(w, r, createError(err, p))
 		return

@@ -16,6 +16,8 @@ const (
 	MaxBodyBytesDefault = 8 << 20
 	KeepAliveDefault    = 15 * time.Second
 	WriteTimeoutDefault = time.Minute
+	StoreTimeoutDefault = 10 * time.Second
+	ReadyTimeoutDefault = 2 * time.Second
 )
 
 // Options configure the handler. A nil *Options and zero fields take the
@@ -29,6 +31,16 @@ type Options struct {
 	// WriteTimeout bounds each write of a stream, so a client that stopped
 	// reading does not hold its handler forever. Default 1 minute.
 	WriteTimeout time.Duration
+	// StoreTimeout bounds the store calls a request makes before it
+	// streams or waits: create's writes, GET of a response, cancel,
+	// delete, input_items and /v1/hosts. Past it the request gets 503
+	// with Retry-After instead of hanging for a whole store outage.
+	// (Streams read through the host, whose reads have deadlines and
+	// retries of their own; a create without stream or background waits
+	// for its response as long as the client does.) Default 10s.
+	StoreTimeout time.Duration
+	// ReadyTimeout bounds the store check of GET /readyz; default 2s.
+	ReadyTimeout time.Duration
 	// APIKeys maps each accepted bearer key to the owner identity stored
 	// with the responses it creates. Empty: authentication is off and every
 	// response belongs to the owner "".
@@ -54,6 +66,12 @@ func (o *Options) withDefaults() Options {
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = WriteTimeoutDefault
 	}
+	if c.StoreTimeout <= 0 {
+		c.StoreTimeout = StoreTimeoutDefault
+	}
+	if c.ReadyTimeout <= 0 {
+		c.ReadyTimeout = ReadyTimeoutDefault
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -70,11 +88,13 @@ type server struct {
 	opts    Options
 	log     *slog.Logger
 	metrics *httpMetrics
+	ready   readiness
 }
 
 // NewHandler returns the HTTP handler of the Responses API over h. The
 // routes are under /v1 (SDKs are configured with a base URL ending in /v1),
-// plus /healthz and /metrics, which need no key. It returns an error only
+// plus /healthz (liveness), /readyz (readiness: the store accepts writes)
+// and /metrics, which need no key. It returns an error only
 // when the metrics cannot be registered (e.g. twice on one registry).
 func NewHandler(h *host.Host, opts *Options) (http.Handler, error) {
 	o := opts.withDefaults()
@@ -93,14 +113,15 @@ func (s *server) routes() http.Handler {
 	}
 	api("POST /v1/responses", s.handleCreate)
 	api("GET /v1/responses/{id}", s.withResponseID(s.handleGet))
-	api("POST /v1/responses/{id}/cancel", s.withResponseID(s.handleCancel))
-	api("DELETE /v1/responses/{id}", s.withResponseID(s.handleDelete))
-	api("GET /v1/responses/{id}/input_items", s.withResponseID(s.handleInputItems))
+	api("POST /v1/responses/{id}/cancel", s.withResponseID(s.withStoreTimeout(s.handleCancel)))
+	api("DELETE /v1/responses/{id}", s.withResponseID(s.withStoreTimeout(s.handleDelete)))
+	api("GET /v1/responses/{id}/input_items", s.withResponseID(s.withStoreTimeout(s.handleInputItems)))
 	api("GET /v1/models", s.handleModels)
 	api("GET /v1/models/{model}", s.handleModel)
-	api("GET /v1/hosts", s.handleHosts)
+	api("GET /v1/hosts", s.withStoreTimeout(s.handleHosts))
 	api("/v1/", s.handleUnknownRoute)
 	mux.Handle("GET /healthz", s.instrument(http.HandlerFunc(handleHealthz)))
+	mux.Handle("GET /readyz", s.instrument(http.HandlerFunc(s.handleReadyz)))
 	mux.Handle("GET /metrics", s.metricsHandler())
 	return mux
 }
