@@ -15,12 +15,15 @@ func ownerFrom(ctx context.Context) string {
 	return o
 }
 
+// authOn reports whether requests must carry an API key.
+func (s *server) authOn() bool { return len(s.opts.APIKeys) > 0 }
+
 // authenticate checks the bearer key when API keys are configured and puts
 // the key's owner in the request context. A response is visible only to its
 // owner: the host answers another owner's id with not found.
 func (s *server) authenticate(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if len(s.opts.APIKeys) == 0 {
+		if !s.authOn() {
 			next(w, r)
 			return
 		}

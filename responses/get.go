@@ -95,6 +95,11 @@ func (s *server) handleGet(w http.ResponseWriter, r *http.Request) {
 			"Response '%s' was not created with stream=true, so it cannot be streamed; retrieve it without stream.", id))
 		return
 	}
+	release, ok := s.acquireStream(w, r)
+	if !ok {
+		return
+	}
+	defer release()
 	s.streamEvents(w, r, id, owner, q.startingAfter)
 }
 

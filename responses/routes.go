@@ -41,6 +41,16 @@ type Options struct {
 	StoreTimeout time.Duration
 	// ReadyTimeout bounds the store check of GET /readyz; default 2s.
 	ReadyTimeout time.Duration
+	// MaxStreams caps the SSE streams open at once on this server (a
+	// create with stream=true, or a GET with stream=true); more get 429
+	// too_many_streams, and a refused create creates nothing. Default
+	// MaxStreamsDefault (1000); negative means no cap.
+	MaxStreams int
+	// MaxStreamsPerKey caps the streams open at once per owner (the
+	// identity of an API key) when APIKeys are configured, so one key
+	// cannot take every stream. Default MaxStreamsPerKeyDefault (100);
+	// negative means no cap.
+	MaxStreamsPerKey int
 	// APIKeys maps each accepted bearer key to the owner identity stored
 	// with the responses it creates. Empty: authentication is off and every
 	// response belongs to the owner "".
@@ -66,6 +76,12 @@ func (o *Options) withDefaults() Options {
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = WriteTimeoutDefault
 	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = MaxStreamsDefault
+	}
+	if c.MaxStreamsPerKey == 0 {
+		c.MaxStreamsPerKey = MaxStreamsPerKeyDefault
+	}
 	if c.StoreTimeout <= 0 {
 		c.StoreTimeout = StoreTimeoutDefault
 	}
@@ -89,6 +105,7 @@ type server struct {
 	log     *slog.Logger
 	metrics *httpMetrics
 	ready   readiness
+	streams *streamLimiter
 }
 
 // NewHandler returns the HTTP handler of the Responses API over h. The
@@ -102,7 +119,8 @@ func NewHandler(h *host.Host, opts *Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{host: h, opts: o, log: o.Logger, metrics: m}
+	s := &server{host: h, opts: o, log: o.Logger, metrics: m,
+		streams: newStreamLimiter(max(o.MaxStreams, 0), max(o.MaxStreamsPerKey, 0))}
 	return s.routes(), nil
 }
 

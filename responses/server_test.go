@@ -190,3 +190,26 @@ func errorOf(t *testing.T, rp reply) errorObject {
 	}
 	return b.Error
 }
+
+// createStreamed creates a response with stream=true, reads its stream to
+// the end and returns its id.
+func (ts *testServer) createStreamed(body string) string {
+	ts.t.Helper()
+	rp := ts.do("POST", "/v1/responses", body)
+	for line := range strings.SplitSeq(rp.body, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Response struct {
+				ID string `json:"id"`
+			} `json:"response"`
+		}
+		if json.Unmarshal([]byte(data), &ev) == nil && ev.Response.ID != "" {
+			return ev.Response.ID
+		}
+	}
+	ts.t.Fatalf("create (stream): %d %s", rp.status, rp.body)
+	return ""
+}

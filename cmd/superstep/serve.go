@@ -37,6 +37,10 @@ type serveConfig struct {
 	lease, grace, keepAlive      time.Duration
 	maxSupersteps                int
 	maxRuns                      int
+	// maxStreams and maxStreamsPerKey cap the open SSE streams (0: no
+	// cap); storeTimeout bounds a request's store calls.
+	maxStreams, maxStreamsPerKey int
+	storeTimeout                 time.Duration
 	// keepCheckpoints and retention bound the database (host.Config).
 	keepCheckpoints int
 	retention       time.Duration
@@ -65,6 +69,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.DurationVar(&c.keepAlive, "keepalive", responses.KeepAliveDefault, "idle time before a stream gets a keep-alive comment")
 	fs.IntVar(&c.maxSupersteps, "max-supersteps", host.MaxSuperstepsDefault, "most supersteps one run may take")
 	fs.IntVar(&c.maxRuns, "max-runs", 0, "most runs this host drives at once; others wait for a host with capacity (0: no limit)")
+	fs.IntVar(&c.maxStreams, "max-streams", responses.MaxStreamsDefault, "most SSE streams open at once; more get 429 too_many_streams (0: no limit)")
+	fs.IntVar(&c.maxStreamsPerKey, "max-streams-per-key", responses.MaxStreamsPerKeyDefault, "most SSE streams open at once per API key owner, with --api-keys (0: no limit)")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", responses.StoreTimeoutDefault, "how long a request waits for the store before it gets 503 with Retry-After (streams and waits for a response's end excepted)")
 	fs.IntVar(&c.keepCheckpoints, "keep-checkpoints", host.KeepCheckpointsDefault, "checkpoints kept per run when its history is pruned (every 16 commits and when a response finishes); negative keeps all")
 	fs.DurationVar(&c.retention, "retention", 0, "delete finished responses (and runs whose responses are all gone) this long after they completed; 0 keeps them forever (env SUPERSTEP_RETENTION)")
 	fs.StringVar(&c.hostID, "host-id", os.Getenv("SUPERSTEP_HOST_ID"), "this host's id among hosts sharing a database (env SUPERSTEP_HOST_ID; default hostname-pid-random). Never give two live hosts the same id")
@@ -106,6 +113,12 @@ func (c *serveConfig) validate() error {
 	}
 	if c.lease <= 0 || c.grace < 0 || c.keepAlive <= 0 || c.maxSupersteps <= 0 {
 		errs = append(errs, errors.New("serve: --lease, --keepalive and --max-supersteps must be positive, --grace not negative"))
+	}
+	if c.maxStreams < 0 || c.maxStreamsPerKey < 0 {
+		errs = append(errs, errors.New("serve: --max-streams and --max-streams-per-key must not be negative (0: no limit)"))
+	}
+	if c.storeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("serve: --store-timeout must be positive, got %v", c.storeTimeout))
 	}
 	if c.keepCheckpoints == 0 {
 		errs = append(errs, errors.New("serve: --keep-checkpoints must be positive, or negative to keep every checkpoint"))
@@ -279,6 +292,7 @@ func newServer(cfg *serveConfig, st store.Store, keys map[string]string, llm *ex
 		}
 	}
 	handler, err := responses.NewHandler(h, &responses.Options{MaxBodyBytes: cfg.maxBody, KeepAlive: cfg.keepAlive,
+		MaxStreams: noLimit(cfg.maxStreams), MaxStreamsPerKey: noLimit(cfg.maxStreamsPerKey), StoreTimeout: cfg.storeTimeout,
 		APIKeys: keys, Logger: log, Registry: reg})
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: %w", err)
@@ -286,6 +300,14 @@ func newServer(cfg *serveConfig, st store.Store, keys map[string]string, llm *ex
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	return srv, h, nil
+}
+
+// noLimit maps a flag's 0 ("no limit") to responses.Options' negative.
+func noLimit(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // serveUntilDone serves on ln until ctx ends or the server fails, then

@@ -16,6 +16,7 @@ import (
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/responses"
 )
 
 func TestParseServeFlags_ModelServer(t *testing.T) {
@@ -187,5 +188,25 @@ func TestServe_NoModelServer(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "LLM demos not registered"); n != 1 {
 		t.Fatalf("%d log lines about the LLM demos, want 1:\n%s", n, logs)
+	}
+}
+
+func TestParseServeFlags_Limits(t *testing.T) {
+	c, err := parseServeFlags(nil, io.Discard)
+	if err != nil || c.maxStreams != responses.MaxStreamsDefault || c.maxStreamsPerKey != responses.MaxStreamsPerKeyDefault ||
+		c.storeTimeout != responses.StoreTimeoutDefault {
+		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+	c, err = parseServeFlags([]string{"--max-streams", "0", "--max-streams-per-key", "7", "--store-timeout", "3s"}, io.Discard)
+	if err != nil || c.maxStreams != 0 || c.maxStreamsPerKey != 7 || c.storeTimeout != 3*time.Second {
+		t.Fatalf("flags: %+v, %v", c, err)
+	}
+	if noLimit(0) >= 0 || noLimit(7) != 7 {
+		t.Fatalf("noLimit(0) = %d, noLimit(7) = %d", noLimit(0), noLimit(7))
+	}
+	for _, args := range [][]string{{"--max-streams", "-1"}, {"--max-streams-per-key", "-2"}, {"--store-timeout", "0s"}} {
+		if _, err := parseServeFlags(args, io.Discard); err == nil {
+			t.Fatalf("%q: no error", args)
+		}
 	}
 }
