@@ -85,6 +85,7 @@ func toAPIError(err error) *apiError {
 	var ae *apiError
 	var ie *host.InputError
 	var mbe *http.MaxBytesError
+	var bte *bodyTimeoutError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -93,6 +94,9 @@ func toAPIError(err error) *apiError {
 	case errors.As(err, &mbe):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large",
 			Message: fmt.Sprintf("Request body too large: the limit is %d bytes.", mbe.Limit)}
+	case errors.As(err, &bte):
+		return &apiError{Status: http.StatusRequestTimeout, Type: typeInvalidRequest, Code: "request_timeout",
+			Message: fmt.Sprintf("The request body did not arrive in time: the limit is %v.", bte.limit)}
 	case errors.Is(err, host.ErrModelNotFound):
 		return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found", Param: "model",
 			Message: "The requested model does not exist."}
@@ -130,7 +134,11 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case ae.Status >= 500:
 		s.log.LogAttrs(r.Context(), slog.LevelError, "responses: request failed",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
-	case ae.Status == http.StatusRequestTimeout || ae.Status == http.StatusTooManyRequests:
+	case ae.Status == http.StatusRequestTimeout:
+		// The rest of the body may still come: the connection cannot
+		// carry another request. A retry can succeed.
+		w.Header().Set("Connection", "close")
+	case ae.Status == http.StatusTooManyRequests:
 		// The same request can succeed later: let the SDKs retry.
 	default:
 		w.Header().Set("X-Should-Retry", "false")

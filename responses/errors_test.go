@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/store"
@@ -29,6 +30,7 @@ func TestToAPIError(t *testing.T) {
 		{"Conflict", fmt.Errorf("x: %w", store.ErrConflict), 409, "conflict", ""},
 		{"Model", fmt.Errorf("x: %w", host.ErrModelNotFound), 404, "model_not_found", "model"},
 		{"Input", &host.InputError{Param: "input", Code: "invalid_value", Message: "bad"}, 400, "invalid_value", "input"},
+		{"BodyTimeout", fmt.Errorf("read: %w", &bodyTimeoutError{limit: time.Second}), 408, "request_timeout", ""},
 		{"TooLarge", fmt.Errorf("read: %w", &http.MaxBytesError{Limit: 10}), 413, "request_too_large", ""},
 		{"Closed", host.ErrHostClosed, 503, "shutting_down", ""},
 		{"StoreClosed", fmt.Errorf("x: %w", store.ErrClosed), 503, "shutting_down", ""},

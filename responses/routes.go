@@ -18,6 +18,7 @@ const (
 	WriteTimeoutDefault = time.Minute
 	StoreTimeoutDefault = 10 * time.Second
 	ReadyTimeoutDefault = 2 * time.Second
+	BodyTimeoutDefault  = 30 * time.Second
 )
 
 // Options configure the handler. A nil *Options and zero fields take the
@@ -25,6 +26,10 @@ const (
 type Options struct {
 	// MaxBodyBytes caps request bodies; larger ones get 413. Default 8 MiB.
 	MaxBodyBytes int64
+	// BodyTimeout bounds how long a request body may take to arrive,
+	// from the start of its handler; a slower one gets 408 and its
+	// connection is closed (see limitBodyTime). Default 30s.
+	BodyTimeout time.Duration
 	// KeepAlive is the idle time after which a stream gets a keep-alive
 	// comment line. Default 15s.
 	KeepAlive time.Duration
@@ -69,6 +74,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = MaxBodyBytesDefault
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = BodyTimeoutDefault
 	}
 	if c.KeepAlive <= 0 {
 		c.KeepAlive = KeepAliveDefault
@@ -141,7 +149,7 @@ func (s *server) routes() http.Handler {
 	mux.Handle("GET /healthz", s.instrument(http.HandlerFunc(handleHealthz)))
 	mux.Handle("GET /readyz", s.instrument(http.HandlerFunc(s.handleReadyz)))
 	mux.Handle("GET /metrics", s.metricsHandler())
-	return mux
+	return s.limitBodyTime(mux)
 }
 
 // handleUnknownRoute answers paths under /v1 that match no route (and

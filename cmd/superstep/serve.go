@@ -41,6 +41,10 @@ type serveConfig struct {
 	// cap); storeTimeout bounds a request's store calls.
 	maxStreams, maxStreamsPerKey int
 	storeTimeout                 time.Duration
+	// maxConns caps open client connections; bodyTimeout bounds the
+	// arrival of a request body.
+	maxConns    int
+	bodyTimeout time.Duration
 	// keepCheckpoints and retention bound the database (host.Config).
 	keepCheckpoints int
 	retention       time.Duration
@@ -72,6 +76,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.IntVar(&c.maxStreams, "max-streams", responses.MaxStreamsDefault, "most SSE streams open at once; more get 429 too_many_streams (0: no limit)")
 	fs.IntVar(&c.maxStreamsPerKey, "max-streams-per-key", responses.MaxStreamsPerKeyDefault, "most SSE streams open at once per API key owner, with --api-keys (0: no limit)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", responses.StoreTimeoutDefault, "how long a request waits for the store before it gets 503 with Retry-After (streams and waits for a response's end excepted)")
+	fs.IntVar(&c.maxConns, "max-conns", maxConnsDefault, "most client connections open at once; more wait in the listen backlog until one closes")
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", responses.BodyTimeoutDefault, "how long a request body may take to arrive; a slower one gets 408 and its connection is closed")
 	fs.IntVar(&c.keepCheckpoints, "keep-checkpoints", host.KeepCheckpointsDefault, "checkpoints kept per run when its history is pruned (every 16 commits and when a response finishes); negative keeps all")
 	fs.DurationVar(&c.retention, "retention", 0, "delete finished responses (and runs whose responses are all gone) this long after they completed; 0 keeps them forever (env SUPERSTEP_RETENTION)")
 	fs.StringVar(&c.hostID, "host-id", os.Getenv("SUPERSTEP_HOST_ID"), "this host's id among hosts sharing a database (env SUPERSTEP_HOST_ID; default hostname-pid-random). Never give two live hosts the same id")
@@ -116,6 +122,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.maxStreams < 0 || c.maxStreamsPerKey < 0 {
 		errs = append(errs, errors.New("serve: --max-streams and --max-streams-per-key must not be negative (0: no limit)"))
+	}
+	if c.maxConns <= 0 || c.bodyTimeout <= 0 {
+		errs = append(errs, errors.New("serve: --max-conns and --body-timeout must be positive"))
 	}
 	if c.storeTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("serve: --store-timeout must be positive, got %v", c.storeTimeout))
@@ -207,10 +216,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.advertise == "" {
 		cfg.advertise = ln.Addr().String() // the real port when --addr asked for 0
 	}
-	srv, h, err := newServer(cfg, st, keys, llm, log)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, h, err := newServer(cfg, st, keys, llm, log, reg)
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	limited, err := limitConns(ln, cfg.maxConns, reg, log)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("serve: %w", err)
 	}
 	if err := h.Start(ctx); err != nil {
 		ln.Close()
@@ -220,7 +236,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "superstep: listening on http://%s\n", ln.Addr())
 	log.Info("superstep: serving", "addr", ln.Addr().String(), "db", redactURL(cfg.db), "auth", len(keys) > 0)
-	return serveUntilDone(ctx, srv, ln, h, cfg.grace, log)
+	return serveUntilDone(ctx, srv, limited, h, cfg.grace, log)
 }
 
 // startModelServer returns the LLM demos' options for cfg (nil when no
@@ -274,10 +290,8 @@ func redactModelURL(s string) string {
 }
 
 // newServer builds the host (with the demo workflows, and the LLM demos
-// when llm is not nil) and the HTTP server.
-func newServer(cfg *serveConfig, st store.Store, keys map[string]string, llm *examples.LLMOptions, log *slog.Logger) (*http.Server, *host.Host, error) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+// when llm is not nil) and the HTTP server, with their metrics on reg.
+func newServer(cfg *serveConfig, st store.Store, keys map[string]string, llm *examples.LLMOptions, log *slog.Logger, reg *prometheus.Registry) (*http.Server, *host.Host, error) {
 	h, err := host.New(st, &host.Config{HostID: cfg.hostID, Addr: cfg.advertise, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps, MaxRuns: cfg.maxRuns,
 		KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, Logger: log, Metrics: reg})
 	if err != nil {
@@ -292,8 +306,8 @@ func newServer(cfg *serveConfig, st store.Store, keys map[string]string, llm *ex
 		}
 	}
 	handler, err := responses.NewHandler(h, &responses.Options{MaxBodyBytes: cfg.maxBody, KeepAlive: cfg.keepAlive,
-		MaxStreams: noLimit(cfg.maxStreams), MaxStreamsPerKey: noLimit(cfg.maxStreamsPerKey), StoreTimeout: cfg.storeTimeout,
-		APIKeys: keys, Logger: log, Registry: reg})
+		MaxStreams: noLimit(cfg.maxStreams), MaxStreamsPerKey: noLimit(cfg.maxStreamsPerKey),
+		StoreTimeout: cfg.storeTimeout, BodyTimeout: cfg.bodyTimeout, APIKeys: keys, Logger: log, Registry: reg})
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: %w", err)
 	}
