@@ -60,6 +60,11 @@ type Options struct {
 	// with the responses it creates. Empty: authentication is off and every
 	// response belongs to the owner "".
 	APIKeys map[string]string
+	// AdminKeys are keys (key -> owner, like APIKeys, and accepted like
+	// them) that may also read GET /v1/hosts, which shows every owner's
+	// running responses; with keys configured, other keys get 403 there.
+	// Setting only AdminKeys turns authentication on too.
+	AdminKeys map[string]string
 	// Logger receives request failures; default slog.Default().
 	Logger *slog.Logger
 	// Registry receives the HTTP metrics and is served at /metrics. Nil: a

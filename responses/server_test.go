@@ -97,6 +97,13 @@ func openSQLite(t *testing.T, opts *sqlite.Options) (*sqlite.Store, string) {
 	return st, path
 }
 
+// openSQLiteFile is openSQLite with the default options, store only.
+func openSQLiteFile(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, _ := openSQLite(t, nil)
+	return st
+}
+
 // openPostgresBehindProxy opens a PostgreSQL store on a schema of the
 // test's own, connected through a TCP proxy that can cut it off.
 func openPostgresBehindProxy(t *testing.T) (*postgres.Store, *tcpproxy.Proxy, string) {

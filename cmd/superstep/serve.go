@@ -33,10 +33,12 @@ const handlerDrain = 3 * time.Second
 // serveConfig is the parsed command line of serve.
 type serveConfig struct {
 	addr, db, apiKeys, logFormat string
-	maxBody                      int64
-	lease, grace, keepAlive      time.Duration
-	maxSupersteps                int
-	maxRuns                      int
+	// adminKeys is the file of the keys that may also read /v1/hosts.
+	adminKeys               string
+	maxBody                 int64
+	lease, grace, keepAlive time.Duration
+	maxSupersteps           int
+	maxRuns                 int
 	// maxStreams and maxStreamsPerKey cap the open SSE streams (0: no
 	// cap); storeTimeout bounds a request's store calls.
 	maxStreams, maxStreamsPerKey int
@@ -66,6 +68,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.addr, "addr", envOr("SUPERSTEP_ADDR", "127.0.0.1:8080"), "listen address (env SUPERSTEP_ADDR); port 0 picks a free one")
 	fs.StringVar(&c.db, "db", envOr("SUPERSTEP_DB", "superstep.db"), "SQLite file path, or a postgres:// URL (env SUPERSTEP_DB)")
 	fs.StringVar(&c.apiKeys, "api-keys", os.Getenv("SUPERSTEP_API_KEYS"), "file of API keys, one per line as 'key' or 'key owner'; enables bearer auth (env SUPERSTEP_API_KEYS)")
+	fs.StringVar(&c.adminKeys, "admin-keys", os.Getenv("SUPERSTEP_ADMIN_KEYS"), "file of admin keys, in the format of --api-keys: accepted like API keys, and the only keys that may read GET /v1/hosts (every key's running responses) (env SUPERSTEP_ADMIN_KEYS)")
 	fs.StringVar(&c.logFormat, "log-format", "", "log format: text or json (default: text on a terminal, json otherwise)")
 	fs.Int64Var(&c.maxBody, "max-body", responses.MaxBodyBytesDefault, "largest request body in bytes; larger ones get 413")
 	fs.DurationVar(&c.lease, "lease", host.LeaseDurationDefault, "run lease duration (renewed every third of it)")
@@ -191,11 +194,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log := newLogger(cfg.logFormat, stderr)
-	var keys map[string]string
-	if cfg.apiKeys != "" {
-		if keys, err = loadAPIKeys(cfg.apiKeys); err != nil {
-			return withCode(exitUsage, err)
-		}
+	keys, adminKeys, err := loadKeys(cfg)
+	if err != nil {
+		return withCode(exitUsage, err)
 	}
 	st, err := openStore(ctx, cfg.db)
 	if err != nil {
@@ -218,7 +219,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, h, err := newServer(cfg, st, keys, llm, log, reg)
+	srv, h, err := newServer(cfg, st, keys, adminKeys, llm, log, reg)
 	if err != nil {
 		ln.Close()
 		return err
@@ -235,8 +236,30 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errors.Join(fmt.Errorf("serve: start host: %w", err), h.Shutdown(graceCtx))
 	}
 	fmt.Fprintf(stdout, "superstep: listening on http://%s\n", ln.Addr())
-	log.Info("superstep: serving", "addr", ln.Addr().String(), "db", redactURL(cfg.db), "auth", len(keys) > 0)
+	log.Info("superstep: serving", "addr", ln.Addr().String(), "db", redactURL(cfg.db), "auth", len(keys)+len(adminKeys) > 0,
+		"admin_keys", len(adminKeys))
 	return serveUntilDone(ctx, srv, limited, h, cfg.grace, log)
+}
+
+// loadKeys reads --api-keys and --admin-keys (each optional). A key may
+// not be in both files.
+func loadKeys(cfg *serveConfig) (keys, adminKeys map[string]string, err error) {
+	if cfg.apiKeys != "" {
+		if keys, err = loadAPIKeys(cfg.apiKeys); err != nil {
+			return nil, nil, err
+		}
+	}
+	if cfg.adminKeys != "" {
+		if adminKeys, err = loadAPIKeys(cfg.adminKeys); err != nil {
+			return nil, nil, fmt.Errorf("admin keys: %w", err)
+		}
+	}
+	for k := range adminKeys {
+		if _, dup := keys[k]; dup {
+			return nil, nil, fmt.Errorf("api keys: a key of %s is also in %s; list each key once", cfg.adminKeys, cfg.apiKeys)
+		}
+	}
+	return keys, adminKeys, nil
 }
 
 // startModelServer returns the LLM demos' options for cfg (nil when no
@@ -291,7 +314,8 @@ func redactModelURL(s string) string {
 
 // newServer builds the host (with the demo workflows, and the LLM demos
 // when llm is not nil) and the HTTP server, with their metrics on reg.
-func newServer(cfg *serveConfig, st store.Store, keys map[string]string, llm *examples.LLMOptions, log *slog.Logger, reg *prometheus.Registry) (*http.Server, *host.Host, error) {
+func newServer(cfg *serveConfig, st store.Store, keys, adminKeys map[string]string, llm *examples.LLMOptions, log *slog.Logger,
+	reg *prometheus.Registry) (*http.Server, *host.Host, error) {
 	h, err := host.New(st, &host.Config{HostID: cfg.hostID, Addr: cfg.advertise, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps, MaxRuns: cfg.maxRuns,
 		KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, Logger: log, Metrics: reg})
 	if err != nil {
@@ -307,7 +331,7 @@ func newServer(cfg *serveConfig, st store.Store, keys map[string]string, llm *ex
 	}
 	handler, err := responses.NewHandler(h, &responses.Options{MaxBodyBytes: cfg.maxBody, KeepAlive: cfg.keepAlive,
 		MaxStreams: noLimit(cfg.maxStreams), MaxStreamsPerKey: noLimit(cfg.maxStreamsPerKey),
-		StoreTimeout: cfg.storeTimeout, BodyTimeout: cfg.bodyTimeout, APIKeys: keys, Logger: log, Registry: reg})
+		StoreTimeout: cfg.storeTimeout, BodyTimeout: cfg.bodyTimeout, APIKeys: keys, AdminKeys: adminKeys, Logger: log, Registry: reg})
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: %w", err)
 	}

@@ -322,3 +322,30 @@ func TestServe_BodyTimeout(t *testing.T) {
 		t.Fatalf("connection still open after the 408: %v", err)
 	}
 }
+
+// TestLoadKeys: --admin-keys alone turns keys on; a key may not be both an
+// API key and an admin key.
+func TestLoadKeys(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	api, admin, both := write("api", "ka alice\n"), write("admin", "kadm ops\n"), write("both", "ka ops\n")
+	keys, adminKeys, err := loadKeys(&serveConfig{apiKeys: api, adminKeys: admin})
+	if err != nil || keys["ka"] != "alice" || adminKeys["kadm"] != "ops" || len(keys) != 1 {
+		t.Fatalf("keys %v, admin %v, %v", keys, adminKeys, err)
+	}
+	if keys, adminKeys, err = loadKeys(&serveConfig{adminKeys: admin}); err != nil || keys != nil || len(adminKeys) != 1 {
+		t.Fatalf("admin keys alone: %v %v %v", keys, adminKeys, err)
+	}
+	if _, _, err := loadKeys(&serveConfig{apiKeys: api, adminKeys: both}); err == nil {
+		t.Fatal("a key in both files was accepted")
+	}
+	if _, _, err := loadKeys(&serveConfig{adminKeys: filepath.Join(dir, "missing")}); err == nil {
+		t.Fatal("a missing admin keys file was accepted")
+	}
+}
