@@ -124,7 +124,10 @@ func toAPIError(err error) *apiError {
 
 // writeError writes err as an OpenAI-format error reply. 4xx replies carry
 // x-should-retry: false because SDKs retry 409 by default and a retry of a
-// deterministic failure only repeats it; 5xx are logged with the cause.
+// deterministic failure only repeats it — except 408 (a body too slow) and
+// 429 (a cap reached), which a retry can pass; 5xx are logged with the
+// cause, and 503 and 429 carry Retry-After. Nothing is written when the
+// client went away, unless StoreTimeout ended the request.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && isContextErr(err) && !errors.Is(context.Cause(r.Context()), errStoreTimeout) {
 		return // the client went away; nobody reads a reply
