@@ -140,7 +140,12 @@ func (h *Host) commitAgentTurn(r *run, updates []agent.Update, turnErr error, hi
 	respUsage.Add(wireUsage(usage))
 	resp.Usage = &respUsage
 	if turnErr != nil {
-		status, werr = wire.StatusFailed, &wire.Error{Code: "server_error", Message: turnErr.Error()}
+		var hidden bool
+		if werr, hidden = clientError(turnErr, false); hidden {
+			h.log.Warn("host: agent turn failed; the response shows what failed, the cause is here", "run_id", r.id,
+				"response_id", r.responseID(), "err", turnErr)
+		}
+		status = wire.StatusFailed
 		parts = r.lastParts
 	}
 	resp.Finish(status, time.Now(), werr)

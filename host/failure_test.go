@@ -102,7 +102,9 @@ func TestHost_CommitFailure(t *testing.T) {
 		evs := collect(t, b.host, r.ID, -1)
 		checkLog(t, evs)
 		last := evs[len(evs)-1]
-		if last.Type != "response.failed" || !strings.Contains(last.Response.Error.Message, "disk on fire") {
+		// The cause is logged, not shown (issue 12 #21).
+		if last.Type != "response.failed" || strings.Contains(last.Response.Error.Message, "disk on fire") ||
+			!strings.Contains(last.Response.Error.Message, "server's log") {
 			t.Fatalf("last %s %+v", last.Type, last.Response.Error)
 		}
 		if len(outputs(evs)) != 0 {

@@ -50,6 +50,46 @@ func (h *Host) heartbeat(ctx context.Context) {
 	}
 }
 
+// Ready reports whether the host can serve requests that need the store
+// now: nil when it is running and the store accepts a write within ctx —
+// the host's registry heartbeat (store.HostRegistry), the write the host
+// makes every LeaseDuration/3 anyway — or, for a store without a
+// registry, answers a read of its runs. A read alone would miss what
+// leaves reads working: a full disk, a read-only filesystem, a write lock
+// held elsewhere. Errors: ErrHostClosed before Start and once Shutdown
+// began (a draining host takes no new work), else the store's (it names
+// the database: log it, do not show it). Each call makes one store call:
+// callers bound ctx and how often they call.
+func (h *Host) Ready(ctx context.Context) error {
+	if !h.isRunning() {
+		return ErrHostClosed
+	}
+	hr, ok := h.registry()
+	if !ok {
+		if _, err := h.store.RunList(ctx, &store.RunListParams{Limit: 1}); err != nil {
+			return fmt.Errorf("host: ready: list runs: %w", err)
+		}
+		return nil
+	}
+	h.mu.Lock()
+	running := len(h.mu.runs)
+	h.mu.Unlock()
+	_, err := hr.HostHeartbeat(ctx, &store.HostHeartbeatParams{
+		Host: store.HostInfo{ID: h.cfg.HostID, Addr: h.cfg.Addr, MaxRuns: h.cfg.MaxRuns, Runs: running},
+		TTL:  h.cfg.LeaseDuration})
+	if !h.isRunning() {
+		// Shutdown began meanwhile and may have left the registry before
+		// this heartbeat landed: leave it again rather than be listed
+		// for a lease after the exit.
+		h.unregister(ctx)
+		return ErrHostClosed
+	}
+	if err != nil {
+		return fmt.Errorf("host: ready: registry heartbeat: %w", err)
+	}
+	return nil
+}
+
 // unregister removes this host from the store's registry at Shutdown,
 // within ctx or 5 s after it ended (a dead host's entry expires anyway).
 func (h *Host) unregister(ctx context.Context) {

@@ -7,7 +7,10 @@ import (
 	"strings"
 )
 
-type ownerKey struct{}
+type (
+	ownerKey struct{}
+	adminKey struct{}
+)
 
 // ownerFrom returns the owner identity authenticate put in ctx.
 func ownerFrom(ctx context.Context) string {
@@ -15,39 +18,57 @@ func ownerFrom(ctx context.Context) string {
 	return o
 }
 
+// isAdmin reports whether the request's key is an admin key.
+func isAdmin(ctx context.Context) bool {
+	a, _ := ctx.Value(adminKey{}).(bool)
+	return a
+}
+
+// authOn reports whether requests must carry an API key.
+func (s *server) authOn() bool { return len(s.opts.APIKeys)+len(s.opts.AdminKeys) > 0 }
+
 // authenticate checks the bearer key when API keys are configured and puts
 // the key's owner in the request context. A response is visible only to its
 // owner: the host answers another owner's id with not found.
 func (s *server) authenticate(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if len(s.opts.APIKeys) == 0 {
+		if !s.authOn() {
 			next(w, r)
 			return
 		}
-		owner, ok := s.lookupKey(bearerToken(r))
+		owner, admin, ok := s.lookupKey(bearerToken(r))
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="superstep"`)
 			s.writeError(w, r, &apiError{Status: http.StatusUnauthorized, Type: typeInvalidRequest, Code: "invalid_api_key",
 				Message: "Incorrect or missing API key. Send it as 'Authorization: Bearer <key>'."})
 			return
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), ownerKey{}, owner)))
+		ctx := context.WithValue(r.Context(), ownerKey{}, owner)
+		if admin {
+			ctx = context.WithValue(ctx, adminKey{}, true)
+		}
+		next(w, r.WithContext(ctx))
 	}
 }
 
-// lookupKey compares key with every configured key in constant time, so
-// the reply time does not tell how much of a guess was right.
-func (s *server) lookupKey(key string) (string, bool) {
+// lookupKey compares key with every configured key (API and admin) in
+// constant time, so the reply time does not tell how much of a guess was
+// right. It returns the key's owner and whether it is an admin key.
+func (s *server) lookupKey(key string) (owner string, admin, found bool) {
 	if key == "" {
-		return "", false
+		return "", false, false
 	}
-	owner, found := "", false
 	for k, o := range s.opts.APIKeys {
 		if subtle.ConstantTimeCompare([]byte(k), []byte(key)) == 1 {
 			owner, found = o, true
 		}
 	}
-	return owner, found
+	for k, o := range s.opts.AdminKeys {
+		if subtle.ConstantTimeCompare([]byte(k), []byte(key)) == 1 {
+			owner, admin, found = o, true, true
+		}
+	}
+	return owner, admin, found
 }
 
 func bearerToken(r *http.Request) string {

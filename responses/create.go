@@ -27,7 +27,18 @@ func (s *server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Owner = ownerFrom(r.Context())
-	resp, err := s.host.Create(r.Context(), p)
+	if p.Stream {
+		// Before anything is stored: a refused stream creates nothing, so
+		// the SDK's retry of the 429 cannot make a second response.
+		release, ok := s.acquireStream(w, r)
+		if !ok {
+			return
+		}
+		defer release()
+	}
+	ctx, cancel := s.storeContext(r)
+	resp, err := s.host.Create(ctx, p)
+	cancel()
 	if err != nil {
 		s.writeError(w, r, createError(err, p))
 		return

@@ -1,7 +1,8 @@
 // Package responses serves the OpenAI Responses API over net/http on top of
 // a host.Host: create (sync, background, streaming), retrieve (poll or
 // resume a stream with starting_after), cancel, delete, input_items, plus
-// /v1/models, /healthz and /metrics.
+// /v1/models, /v1/hosts, /healthz (liveness), /readyz (readiness: the
+// store takes a write) and /metrics.
 //
 // # Wire quirks it honours
 //
@@ -18,5 +19,8 @@
 //
 // Every failure reply is {"error":{"message","type","param","code"}} with a
 // status chosen by one function, writeError. Bad input is rejected before
-// the host is called, so nothing stored changes.
+// the host is called, so nothing stored changes. A transient store failure
+// or a store call past StoreTimeout is a 503 with Retry-After, a stream
+// past MaxStreams or MaxStreamsPerKey a 429, a body slower than
+// BodyTimeout a 408; 5xx messages never carry the cause, which is logged.
 package responses

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/store"
@@ -26,6 +27,10 @@ type apiError struct {
 	Code    string
 	Param   string
 	Message string
+	// RetryAfter, when > 0, is sent as Retry-After (seconds): the SDKs
+	// wait that long before their automatic retry. Every 503 gets at
+	// least 1.
+	RetryAfter int
 }
 
 func (e *apiError) Error() string { return "responses: " + e.Message }
@@ -80,6 +85,7 @@ func toAPIError(err error) *apiError {
 	var ae *apiError
 	var ie *host.InputError
 	var mbe *http.MaxBytesError
+	var bte *bodyTimeoutError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -88,6 +94,9 @@ func toAPIError(err error) *apiError {
 	case errors.As(err, &mbe):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large",
 			Message: fmt.Sprintf("Request body too large: the limit is %d bytes.", mbe.Limit)}
+	case errors.As(err, &bte):
+		return &apiError{Status: http.StatusRequestTimeout, Type: typeInvalidRequest, Code: "request_timeout",
+			Message: fmt.Sprintf("The request body did not arrive in time: the limit is %v.", bte.limit)}
 	case errors.Is(err, host.ErrModelNotFound):
 		return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found", Param: "model",
 			Message: "The requested model does not exist."}
@@ -95,11 +104,19 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found", Message: "Not found."}
 	case errors.Is(err, store.ErrConflict):
 		return &apiError{Status: http.StatusConflict, Type: typeInvalidRequest, Code: "conflict", Message: err.Error()}
-	case errors.Is(err, host.ErrHostClosed):
+	case errors.Is(err, host.ErrHostClosed), errors.Is(err, store.ErrClosed):
 		return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "shutting_down",
 			Message: "The server is shutting down; retry shortly."}
+	case errors.Is(err, store.ErrUnavailable):
+		// A transient store failure (unreachable, timed out, disk full,
+		// read-only, locked): the same request can succeed shortly. The
+		// cause, which names the database, is logged, not sent.
+		return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "store_unavailable",
+			Message: "The server's storage is temporarily unavailable; retry shortly."}
 	case errors.Is(err, context.DeadlineExceeded):
-		return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "timeout", Message: "The request timed out."}
+		// Options.StoreTimeout ended the request's store calls.
+		return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "timeout",
+			Message: "The server's storage did not answer in time; retry shortly."}
 	}
 	return &apiError{Status: http.StatusInternalServerError, Type: typeServer, Code: "server_error",
 		Message: "The server had an error while processing your request."}
@@ -107,20 +124,34 @@ func toAPIError(err error) *apiError {
 
 // writeError writes err as an OpenAI-format error reply. 4xx replies carry
 // x-should-retry: false because SDKs retry 409 by default and a retry of a
-// deterministic failure only repeats it; 5xx are logged with the cause.
+// deterministic failure only repeats it — except 408 (a body too slow) and
+// 429 (a cap reached), which a retry can pass; 5xx are logged with the
+// cause, and 503 and 429 carry Retry-After. Nothing is written when the
+// client went away, unless StoreTimeout ended the request.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil && isContextErr(err) {
+	if r.Context().Err() != nil && isContextErr(err) && !errors.Is(context.Cause(r.Context()), errStoreTimeout) {
 		return // the client went away; nobody reads a reply
 	}
 	ae := toAPIError(err)
-	if ae.Status >= 500 {
+	switch {
+	case ae.Status >= 500:
 		s.log.LogAttrs(r.Context(), slog.LevelError, "responses: request failed",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
-	} else {
+	case ae.Status == http.StatusRequestTimeout:
+		// The rest of the body may still come: the connection cannot
+		// carry another request. A retry can succeed.
+		w.Header().Set("Connection", "close")
+	case ae.Status == http.StatusTooManyRequests:
+		// The same request can succeed later: let the SDKs retry.
+	default:
 		w.Header().Set("X-Should-Retry", "false")
 	}
+	retryAfter := ae.RetryAfter
 	if ae.Status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
+		retryAfter = max(retryAfter, 1)
+	}
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	}
 	writeJSON(w, ae.Status, ae.body())
 }

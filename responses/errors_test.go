@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/store"
@@ -28,8 +30,12 @@ func TestToAPIError(t *testing.T) {
 		{"Conflict", fmt.Errorf("x: %w", store.ErrConflict), 409, "conflict", ""},
 		{"Model", fmt.Errorf("x: %w", host.ErrModelNotFound), 404, "model_not_found", "model"},
 		{"Input", &host.InputError{Param: "input", Code: "invalid_value", Message: "bad"}, 400, "invalid_value", "input"},
+		{"BodyTimeout", fmt.Errorf("read: %w", &bodyTimeoutError{limit: time.Second}), 408, "request_timeout", ""},
 		{"TooLarge", fmt.Errorf("read: %w", &http.MaxBytesError{Limit: 10}), 413, "request_too_large", ""},
 		{"Closed", host.ErrHostClosed, 503, "shutting_down", ""},
+		{"StoreClosed", fmt.Errorf("x: %w", store.ErrClosed), 503, "shutting_down", ""},
+		{"Unavailable", fmt.Errorf("postgres://u@db:5432/x: %w", store.ErrUnavailable), 503, "store_unavailable", ""},
+		{"Timeout", fmt.Errorf("x: %w", context.DeadlineExceeded), 503, "timeout", ""},
 		{"Other", errors.New("disk on fire"), 500, "server_error", ""},
 	}
 	for _, tt := range tests {

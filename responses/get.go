@@ -79,7 +79,9 @@ func (s *server) handleGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	owner := ownerFrom(r.Context())
-	resp, err := s.host.Get(r.Context(), id, owner)
+	ctx, cancel := s.storeContext(r)
+	resp, err := s.host.Get(ctx, id, owner)
+	cancel()
 	if err != nil {
 		s.writeError(w, r, mapNotFound(err, id))
 		return
@@ -93,6 +95,11 @@ func (s *server) handleGet(w http.ResponseWriter, r *http.Request) {
 			"Response '%s' was not created with stream=true, so it cannot be streamed; retrieve it without stream.", id))
 		return
 	}
+	release, ok := s.acquireStream(w, r)
+	if !ok {
+		return
+	}
+	defer release()
 	s.streamEvents(w, r, id, owner, q.startingAfter)
 }
 

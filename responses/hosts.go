@@ -8,8 +8,15 @@ import (
 
 // handleHosts serves GET /v1/hosts: the live hosts sharing the store (those
 // in its host registry, and any other holding a lease) and the runs each
-// drives.
+// drives. It shows every owner's response ids and the hosts' addresses,
+// so with authentication on it needs an admin key (Options.AdminKeys);
+// other keys get 403.
 func (s *server) handleHosts(w http.ResponseWriter, r *http.Request) {
+	if s.authOn() && !isAdmin(r.Context()) {
+		s.writeError(w, r, &apiError{Status: http.StatusForbidden, Type: typeInvalidRequest, Code: "permission_denied",
+			Message: "Listing the hosts shows every API key's responses: it needs an admin key (superstep serve --admin-keys)."})
+		return
+	}
 	hosts, err := s.host.Hosts(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)

@@ -17,6 +17,9 @@ type httpMetrics struct {
 	duration *prometheus.HistogramVec
 	streams  prometheus.Gauge
 	events   prometheus.Counter
+	// streamsRefused counts streams refused by MaxStreams or
+	// MaxStreamsPerKey (429 too_many_streams).
+	streamsRefused prometheus.Counter
 }
 
 func newHTTPMetrics(reg *prometheus.Registry) (*httpMetrics, error) {
@@ -35,8 +38,11 @@ func newHTTPMetrics(reg *prometheus.Registry) (*httpMetrics, error) {
 		events: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "superstep_http_stream_events_total", Help: "SSE event frames written to clients.",
 		}),
+		streamsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "superstep_http_streams_refused_total", Help: "Streams refused with 429 because a stream cap (total or per key) was reached.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.streams, m.events} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.streams, m.events, m.streamsRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("responses: register metrics: %w", err)
 		}

@@ -87,6 +87,8 @@ func (s *server) checkEnd(ctx context.Context, id, owner string, last streamItem
 	if terminalEvents[last.ev.Type] {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.StoreTimeout)
+	defer cancel()
 	resp, err := s.host.Get(ctx, id, owner)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -22,7 +22,7 @@ func runHosts(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("hosts", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", envOr("SUPERSTEP_ADDR", "127.0.0.1:8080"), "address of a running server")
-	key := fs.String("api-key", os.Getenv("SUPERSTEP_API_KEY"), "bearer key, when the server has --api-keys")
+	key := fs.String("api-key", os.Getenv("SUPERSTEP_API_KEY"), "bearer key when the server has keys: one of its --admin-keys (env SUPERSTEP_API_KEY)")
 	if err := fs.Parse(args); err != nil {
 		return withCode(exitUsage, err)
 	}

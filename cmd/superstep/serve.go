@@ -33,10 +33,20 @@ const handlerDrain = 3 * time.Second
 // serveConfig is the parsed command line of serve.
 type serveConfig struct {
 	addr, db, apiKeys, logFormat string
-	maxBody                      int64
-	lease, grace, keepAlive      time.Duration
-	maxSupersteps                int
-	maxRuns                      int
+	// adminKeys is the file of the keys that may also read /v1/hosts.
+	adminKeys               string
+	maxBody                 int64
+	lease, grace, keepAlive time.Duration
+	maxSupersteps           int
+	maxRuns                 int
+	// maxStreams and maxStreamsPerKey cap the open SSE streams (0: no
+	// cap); storeTimeout bounds a request's store calls.
+	maxStreams, maxStreamsPerKey int
+	storeTimeout                 time.Duration
+	// maxConns caps open client connections; bodyTimeout bounds the
+	// arrival of a request body.
+	maxConns    int
+	bodyTimeout time.Duration
 	// keepCheckpoints and retention bound the database (host.Config).
 	keepCheckpoints int
 	retention       time.Duration
@@ -58,6 +68,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.addr, "addr", envOr("SUPERSTEP_ADDR", "127.0.0.1:8080"), "listen address (env SUPERSTEP_ADDR); port 0 picks a free one")
 	fs.StringVar(&c.db, "db", envOr("SUPERSTEP_DB", "superstep.db"), "SQLite file path, or a postgres:// URL (env SUPERSTEP_DB)")
 	fs.StringVar(&c.apiKeys, "api-keys", os.Getenv("SUPERSTEP_API_KEYS"), "file of API keys, one per line as 'key' or 'key owner'; enables bearer auth (env SUPERSTEP_API_KEYS)")
+	fs.StringVar(&c.adminKeys, "admin-keys", os.Getenv("SUPERSTEP_ADMIN_KEYS"), "file of admin keys, in the format of --api-keys: accepted like API keys, and the only keys that may read GET /v1/hosts (every key's running responses) (env SUPERSTEP_ADMIN_KEYS)")
 	fs.StringVar(&c.logFormat, "log-format", "", "log format: text or json (default: text on a terminal, json otherwise)")
 	fs.Int64Var(&c.maxBody, "max-body", responses.MaxBodyBytesDefault, "largest request body in bytes; larger ones get 413")
 	fs.DurationVar(&c.lease, "lease", host.LeaseDurationDefault, "run lease duration (renewed every third of it)")
@@ -65,6 +76,11 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.DurationVar(&c.keepAlive, "keepalive", responses.KeepAliveDefault, "idle time before a stream gets a keep-alive comment")
 	fs.IntVar(&c.maxSupersteps, "max-supersteps", host.MaxSuperstepsDefault, "most supersteps one run may take")
 	fs.IntVar(&c.maxRuns, "max-runs", 0, "most runs this host drives at once; others wait for a host with capacity (0: no limit)")
+	fs.IntVar(&c.maxStreams, "max-streams", responses.MaxStreamsDefault, "most SSE streams open at once; more get 429 too_many_streams (0: no limit)")
+	fs.IntVar(&c.maxStreamsPerKey, "max-streams-per-key", responses.MaxStreamsPerKeyDefault, "most SSE streams open at once per API key owner, with --api-keys (0: no limit)")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", responses.StoreTimeoutDefault, "how long a request waits for the store before it gets 503 with Retry-After (streams and waits for a response's end excepted)")
+	fs.IntVar(&c.maxConns, "max-conns", maxConnsDefault, "most client connections open at once; more wait in the listen backlog until one closes")
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", responses.BodyTimeoutDefault, "how long a request body may take to arrive; a slower one gets 408 and its connection is closed")
 	fs.IntVar(&c.keepCheckpoints, "keep-checkpoints", host.KeepCheckpointsDefault, "checkpoints kept per run when its history is pruned (every 16 commits and when a response finishes); negative keeps all")
 	fs.DurationVar(&c.retention, "retention", 0, "delete finished responses (and runs whose responses are all gone) this long after they completed; 0 keeps them forever (env SUPERSTEP_RETENTION)")
 	fs.StringVar(&c.hostID, "host-id", os.Getenv("SUPERSTEP_HOST_ID"), "this host's id among hosts sharing a database (env SUPERSTEP_HOST_ID; default hostname-pid-random). Never give two live hosts the same id")
@@ -106,6 +122,15 @@ func (c *serveConfig) validate() error {
 	}
 	if c.lease <= 0 || c.grace < 0 || c.keepAlive <= 0 || c.maxSupersteps <= 0 {
 		errs = append(errs, errors.New("serve: --lease, --keepalive and --max-supersteps must be positive, --grace not negative"))
+	}
+	if c.maxStreams < 0 || c.maxStreamsPerKey < 0 {
+		errs = append(errs, errors.New("serve: --max-streams and --max-streams-per-key must not be negative (0: no limit)"))
+	}
+	if c.maxConns <= 0 || c.bodyTimeout <= 0 {
+		errs = append(errs, errors.New("serve: --max-conns and --body-timeout must be positive"))
+	}
+	if c.storeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("serve: --store-timeout must be positive, got %v", c.storeTimeout))
 	}
 	if c.keepCheckpoints == 0 {
 		errs = append(errs, errors.New("serve: --keep-checkpoints must be positive, or negative to keep every checkpoint"))
@@ -169,11 +194,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log := newLogger(cfg.logFormat, stderr)
-	var keys map[string]string
-	if cfg.apiKeys != "" {
-		if keys, err = loadAPIKeys(cfg.apiKeys); err != nil {
-			return withCode(exitUsage, err)
-		}
+	keys, adminKeys, err := loadKeys(cfg)
+	if err != nil {
+		return withCode(exitUsage, err)
 	}
 	st, err := openStore(ctx, cfg.db)
 	if err != nil {
@@ -194,10 +217,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.advertise == "" {
 		cfg.advertise = ln.Addr().String() // the real port when --addr asked for 0
 	}
-	srv, h, err := newServer(cfg, st, keys, llm, log)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, h, err := newServer(cfg, st, keys, adminKeys, llm, log, reg)
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	limited, err := limitConns(ln, cfg.maxConns, reg, log)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("serve: %w", err)
 	}
 	if err := h.Start(ctx); err != nil {
 		ln.Close()
@@ -206,8 +236,30 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errors.Join(fmt.Errorf("serve: start host: %w", err), h.Shutdown(graceCtx))
 	}
 	fmt.Fprintf(stdout, "superstep: listening on http://%s\n", ln.Addr())
-	log.Info("superstep: serving", "addr", ln.Addr().String(), "db", redactURL(cfg.db), "auth", len(keys) > 0)
-	return serveUntilDone(ctx, srv, ln, h, cfg.grace, log)
+	log.Info("superstep: serving", "addr", ln.Addr().String(), "db", redactURL(cfg.db), "auth", len(keys)+len(adminKeys) > 0,
+		"admin_keys", len(adminKeys))
+	return serveUntilDone(ctx, srv, limited, h, cfg.grace, log)
+}
+
+// loadKeys reads --api-keys and --admin-keys (each optional). A key may
+// not be in both files.
+func loadKeys(cfg *serveConfig) (keys, adminKeys map[string]string, err error) {
+	if cfg.apiKeys != "" {
+		if keys, err = loadAPIKeys(cfg.apiKeys); err != nil {
+			return nil, nil, err
+		}
+	}
+	if cfg.adminKeys != "" {
+		if adminKeys, err = loadAPIKeys(cfg.adminKeys); err != nil {
+			return nil, nil, fmt.Errorf("admin keys: %w", err)
+		}
+	}
+	for k := range adminKeys {
+		if _, dup := keys[k]; dup {
+			return nil, nil, fmt.Errorf("api keys: a key of %s is also in %s; list each key once", cfg.adminKeys, cfg.apiKeys)
+		}
+	}
+	return keys, adminKeys, nil
 }
 
 // startModelServer returns the LLM demos' options for cfg (nil when no
@@ -261,10 +313,9 @@ func redactModelURL(s string) string {
 }
 
 // newServer builds the host (with the demo workflows, and the LLM demos
-// when llm is not nil) and the HTTP server.
-func newServer(cfg *serveConfig, st store.Store, keys map[string]string, llm *examples.LLMOptions, log *slog.Logger) (*http.Server, *host.Host, error) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+// when llm is not nil) and the HTTP server, with their metrics on reg.
+func newServer(cfg *serveConfig, st store.Store, keys, adminKeys map[string]string, llm *examples.LLMOptions, log *slog.Logger,
+	reg *prometheus.Registry) (*http.Server, *host.Host, error) {
 	h, err := host.New(st, &host.Config{HostID: cfg.hostID, Addr: cfg.advertise, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps, MaxRuns: cfg.maxRuns,
 		KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, Logger: log, Metrics: reg})
 	if err != nil {
@@ -279,13 +330,22 @@ func newServer(cfg *serveConfig, st store.Store, keys map[string]string, llm *ex
 		}
 	}
 	handler, err := responses.NewHandler(h, &responses.Options{MaxBodyBytes: cfg.maxBody, KeepAlive: cfg.keepAlive,
-		APIKeys: keys, Logger: log, Registry: reg})
+		MaxStreams: noLimit(cfg.maxStreams), MaxStreamsPerKey: noLimit(cfg.maxStreamsPerKey),
+		StoreTimeout: cfg.storeTimeout, BodyTimeout: cfg.bodyTimeout, APIKeys: keys, AdminKeys: adminKeys, Logger: log, Registry: reg})
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: %w", err)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	return srv, h, nil
+}
+
+// noLimit maps a flag's 0 ("no limit") to responses.Options' negative.
+func noLimit(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // serveUntilDone serves on ln until ctx ends or the server fails, then

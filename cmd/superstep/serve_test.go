@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -16,6 +19,7 @@ import (
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/responses"
 )
 
 func TestParseServeFlags_ModelServer(t *testing.T) {
@@ -187,5 +191,161 @@ func TestServe_NoModelServer(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "LLM demos not registered"); n != 1 {
 		t.Fatalf("%d log lines about the LLM demos, want 1:\n%s", n, logs)
+	}
+}
+
+func TestParseServeFlags_Limits(t *testing.T) {
+	c, err := parseServeFlags(nil, io.Discard)
+	if err != nil || c.maxStreams != responses.MaxStreamsDefault || c.maxStreamsPerKey != responses.MaxStreamsPerKeyDefault ||
+		c.storeTimeout != responses.StoreTimeoutDefault {
+		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+	c, err = parseServeFlags([]string{"--max-streams", "0", "--max-streams-per-key", "7", "--store-timeout", "3s"}, io.Discard)
+	if err != nil || c.maxStreams != 0 || c.maxStreamsPerKey != 7 || c.storeTimeout != 3*time.Second {
+		t.Fatalf("flags: %+v, %v", c, err)
+	}
+	if c.maxConns != maxConnsDefault || c.bodyTimeout != responses.BodyTimeoutDefault {
+		t.Fatalf("defaults: conns %d, body timeout %v", c.maxConns, c.bodyTimeout)
+	}
+	if c, err = parseServeFlags([]string{"--max-conns", "9", "--body-timeout", "5s"}, io.Discard); err != nil || c.maxConns != 9 || c.bodyTimeout != 5*time.Second {
+		t.Fatalf("flags: %+v, %v", c, err)
+	}
+	if noLimit(0) >= 0 || noLimit(7) != 7 {
+		t.Fatalf("noLimit(0) = %d, noLimit(7) = %d", noLimit(0), noLimit(7))
+	}
+	for _, args := range [][]string{{"--max-streams", "-1"}, {"--max-streams-per-key", "-2"}, {"--store-timeout", "0s"}, {"--max-conns", "0"}, {"--body-timeout", "0s"}} {
+		if _, err := parseServeFlags(args, io.Discard); err == nil {
+			t.Fatalf("%q: no error", args)
+		}
+	}
+}
+
+// dialHealthz opens a TCP connection to base's server and sends GET
+// /healthz on it (keep-alive); it returns the connection and its reader.
+func dialHealthz(t *testing.T, base string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	return conn, bufio.NewReader(conn)
+}
+
+// readStatus reads one reply from br within d and returns its status.
+func readStatus(conn net.Conn, br *bufio.Reader, d time.Duration) (int, error) {
+	_ = conn.SetReadDeadline(time.Now().Add(d))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// TestServe_ConnectionCap: with --max-conns 2 and two connections open,
+// a third is not served until one of them closes; then it is. (Before,
+// connections were not capped: 1,000 slow clients held 1,000.)
+func TestServe_ConnectionCap(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	base, _ := serveInProcess(t, "--max-conns", "2")
+	c1, r1 := dialHealthz(t, base)
+	c2, r2 := dialHealthz(t, base)
+	for i, c := range []struct {
+		conn net.Conn
+		br   *bufio.Reader
+	}{{c1, r1}, {c2, r2}} {
+		if status, err := readStatus(c.conn, c.br, 30*time.Second); status != 200 {
+			t.Fatalf("connection %d: %d, %v", i+1, status, err)
+		}
+	}
+	c3, r3 := dialHealthz(t, base) // the kernel accepts it into the backlog
+	if status, err := readStatus(c3, r3, 500*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a third connection past --max-conns 2 was served: %d, %v", status, err)
+	}
+	c1.Close()
+	if status, err := readStatus(c3, r3, 30*time.Second); status != 200 {
+		t.Fatalf("the third connection after one closed: %d, %v", status, err)
+	}
+}
+
+// TestServe_BodyTimeout: a request body trickled slower than
+// --body-timeout gets a 408 and its connection closed, through the real
+// server. (Before, it was held for as long as the client kept sending.)
+func TestServe_BodyTimeout(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	base, _ := serveInProcess(t, "--body-timeout", "200ms")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /v1/responses HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	wg.Go(func() { // a byte every 20 ms, until the server hangs up
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if _, err := conn.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+		}
+	})
+	br := bufio.NewReader(conn)
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no reply to a trickled body: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout || !resp.Close || !strings.Contains(string(body), `"code":"request_timeout"`) {
+		t.Fatalf("reply %d (close %v) %s; want 408 request_timeout and Connection: close", resp.StatusCode, resp.Close, body)
+	}
+	if _, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("connection still open after the 408: %v", err)
+	}
+}
+
+// TestLoadKeys: --admin-keys alone turns keys on; a key may not be both an
+// API key and an admin key.
+func TestLoadKeys(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	api, admin, both := write("api", "ka alice\n"), write("admin", "kadm ops\n"), write("both", "ka ops\n")
+	keys, adminKeys, err := loadKeys(&serveConfig{apiKeys: api, adminKeys: admin})
+	if err != nil || keys["ka"] != "alice" || adminKeys["kadm"] != "ops" || len(keys) != 1 {
+		t.Fatalf("keys %v, admin %v, %v", keys, adminKeys, err)
+	}
+	if keys, adminKeys, err = loadKeys(&serveConfig{adminKeys: admin}); err != nil || keys != nil || len(adminKeys) != 1 {
+		t.Fatalf("admin keys alone: %v %v %v", keys, adminKeys, err)
+	}
+	if _, _, err := loadKeys(&serveConfig{apiKeys: api, adminKeys: both}); err == nil {
+		t.Fatal("a key in both files was accepted")
+	}
+	if _, _, err := loadKeys(&serveConfig{adminKeys: filepath.Join(dir, "missing")}); err == nil {
+		t.Fatal("a missing admin keys file was accepted")
 	}
 }
