@@ -36,6 +36,7 @@ type serveConfig struct {
 	// adminKeys is the file of the keys that may also read /v1/hosts.
 	adminKeys               string
 	maxBody                 int64
+	maxInputItems           int
 	lease, grace, keepAlive time.Duration
 	maxSupersteps           int
 	maxRuns                 int
@@ -71,6 +72,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.adminKeys, "admin-keys", os.Getenv("SUPERSTEP_ADMIN_KEYS"), "file of admin keys, in the format of --api-keys: accepted like API keys, and the only keys that may read GET /v1/hosts (every key's running responses) (env SUPERSTEP_ADMIN_KEYS)")
 	fs.StringVar(&c.logFormat, "log-format", "", "log format: text or json (default: text on a terminal, json otherwise)")
 	fs.Int64Var(&c.maxBody, "max-body", responses.MaxBodyBytesDefault, "largest request body in bytes; larger ones get 413")
+	fs.IntVar(&c.maxInputItems, "max-input-items", responses.MaxInputItemsDefault, "most input items in one create request; more get 400")
 	fs.DurationVar(&c.lease, "lease", host.LeaseDurationDefault, "run lease duration (renewed every third of it)")
 	fs.DurationVar(&c.grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, how long running supersteps may take to finish")
 	fs.DurationVar(&c.keepAlive, "keepalive", responses.KeepAliveDefault, "idle time before a stream gets a keep-alive comment")
@@ -119,6 +121,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.maxBody <= 0 {
 		errs = append(errs, fmt.Errorf("serve: --max-body must be positive, got %d", c.maxBody))
+	}
+	if c.maxInputItems <= 0 {
+		errs = append(errs, fmt.Errorf("serve: --max-input-items must be positive, got %d", c.maxInputItems))
 	}
 	if c.lease <= 0 || c.grace < 0 || c.keepAlive <= 0 || c.maxSupersteps <= 0 {
 		errs = append(errs, errors.New("serve: --lease, --keepalive and --max-supersteps must be positive, --grace not negative"))
@@ -329,7 +334,7 @@ func newServer(cfg *serveConfig, st store.Store, keys, adminKeys map[string]stri
 			return nil, nil, fmt.Errorf("serve: register LLM demos: %w", err)
 		}
 	}
-	handler, err := responses.NewHandler(h, &responses.Options{MaxBodyBytes: cfg.maxBody, KeepAlive: cfg.keepAlive,
+	handler, err := responses.NewHandler(h, &responses.Options{MaxBodyBytes: cfg.maxBody, MaxInputItems: cfg.maxInputItems, KeepAlive: cfg.keepAlive,
 		MaxStreams: noLimit(cfg.maxStreams), MaxStreamsPerKey: noLimit(cfg.maxStreamsPerKey),
 		StoreTimeout: cfg.storeTimeout, BodyTimeout: cfg.bodyTimeout, APIKeys: keys, AdminKeys: adminKeys, Logger: log, Registry: reg})
 	if err != nil {

@@ -213,7 +213,7 @@ func TestParseServeFlags_Limits(t *testing.T) {
 	if noLimit(0) >= 0 || noLimit(7) != 7 {
 		t.Fatalf("noLimit(0) = %d, noLimit(7) = %d", noLimit(0), noLimit(7))
 	}
-	for _, args := range [][]string{{"--max-streams", "-1"}, {"--max-streams-per-key", "-2"}, {"--store-timeout", "0s"}, {"--max-conns", "0"}, {"--body-timeout", "0s"}} {
+	for _, args := range [][]string{{"--max-streams", "-1"}, {"--max-streams-per-key", "-2"}, {"--store-timeout", "0s"}, {"--max-conns", "0"}, {"--body-timeout", "0s"}, {"--max-input-items", "0"}} {
 		if _, err := parseServeFlags(args, io.Discard); err == nil {
 			t.Fatalf("%q: no error", args)
 		}
@@ -347,5 +347,33 @@ func TestLoadKeys(t *testing.T) {
 	}
 	if _, _, err := loadKeys(&serveConfig{adminKeys: filepath.Join(dir, "missing")}); err == nil {
 		t.Fatal("a missing admin keys file was accepted")
+	}
+}
+
+// --max-input-items reaches the handler: a create with more items than
+// the cap is a 400 naming input, one at the cap is accepted.
+func TestServe_MaxInputItems(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	base, _ := serveInProcess(t, "--max-input-items", "2")
+	post := func(items int) (int, string) {
+		var in []string
+		for range items {
+			in = append(in, `{"role":"user","content":"hi"}`)
+		}
+		body := `{"model":"demo.echo","input":[` + strings.Join(in, ",") + `]}`
+		resp, err := http.Post(base+"/v1/responses", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post(3); code != http.StatusBadRequest || !strings.Contains(body, `"param":"input"`) {
+		t.Fatalf("3 items past a cap of 2: %d %s", code, body)
+	}
+	if code, body := post(2); code != http.StatusOK {
+		t.Fatalf("2 items at a cap of 2: %d %s", code, body)
 	}
 }
