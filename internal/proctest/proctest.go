@@ -212,7 +212,28 @@ func (p *Proc) Kill() error {
 
 // Stop pauses the process with SIGSTOP: it keeps its sockets and
 // database connections but runs no instruction until Cont.
-func (p *Proc) Stop() error { return p.signal(syscall.SIGSTOP) }
+//
+// It returns once the kernel shows the process stopped: SIGSTOP is
+// delivered asynchronously, and a process that still runs for a moment can
+// answer a request the caller sends right after.
+func (p *Proc) Stop() error {
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	stat := fmt.Sprintf("/proc/%d/stat", p.Pid())
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return nil // no procfs (not Linux): the signal was sent
+		}
+		// The state follows the command name, which is in parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+			return nil
+		}
+		time.Sleep(time.Millisecond) // polling procfs: there is no notification
+	}
+	return fmt.Errorf("proctest: pid %d not stopped 10s after SIGSTOP", p.Pid())
+}
 
 // Cont resumes a process paused by Stop.
 func (p *Proc) Cont() error { return p.signal(syscall.SIGCONT) }
