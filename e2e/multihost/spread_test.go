@@ -21,9 +21,15 @@ const (
 	spreadCreators  = 16 // concurrent creating clients
 	spreadStreamOne = 20 // one run in this many is streamed, from a random host
 	spreadDelayMS   = 10 // step_delay_ms: each executor works a little
+	// spreadLease is --lease: nothing is killed here, so the lease only
+	// has to outlast the stalls of a CI machine running this test beside
+	// the crash suite (three race-enabled servers and 1,000 creates on two
+	// cores); at 2s a renewal stuck behind slow commits could stop a
+	// healthy run, whose superstep then ran twice with no crash.
+	spreadLease = "5s"
 	// spreadIdleLimit is the longest a host may drive no run while at
 	// least spreadMaxRuns runs wait in the queue: a host claims queued
-	// runs every third of the lease (667ms here) and whenever a slot frees.
+	// runs at least every second and whenever a slot frees.
 	spreadIdleLimit = 2 * time.Second
 )
 
@@ -47,7 +53,7 @@ func TestMultihost_Spread(t *testing.T) {
 	seed := seedOf(t)
 	n := *flagSpread
 	began := time.Now()
-	cl := newCluster(t, seed, "--lease", killLease, "--max-runs", strconv.Itoa(spreadMaxRuns))
+	cl := newCluster(t, seed, "--lease", spreadLease, "--max-runs", strconv.Itoa(spreadMaxRuns))
 	st := openStore(t, cl.db)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second+time.Duration(n)*100*time.Millisecond)
 	defer cancel()
