@@ -1,7 +1,6 @@
 package responses
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,31 +82,12 @@ func asTypeError(err error, te **json.UnmarshalTypeError) bool {
 	return ok
 }
 
-// isNull reports whether raw is absent or JSON null.
-func isNull(raw json.RawMessage) bool {
-	return len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
-}
-
-// jsonKind names the JSON type of raw for error messages.
-func jsonKind(raw json.RawMessage) string {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 {
-		return "nothing"
-	}
-	switch t[0] {
-	case '"':
-		return "a string"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
-}
+// isNull and jsonKind are the wire reader's, so that a GET body and a
+// create request are judged alike.
+var (
+	isNull   = wire.IsNull
+	jsonKind = wire.JSONKind
+)
 
 func typeError(param, want string, raw json.RawMessage) *apiError {
 	return badRequest(param, codeInvalidType, "Invalid type for '%s': expected %s, but got %s instead.", param, want, jsonKind(raw))

@@ -58,7 +58,7 @@ func ScanInput(request []byte, plan func(n int) func(i int) bool, visit func(i i
 	if !json.Valid(request) {
 		return 0, errors.New("wire: the request is not valid JSON")
 	}
-	if kind := jsonKind(request); kind != "an object" {
+	if kind := JSONKind(request); kind != "an object" {
 		return 0, fmt.Errorf("wire: the request is %s, not an object", kind)
 	}
 	var (
@@ -79,7 +79,7 @@ func ScanInput(request []byte, plan func(n int) func(i int) bool, visit func(i i
 		return 0, err
 	}
 	var n int
-	switch jsonKind(input) {
+	switch JSONKind(input) {
 	case "nothing", "null":
 	case "a string":
 		n = 1
@@ -109,7 +109,7 @@ func countElements(raw []byte) (int, error) {
 // parseInput reads the value of "input" of a request being created: all
 // its items, at most max of them when max > 0.
 func parseInput(raw []byte, max int) ([]InputItem, error) {
-	if max > 0 && jsonKind(raw) == "an array" {
+	if max > 0 && JSONKind(raw) == "an array" {
 		n, err := countElements(raw)
 		if err != nil {
 			return nil, err
@@ -134,7 +134,7 @@ func parseInput(raw []byte, max int) ([]InputItem, error) {
 // returns the number of items. It parses the items want accepts (all when
 // want is nil) and passes them to visit.
 func scanInput(raw []byte, want func(int) bool, visit func(int, InputItem) error) (int, error) {
-	switch jsonKind(raw) {
+	switch JSONKind(raw) {
 	case "nothing", "null":
 		return 0, nil
 	case "a string":
@@ -173,7 +173,7 @@ func scanInput(raw []byte, want func(int) bool, visit func(int, InputItem) error
 // parseInputItem reads one input item: a message (the type may be left out
 // when a role is given) or a function_call_output.
 func parseInputItem(raw []byte, param string) (InputItem, error) {
-	if jsonKind(raw) != "an object" {
+	if JSONKind(raw) != "an object" {
 		return InputItem{}, typeError(param, "an object", raw)
 	}
 	fields, err := decodeObject(raw, param, itemKeys)
@@ -231,7 +231,7 @@ func parseFunctionCallOutput(fields map[string]json.RawMessage, param string) (I
 		return InputItem{}, requestErr(param+".call_id", CodeMissingParam, "Missing required parameter: '%s.call_id'.", param)
 	}
 	raw := fields["output"]
-	if isNull(raw) {
+	if IsNull(raw) {
 		return InputItem{}, requestErr(param+".output", CodeMissingParam, "Missing required parameter: '%s.output'.", param)
 	}
 	out, err := parseContent(raw, param+".output")
@@ -247,10 +247,10 @@ var textPartTypes = map[string]bool{"input_text": true, "output_text": true, "te
 // parseContent reads a message's content (or a function_call_output's
 // output): a string, or an array of text parts joined with newlines.
 func parseContent(raw json.RawMessage, param string) (string, error) {
-	if isNull(raw) {
+	if IsNull(raw) {
 		return "", requestErr(param, CodeMissingParam, "Missing required parameter: '%s'.", param)
 	}
-	switch jsonKind(raw) {
+	switch JSONKind(raw) {
 	case "a string":
 		var text string
 		if err := json.Unmarshal(raw, &text); err != nil {
@@ -274,7 +274,7 @@ func parseContent(raw json.RawMessage, param string) (string, error) {
 }
 
 func parseTextPart(raw json.RawMessage, param string) (string, error) {
-	if jsonKind(raw) != "an object" {
+	if JSONKind(raw) != "an object" {
 		return "", typeError(param, "an object", raw)
 	}
 	fields, err := decodeObject(raw, param, partKeys)

@@ -125,7 +125,7 @@ func decodeRequest(body []byte) (map[string]json.RawMessage, error) {
 		return nil, requestErr("", CodeInvalidJSON,
 			"We could not parse the JSON body of your request: %s. The body must be a JSON object.", jsonProblem(err))
 	}
-	switch kind := jsonKind(body); kind {
+	switch kind := JSONKind(body); kind {
 	case "an object":
 	case "null":
 		return nil, requestErr("", CodeInvalidJSON, "The request body must be a JSON object, not null.")
@@ -211,13 +211,14 @@ func parseFlags(fields map[string]json.RawMessage, p *CreateRequest) error {
 	return nil
 }
 
-// isNull reports whether raw is absent or JSON null.
-func isNull(raw json.RawMessage) bool {
+// IsNull reports whether raw is absent or JSON null.
+func IsNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
 }
 
-// jsonKind names the JSON type of raw for error messages.
-func jsonKind(raw []byte) string {
+// JSONKind names the JSON type of raw for error messages ("a string",
+// "an object", ...).
+func JSONKind(raw []byte) string {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 {
 		return "nothing"
@@ -238,7 +239,7 @@ func jsonKind(raw []byte) string {
 }
 
 func typeError(param, want string, raw []byte) *RequestError {
-	return typeErrorKind(param, want, jsonKind(raw))
+	return typeErrorKind(param, want, JSONKind(raw))
 }
 
 func typeErrorKind(param, want, got string) *RequestError {
@@ -248,7 +249,7 @@ func typeErrorKind(param, want, got string) *RequestError {
 // boolField reads an optional boolean; absent or null gives def.
 func boolField(fields map[string]json.RawMessage, name string, def bool) (bool, error) {
 	raw := fields[name]
-	if isNull(raw) {
+	if IsNull(raw) {
 		return def, nil
 	}
 	var v bool
@@ -269,7 +270,7 @@ func stringField(fields map[string]json.RawMessage, name string) (string, error)
 
 // optString reads an optional string; absent or null gives nil.
 func optString(raw json.RawMessage, param string) (*string, error) {
-	if isNull(raw) {
+	if IsNull(raw) {
 		return nil, nil
 	}
 	var v string
@@ -282,10 +283,10 @@ func optString(raw json.RawMessage, param string) (*string, error) {
 // parseMetadata reads metadata: at most 16 string values, keys at most 64
 // and values at most 512 characters, no key twice.
 func parseMetadata(raw json.RawMessage) (map[string]string, error) {
-	if isNull(raw) {
+	if IsNull(raw) {
 		return nil, nil
 	}
-	if jsonKind(raw) != "an object" {
+	if JSONKind(raw) != "an object" {
 		return nil, typeError("metadata", "an object", raw)
 	}
 	fields, err := decodeObject(raw, "metadata", nil)
