@@ -36,6 +36,17 @@ func (h *Host) wait(ctx context.Context, id, owner string) (*store.Response, err
 		if r.Finished() {
 			return r, nil // a recorded cancel is waited for until committed
 		}
+		// A run driven here: wait for its goroutine, which ends after the
+		// response's last commit (or when the run stops here, fenced or
+		// handed over), instead of reading the store after every commit.
+		if lr := h.registeredRun(r.RunID); lr != nil && lr.responseID() == id {
+			select {
+			case <-lr.done:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("host: wait for response %s: %w", id, ctx.Err())
+			}
+		}
 		if err := h.store.EventWait(ctx, id, r.NextSeq-1); err != nil {
 			return nil, fmt.Errorf("host: wait for response %s: %w", id, err)
 		}
