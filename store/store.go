@@ -522,6 +522,42 @@ type Clock interface {
 	StoreNow(ctx context.Context) (time.Time, error)
 }
 
+// LeaseBatchRenewer is implemented by stores that renew many leases of
+// one owner in one write (PostgreSQL: one statement on the lease pool). It
+// is optional: callers find it with a type assertion and otherwise call
+// LeaseRenew per run. A host renews every lease it holds each third of
+// the lease; one write for all of them keeps renewals cheap and quick on
+// a busy host, where a late renewal stops a healthy run.
+type LeaseBatchRenewer interface {
+	// LeaseRenewBatch extends, as LeaseRenew does, each lease of p.Runs
+	// still held by p.Owner at its epoch, to p.Duration from now. It
+	// returns one result per run, in p.Runs' order: the new expiry, or
+	// the error LeaseRenew would give for that run alone (ErrFenced,
+	// ErrNotFound). The error is for the call as a whole (the store
+	// unreachable, ErrUnavailable): then no result is returned.
+	LeaseRenewBatch(ctx context.Context, p *LeaseRenewBatchParams) ([]LeaseRenewResult, error)
+}
+
+// LeaseRenewBatchParams are the arguments of LeaseRenewBatch.
+type LeaseRenewBatchParams struct {
+	Owner    string
+	Duration time.Duration
+	Runs     []LeaseRef
+	Now      time.Time // see Clock: hosts pass none
+}
+
+// LeaseRef names a run's lease: its run and epoch.
+type LeaseRef struct {
+	RunID string
+	Epoch int64
+}
+
+// LeaseRenewResult is the outcome of one run's renewal in LeaseRenewBatch.
+type LeaseRenewResult struct {
+	ExpiresAt time.Time
+	Err       error
+}
+
 // ResponsePruneParams are the arguments of ResponsePrune.
 type ResponsePruneParams struct {
 	// Before: responses whose completion (CompletedAt) is before it are

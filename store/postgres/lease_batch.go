@@ -1,0 +1,65 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/superstep/superstep/store"
+)
+
+var _ store.LeaseBatchRenewer = (*Store)(nil)
+
+// LeaseRenewBatch renews the leases of p.Runs held by p.Owner in one
+// statement on the lease pool, judged by the database's clock as
+// LeaseRenew is. A run the statement did not renew gets the error
+// LeaseRenew would give (read apart: the rare case).
+func (s *Store) LeaseRenewBatch(ctx context.Context, p *store.LeaseRenewBatchParams) ([]store.LeaseRenewResult, error) {
+	if _, err := s.begin(p.Now); err != nil {
+		return nil, err
+	}
+	if len(p.Runs) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(p.Runs))
+	epochs := make([]int64, len(p.Runs))
+	for i, r := range p.Runs {
+		ids[i], epochs[i] = r.RunID, r.Epoch
+	}
+	renewed := make(map[store.LeaseRef]time.Time, len(p.Runs))
+	err := s.writeOn(ctx, s.leases, func(ctx context.Context, conn *pgxpool.Conn) error {
+		rows, err := conn.Query(ctx, `UPDATE runs AS r
+		SET lease_expires_at = coalesce($3::timestamptz, now()) + $4::bigint * interval '1 microsecond',
+			updated_at = coalesce($3::timestamptz, now())
+		FROM unnest($1::text[], $2::bigint[]) AS u(id, epoch)
+		WHERE r.id = u.id AND r.lease_epoch = u.epoch AND r.lease_owner = $5 AND r.lease_owner <> ''
+			AND r.lease_expires_at > coalesce($3::timestamptz, now())
+		RETURNING r.id, r.lease_epoch, r.lease_expires_at`, ids, epochs, callTime(p.Now), micros(p.Duration), p.Owner)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var ref store.LeaseRef
+			var expires time.Time
+			if err := rows.Scan(&ref.RunID, &ref.Epoch, &expires); err != nil {
+				return err
+			}
+			renewed[ref] = expires.UTC()
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, mapError("renew leases", "", 0, err)
+	}
+	out := make([]store.LeaseRenewResult, len(p.Runs))
+	for i, r := range p.Runs {
+		if expires, ok := renewed[r]; ok {
+			out[i].ExpiresAt = expires
+			continue
+		}
+		out[i].Err = s.fenced(ctx, "renew lease", r.RunID, r.Epoch)
+	}
+	return out, nil
+}
