@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -259,36 +260,88 @@ func (h *Host) runsSnapshot() []*run {
 	return runs
 }
 
-// renewLeases renews every owned run's lease; a run whose lease is lost
-// is stopped (on its own goroutine: stopping takes the run's lock, which a
-// commit may hold) without committing anything more. It reports whether
-// every renewal that was not fenced succeeded.
+// renewLeases renews every owned run's lease (in batches of
+// renewBatchMax through one store write each when the store is a
+// store.LeaseBatchRenewer); a run whose lease is lost is stopped (on its
+// own goroutine: stopping takes the run's lock, which a commit may hold)
+// without committing anything more. It reports whether every renewal
+// that was not fenced succeeded.
 func (h *Host) renewLeases(ctx context.Context, leases *leaseTracker) bool {
+	runs := h.runsSnapshot()
+	br, batch := h.store.(store.LeaseBatchRenewer)
+	if !batch {
+		ok := true
+		for _, r := range runs {
+			expires, err := h.renewLease(ctx, r)
+			ok = h.renewed(r, expires, err, leases) && ok
+		}
+		return ok || ctx.Err() != nil
+	}
 	ok := true
-	for _, r := range h.runsSnapshot() {
-		expires, err := h.renewLease(ctx, r)
-		switch {
-		case errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound):
-			h.fenceAsync(r, err)
-		case err != nil:
-			ok = false
-			h.metrics.failed(opLeaseRenew)
-			h.log.Warn("host: lease renewal failed; retrying", "run_id", r.id, "err", err)
-		default:
-			leases.renewed(r, expires)
+	for chunk := range slices.Chunk(runs, renewBatchMax) {
+		refs := make([]store.LeaseRef, 0, len(chunk))
+		asked := make([]*run, 0, len(chunk))
+		for _, r := range chunk {
+			if err := h.renewFault(ctx, r); err != nil {
+				ok = h.renewed(r, time.Time{}, err, leases) && ok
+				continue
+			}
+			refs = append(refs, store.LeaseRef{RunID: r.id, Epoch: r.epoch})
+			asked = append(asked, r)
+		}
+		if len(refs) == 0 {
+			continue
+		}
+		bctx, cancel := context.WithTimeout(ctx, h.renewTimeout())
+		res, err := br.LeaseRenewBatch(bctx, &store.LeaseRenewBatchParams{Owner: h.cfg.HostID,
+			Duration: h.cfg.LeaseDuration, Runs: refs})
+		cancel()
+		for i, r := range asked {
+			if err != nil {
+				ok = h.renewed(r, time.Time{}, err, leases) && ok
+			} else {
+				ok = h.renewed(r, res[i].ExpiresAt, res[i].Err, leases) && ok
+			}
 		}
 	}
 	return ok || ctx.Err() != nil
 }
 
+// renewBatchMax is the most leases renewed by one store write.
+const renewBatchMax = 1000
+
+// renewed acts on the outcome of r's renewal: records the new expiry,
+// stops r when its lease is lost, or counts and logs a failure (false).
+func (h *Host) renewed(r *run, expires time.Time, err error, leases *leaseTracker) bool {
+	switch {
+	case errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound):
+		h.fenceAsync(r, err)
+	case err != nil:
+		h.metrics.failed(opLeaseRenew)
+		h.log.Warn("host: lease renewal failed; retrying", "run_id", r.id, "err", err)
+		return false
+	default:
+		leases.renewed(r, expires)
+	}
+	return true
+}
+
+// renewFault is the FaultLeaseRenew point of r's renewal, within
+// renewTimeout.
+func (h *Host) renewFault(ctx context.Context, r *run) error {
+	ctx, cancel := context.WithTimeout(ctx, h.renewTimeout())
+	defer cancel()
+	return h.fault(ctx, &Fault{Point: FaultLeaseRenew, RunID: r.id, ResponseID: r.responseID()})
+}
+
 // renewLease renews r's lease within renewTimeout, with the
 // FaultLeaseRenew point before. It reads only r's immutable fields.
 func (h *Host) renewLease(ctx context.Context, r *run) (expires time.Time, err error) {
-	ctx, cancel := context.WithTimeout(ctx, h.renewTimeout())
-	defer cancel()
-	if err := h.fault(ctx, &Fault{Point: FaultLeaseRenew, RunID: r.id, ResponseID: r.responseID()}); err != nil {
+	if err := h.renewFault(ctx, r); err != nil {
 		return time.Time{}, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, h.renewTimeout())
+	defer cancel()
 	return h.store.LeaseRenew(ctx, &store.LeaseParams{RunID: r.id, Owner: h.cfg.HostID,
 		Epoch: r.epoch, Duration: h.cfg.LeaseDuration})
 }
