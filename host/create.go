@@ -125,7 +125,7 @@ func (h *Host) createContinuation(ctx context.Context, m *model, p *CreateParams
 		return nil, fmt.Errorf("host: restore run %s: %w", sr.ID, err)
 	}
 	if len(wr.Pending()) == 0 {
-		return nil, fmt.Errorf("%w: response %s has no pending function calls (already answered)", store.ErrConflict, prev.ID)
+		return nil, &ConflictError{Message: fmt.Sprintf("Response %s has no pending function calls (already answered).", prev.ID)}
 	}
 	if err := h.applyAnswers(ctx, sr.ID, wr, p.Input); err != nil {
 		return nil, err
@@ -151,14 +151,14 @@ func (h *Host) continuable(ctx context.Context, p *CreateParams) (*store.Respons
 	}
 	switch {
 	case sr.HeadResponseID != prev.ID:
-		return nil, nil, fmt.Errorf("%w: response %s is not the latest response of its run (the latest is %s)",
-			store.ErrConflict, prev.ID, sr.HeadResponseID)
+		return nil, nil, &ConflictError{Message: fmt.Sprintf("Response %s is not the latest response of its conversation (the latest is %s).",
+			prev.ID, sr.HeadResponseID)}
 	case prev.Status != store.StatusCompleted && prev.Status != store.StatusIncomplete:
 		// incomplete (a reply cut short) continues, as on OpenAI.
-		return nil, nil, fmt.Errorf("%w: response %s is %s; only a completed or incomplete response can be continued",
-			store.ErrConflict, prev.ID, prev.Status)
+		return nil, nil, &ConflictError{Message: fmt.Sprintf("Response %s is %s; only a completed or incomplete response can be continued.",
+			prev.ID, prev.Status)}
 	case sr.Active:
-		return nil, nil, fmt.Errorf("%w: run of response %s is still running", store.ErrConflict, prev.ID)
+		return nil, nil, &ConflictError{Message: fmt.Sprintf("Response %s is still in progress.", prev.ID)}
 	case prev.CommitStep != sr.LastStep:
 		// The run's last commit is a later response's, deleted since:
 		// its checkpoint and step are not prev's state, and resuming from

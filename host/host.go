@@ -146,6 +146,19 @@ type InputError struct {
 
 func (e *InputError) Error() string { return "host: " + e.Message }
 
+// ConflictError is a request that does not fit the current state of the
+// response it names (a continuation of a response that cannot be
+// continued now). It matches store.ErrConflict; Message is written for
+// the client.
+type ConflictError struct {
+	Message string
+}
+
+func (e *ConflictError) Error() string { return "host: conflict: " + e.Message }
+
+// Is reports whether target is store.ErrConflict.
+func (e *ConflictError) Is(target error) bool { return target == store.ErrConflict }
+
 // Model describes a hosted workflow or agent.
 type Model struct {
 	ID        string

@@ -72,17 +72,18 @@ func createError(err error, p *host.CreateParams) error {
 			"Previous response with id '%s' not found.", truncate(p.PreviousResponseID, 200))
 	case errors.Is(err, store.ErrConflict):
 		return &apiError{Status: http.StatusConflict, Type: typeInvalidRequest, Code: "conflict", Param: "previous_response_id",
-			Message: conflictMessage(err, p)}
+			Message: continuationConflict(err, p)}
 	}
 	return err
 }
 
-func conflictMessage(err error, p *host.CreateParams) string {
+// continuationConflict is conflictMessage for a create naming the previous
+// response it could not continue.
+func continuationConflict(err error, p *host.CreateParams) string {
 	if p.PreviousResponseID == "" {
-		return "The request conflicts with the current state: " + err.Error()
+		return conflictMessage(err)
 	}
-	return fmt.Sprintf("Cannot continue from response '%s': it is not the head of its run or its requests are already answered (%v).",
-		truncate(p.PreviousResponseID, 200), err)
+	return fmt.Sprintf("Cannot continue from response '%s': %s", truncate(p.PreviousResponseID, 200), conflictMessage(err))
 }
 
 func isInputError(err error, param, code string) bool {

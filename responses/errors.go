@@ -103,7 +103,7 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, store.ErrNotFound):
 		return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found", Message: "Not found."}
 	case errors.Is(err, store.ErrConflict):
-		return &apiError{Status: http.StatusConflict, Type: typeInvalidRequest, Code: "conflict", Message: err.Error()}
+		return &apiError{Status: http.StatusConflict, Type: typeInvalidRequest, Code: "conflict", Message: conflictMessage(err)}
 	case errors.Is(err, host.ErrHostClosed), errors.Is(err, store.ErrClosed):
 		return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "shutting_down",
 			Message: "The server is shutting down; retry shortly."}
@@ -154,4 +154,19 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	}
 	writeJSON(w, ae.Status, ae.body())
+}
+
+// conflictMessage is what a client is told of a conflict: the host's and
+// the store's refusals of a continuation say why in plain words; any other
+// conflict (a store constraint) is named without the database's text.
+func conflictMessage(err error) string {
+	var he *host.ConflictError
+	if errors.As(err, &he) {
+		return he.Message
+	}
+	var ce *store.ContinueError
+	if errors.As(err, &ce) {
+		return fmt.Sprintf("Response %s cannot be continued: %s.", ce.PreviousResponseID, ce.Reason.Why())
+	}
+	return "The request conflicts with the current state of the response; retrieve it and try again."
 }

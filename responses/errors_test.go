@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +71,23 @@ func TestWriteError_Body(t *testing.T) {
 	}
 	if v, ok := e["param"]; !ok || v != nil {
 		t.Errorf("param = %v (present %v), want null", v, ok)
+	}
+}
+
+// A conflict's reply says why in the host's or the store's plain words
+// and never repeats a database's text (a constraint name).
+func TestConflictMessage_NoInternals(t *testing.T) {
+	t.Parallel()
+	raw := fmt.Errorf("store/postgres: create response: duplicate key value violates unique constraint \"responses_pkey\": %w", store.ErrConflict)
+	if m := toAPIError(raw).Message; strings.Contains(m, "responses_pkey") || strings.Contains(m, "postgres") {
+		t.Errorf("raw store conflict: %q", m)
+	}
+	he := fmt.Errorf("host: create: %w", &host.ConflictError{Message: "Response resp_1 is still in progress."})
+	if m := toAPIError(he).Message; m != "Response resp_1 is still in progress." {
+		t.Errorf("host conflict: %q", m)
+	}
+	ce := &store.ContinueError{RunID: "run_1", PreviousResponseID: "resp_1", Reason: store.ContinueGone}
+	if m := toAPIError(ce).Message; !strings.Contains(m, "resp_1") || !strings.Contains(m, "no longer exists") || strings.Contains(m, "run_1") {
+		t.Errorf("continuation refused by the store: %q", m)
 	}
 }

@@ -49,20 +49,22 @@ func (r ContinueReason) String() string {
 }
 
 func (e *ContinueError) Error() string {
-	var why string
-	switch e.Reason {
+	return fmt.Sprintf("store: conflict: cannot continue run %s from response %s: %s", e.RunID, e.PreviousResponseID, e.Reason.Why())
+}
+
+// Why says in words why a continuation was refused.
+func (r ContinueReason) Why() string {
+	switch r {
 	case ContinueGone:
-		why = "the run or the previous response no longer exists"
+		return "the run or the previous response no longer exists"
 	case ContinueNotHead:
-		why = "the previous response is not the latest response of its run"
+		return "the previous response is not the latest response of its run"
 	case ContinueActive:
-		why = "the previous response is still in progress"
+		return "the previous response is still in progress"
 	case ContinueNotLastCommit:
-		why = "the run's last commit is not the previous response's (a later response was deleted)"
-	default:
-		why = "refused"
+		return "the run's last commit is not the previous response's (a later response was deleted)"
 	}
-	return fmt.Sprintf("store: conflict: cannot continue run %s from response %s: %s", e.RunID, e.PreviousResponseID, why)
+	return "refused"
 }
 
 // Is reports whether target is ErrConflict.
