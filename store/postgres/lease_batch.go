@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -54,12 +55,49 @@ func (s *Store) LeaseRenewBatch(ctx context.Context, p *store.LeaseRenewBatchPar
 		return nil, mapError("renew leases", "", 0, err)
 	}
 	out := make([]store.LeaseRenewResult, len(p.Runs))
+	var lost []string
 	for i, r := range p.Runs {
 		if expires, ok := renewed[r]; ok {
 			out[i].ExpiresAt = expires
+		} else {
+			lost = append(lost, r.RunID)
+		}
+	}
+	if len(lost) == 0 {
+		return out, nil
+	}
+	// Say why each lost lease was not renewed, in one read on the lease
+	// pool (a busy main pool must not hold the renewal loop).
+	current := make(map[string]int64, len(lost))
+	err = func() error {
+		rows, err := s.leases.Query(ctx, "SELECT id, lease_epoch FROM runs WHERE id = ANY($1)", lost)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			var epoch int64
+			if err := rows.Scan(&id, &epoch); err != nil {
+				return err
+			}
+			current[id] = epoch
+		}
+		return rows.Err()
+	}()
+	if err != nil {
+		return nil, mapError("renew leases", "", 0, err)
+	}
+	for i, r := range p.Runs {
+		if !out[i].ExpiresAt.IsZero() {
 			continue
 		}
-		out[i].Err = s.fenced(ctx, "renew lease", r.RunID, r.Epoch)
+		epoch, ok := current[r.RunID]
+		if !ok {
+			out[i].Err = fmt.Errorf("store/postgres: renew lease of run %s: %w", r.RunID, store.ErrNotFound)
+			continue
+		}
+		out[i].Err = fmt.Errorf("store/postgres: renew lease: %w", &store.FencedError{RunID: r.RunID, Epoch: r.Epoch, CurrentEpoch: epoch})
 	}
 	return out, nil
 }
