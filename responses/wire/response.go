@@ -147,7 +147,7 @@ func NewResponse(p *NewResponseParams) *Response {
 		Status:            p.Status,
 		Model:             p.Model,
 		Output:            []Item{},
-		Tools:             rawOr(e.Tools, `[]`),
+		Tools:             normalizeTools(rawOr(e.Tools, `[]`)),
 		ToolChoice:        rawOr(e.ToolChoice, `"auto"`),
 		Truncation:        strOr(e.Truncation, "disabled"),
 		ParallelToolCalls: e.ParallelToolCalls == nil || *e.ParallelToolCalls,
@@ -178,6 +178,49 @@ func NewResponse(p *NewResponseParams) *Response {
 		r.Metadata[k] = v
 	}
 	return r
+}
+
+// normalizeTools returns the echo of a request's tools as the Responses
+// API shapes it: a function tool without strict, description or
+// parameters gets strict true (the API's default) and description and
+// parameters null, so every tool in the echo has the fields the spec's
+// schema requires. Anything else (hosted tools, an unparseable value) is
+// echoed as sent.
+func normalizeTools(raw json.RawMessage) json.RawMessage {
+	var tools []json.RawMessage
+	if json.Unmarshal(raw, &tools) != nil {
+		return raw
+	}
+	changed := false
+	for i, t := range tools {
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(t, &fields) != nil || string(fields["type"]) != `"function"` {
+			continue
+		}
+		filled := false
+		for key, def := range map[string]string{"strict": "true", "description": "null", "parameters": "null"} {
+			if _, ok := fields[key]; !ok || (key == "strict" && IsNull(fields[key])) {
+				fields[key] = json.RawMessage(def)
+				filled = true
+			}
+		}
+		if !filled {
+			continue
+		}
+		b, err := json.Marshal(fields)
+		if err != nil {
+			continue
+		}
+		tools[i], changed = b, true
+	}
+	if !changed {
+		return raw
+	}
+	b, err := json.Marshal(tools)
+	if err != nil {
+		return raw
+	}
+	return b
 }
 
 // Clone returns a deep enough copy of r to change its status, output,

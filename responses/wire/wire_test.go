@@ -30,7 +30,7 @@ func TestNewResponse_EveryField(t *testing.T) {
 	}
 	want := map[string]string{"object": `"response"`, "output": `[]`, "metadata": `{}`, "usage": `null`,
 		"error": `null`, "completed_at": `null`, "temperature": `0.5`, "top_p": `1`, "user": `"u"`,
-		"tool_choice": `"auto"`, "tools": `[{"type":"function","name":"f"}]`, "background": `true`,
+		"tool_choice": `"auto"`, "tools": `[{"description":null,"name":"f","parameters":null,"strict":true,"type":"function"}]`, "background": `true`,
 		"text": `{"format":{"type":"text"}}`, "instructions": `null`}
 	for k, v := range want {
 		if string(m[k]) != v {
@@ -136,5 +136,46 @@ func TestSeq_MessageIncomplete(t *testing.T) {
 	}
 	if item, err := s.MessageEnd("msg_x_1", 1, "", ItemIncomplete); err != nil || item.Status != ItemIncomplete {
 		t.Fatalf("MessageEnd: %+v %v", item, err)
+	}
+}
+
+// A function tool's echo has strict (default true), description and
+// parameters (null when absent); what the request set is kept; other
+// tools are echoed as sent.
+func TestNewResponse_ToolsNormalized(t *testing.T) {
+	req := []byte(`{"model":"m","tools":[{"type":"function","name":"f"},` +
+		`{"type":"function","name":"g","strict":false,"description":"d","parameters":{"type":"object"}},` +
+		`{"type":"function","name":"h","strict":null},{"type":"web_search"}]}`)
+	r := NewResponse(&NewResponseParams{ID: "resp_1", Model: "m", Status: StatusInProgress, Request: req})
+	var tools []map[string]any
+	if err := json.Unmarshal(r.Tools, &tools); err != nil {
+		t.Fatal(err)
+	}
+	if len(tools) != 4 {
+		t.Fatalf("tools %s", r.Tools)
+	}
+	f := tools[0]
+	if f["strict"] != true || f["description"] != nil || f["parameters"] != nil || f["name"] != "f" {
+		t.Errorf("f: %v", f)
+	}
+	if _, ok := f["description"]; !ok {
+		t.Errorf("f has no description key: %v", f)
+	}
+	if _, ok := f["parameters"]; !ok {
+		t.Errorf("f has no parameters key: %v", f)
+	}
+	g := tools[1]
+	if g["strict"] != false || g["description"] != "d" || g["parameters"] == nil {
+		t.Errorf("g changed: %v", g)
+	}
+	if tools[2]["strict"] != true {
+		t.Errorf("h: strict null is not the default true: %v", tools[2])
+	}
+	if len(tools[3]) != 1 || tools[3]["type"] != "web_search" {
+		t.Errorf("hosted tool changed: %v", tools[3])
+	}
+	none := NewResponse(&NewResponseParams{ID: "resp_2", Model: "m", Status: StatusInProgress, Request: []byte(`{"model":"m"}`)})
+	if string(none.Tools) != "[]" {
+		t.Errorf("no tools: %s", none.Tools)
 	}
 }
