@@ -28,7 +28,7 @@ func TestParseCreate_Valid(t *testing.T) {
 		{"NullsAreDefaults", `{"model":"m","stream":null,"store":null,"metadata":null,"input":null,"instructions":null}`,
 			host.CreateParams{Model: "m", Store: true}},
 		{"StoreFalseSync", `{"model":"m","store":false}`, host.CreateParams{Model: "m"}},
-		{"UnknownFieldsTolerated", `{"model":"m","temperature":0.2,"tools":[{"type":"function"}],"x":{"y":[1]}}`,
+		{"UnknownFieldsTolerated", `{"model":"m","temperature":0.2,"tools":[{"type":"function","name":"f"}],"x":{"y":[1]}}`,
 			host.CreateParams{Model: "m", Store: true}},
 		{"Everything", `{"model":"m","instructions":"be brief","previous_response_id":"resp_1","metadata":{"steps":"3"},
 			"input":[{"role":"user","content":"a"},{"type":"message","role":"developer","content":[{"type":"input_text","text":"b"},{"type":"input_text","text":"c"}]},

@@ -112,6 +112,9 @@ func ParseCreate(body []byte, maxInputItems int) (*CreateRequest, error) {
 	if p.Input, err = parseInput(fields["input"], maxInputItems); err != nil {
 		return nil, err
 	}
+	if err := checkTools(fields["tools"]); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
