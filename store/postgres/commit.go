@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/superstep/superstep/store"
 )
@@ -20,7 +19,9 @@ const commitSQL = `SELECT o_next_seq, o_bytes FROM superstep_commit($1, $2, $3, 
 
 // Commit atomically writes one superstep: the checkpoint, the step's events
 // and the head response's status and snapshot, in one transaction made by
-// one SQL function call. See store.Store.
+// one SQL function call. Commits made at once through s are written
+// together, in one transaction (see groupcommit.go); each still succeeds
+// or fails alone. See store.Store.
 func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.CommitResult, error) {
 	if _, err := s.begin(p.Now); err != nil {
 		return nil, err
@@ -32,7 +33,8 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	known := s.parts.known(p.RunID)
 	for attempt := 0; ; attempt++ {
 		enc := encodeParts(p.Checkpoint, known)
-		res, err := s.commitOnce(ctx, p, ev, enc)
+		r := s.newCommitReq(ctx, p, ev, enc)
+		err := s.commits.do(ctx, r)
 		if errors.Is(err, errMissingBlob) && attempt == 0 {
 			s.parts.forget(p.RunID)
 			known = nil
@@ -48,69 +50,9 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 		if len(p.Events) > 0 || p.Status.Terminal() {
 			s.announce(p.ResponseID)
 		}
-		return res, nil
+		res := r.res
+		return &res, nil
 	}
-}
-
-// commitOnce runs the commit function once.
-func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encodedEvents, enc *encodedParts) (*store.CommitResult, error) {
-	failAt, injected := commitFault(ctx)
-	var res store.CommitResult
-	commit := func(ctx context.Context, q interface {
-		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	}) error {
-		return q.QueryRow(ctx, commitSQL, p.RunID, p.Epoch, p.Step, p.ResponseID,
-			ev.seqs, ev.types, ev.payloads,
-			enc.names, enc.hashes, enc.blobHashes, enc.blobData, enc.refHashes, enc.size,
-			string(p.Status), p.Snapshot, p.Error, p.Usage, callTime(p.Now), p.Status.Terminal(), s.txChannel(), failAt,
-		).Scan(&res.NextSeq, &res.BytesWritten)
-	}
-	var err error
-	cancelling := p.Status == store.StatusCancelled
-	_, resetResume := s.resumeFailed.Load(p.RunID)
-	if p.PruneKeep > 0 || cancelling || resetResume {
-		// One transaction, so one WAL flush: the commit, then the prune.
-		err = s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-			if cancelling {
-				if err := reopenCancelled(ctx, tx, p.RunID, p.ResponseID); err != nil {
-					return err
-				}
-			}
-			if err := commit(ctx, tx); err != nil {
-				return err
-			}
-			if resetResume {
-				// A commit shows the run can be resumed: its failed
-				// attempts are forgotten.
-				if _, err := tx.Exec(ctx, `UPDATE runs SET resume_failures = 0, resume_error = '',
-					resume_not_before = 'epoch' WHERE id = $1`, p.RunID); err != nil {
-					return err
-				}
-			}
-			if p.PruneKeep <= 0 {
-				return nil
-			}
-			n, err := pruneTx(ctx, tx, p.RunID, p.PruneKeep)
-			res.Pruned = int(n)
-			return err
-		})
-		if err == nil && resetResume {
-			s.resumeFailed.Delete(p.RunID)
-		}
-	} else {
-		// The common case: one round trip in autocommit.
-		err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error { return commit(ctx, conn) })
-	}
-	if err != nil {
-		if injected != nil && isInjected(err) {
-			return nil, fmt.Errorf("store/postgres: commit run %s step %d: %w", p.RunID, p.Step, injected)
-		}
-		return nil, mapError(fmt.Sprintf("commit run %s step %d", p.RunID, p.Step), p.RunID, p.Epoch, err)
-	}
-	if injected != nil {
-		return nil, fmt.Errorf("store/postgres: commit run %s step %d: fault %s armed but not raised: %w", p.RunID, p.Step, failAt, injected)
-	}
-	return &res, nil
 }
 
 // reopenCancelled lets the cancelled commit of a response whose cancel is
