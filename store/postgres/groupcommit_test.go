@@ -311,13 +311,21 @@ func TestGroupCommit_Sustained(t *testing.T) {
 	const runs, steps = 32, 8
 	errs := make(chan error, runs)
 	var ids []string
+	epochs, heads := map[string]int64{}, map[string]string{}
 	for range runs {
-		ids = append(ids, storetest.CreateResponse(ctx, t, s, nil).Run.ID)
+		c := storetest.CreateResponse(ctx, t, s, nil)
+		ids = append(ids, c.Run.ID)
+		epochs[c.Run.ID], heads[c.Run.ID] = c.Run.Lease.Epoch, c.Response.ID
 	}
 	for _, id := range ids {
 		go func() {
-			for range steps {
-				p := storetest.NextCommit(ctx, t, s, id, nil)
+			for step := range int64(steps) {
+				// Built here, not by storetest.NextCommit, which may
+				// call t.Fatal (not allowed outside the test's goroutine).
+				p := &store.CommitParams{RunID: id, Epoch: epochs[id], Step: step + 1, ResponseID: heads[id],
+					Status: store.StatusInProgress, Snapshot: []byte(`{}`),
+					Checkpoint: []store.Part{{Name: "state", Data: []byte{byte(step)}}},
+					Events:     []store.EventInput{{Seq: step + 1, Type: "response.output_text.delta", Payload: []byte(`{}`)}}}
 				if _, err := s.Commit(ctx, p); err != nil {
 					errs <- err
 					return
