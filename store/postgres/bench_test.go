@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,7 +51,9 @@ func BenchmarkStore(b *testing.B) {
 // A commit carries two events, a 1 KB unchanged and a 100 B changed
 // checkpoint part and a 300 B snapshot. Metrics: commit-µs and bare-µs are
 // mean latencies, commits/s and bare/s throughputs, ratio = commit-µs /
-// bare-µs, ratio-p50 = the same for median latencies.
+// bare-µs, ratio-p50 = the same for median latencies, commits/tx = the
+// mean group-commit batch size. SUPERSTEP_BENCH_COMMIT_INFLIGHT sets
+// Options.CommitBatchesInFlight.
 func BenchmarkCommit(b *testing.B) {
 	for _, conc := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) { benchCommit(b, conc) })
@@ -66,6 +69,10 @@ func benchCommit(b *testing.B, conc int) {
 		url = withParam(url, "synchronous_commit=off")
 	}
 	opts := &Options{Schema: newSchemaName(b), MaxConns: int32(conc) + 2}
+	opts.GroupCommit = os.Getenv("SUPERSTEP_BENCH_GROUP_COMMIT") != ""
+	if v, err := strconv.Atoi(os.Getenv("SUPERSTEP_BENCH_COMMIT_INFLIGHT")); err == nil {
+		opts.CommitBatchesInFlight = v
+	}
 	switch os.Getenv("SUPERSTEP_BENCH_NOTIFY") {
 	case "in-commit":
 		opts.NotifyInCommit = true
@@ -105,6 +112,7 @@ func benchCommit(b *testing.B, conc int) {
 	var bareDur, commitDur time.Duration
 	var bareLat, commitLat []time.Duration
 	n := max(b.N/rounds, 1)
+	stats0 := s.CommitStats()
 	for range rounds {
 		d, lat := runWorkers(b, workers, n, bare)
 		bareDur, bareLat = bareDur+d, append(bareLat, lat...)
@@ -112,6 +120,8 @@ func benchCommit(b *testing.B, conc int) {
 		commitDur, commitLat = commitDur+d, append(commitLat, lat...)
 	}
 	b.StopTimer()
+	stats := s.CommitStats()
+	b.ReportMetric(float64(stats.Commits-stats0.Commits)/float64(max(stats.Batches-stats0.Batches, 1)), "commits/tx")
 	total := float64(n * rounds)
 	cm, bm := mean(commitLat), mean(bareLat)
 	b.ReportMetric(float64(cm.Microseconds()), "commit-µs")

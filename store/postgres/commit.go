@@ -20,7 +20,9 @@ const commitSQL = `SELECT o_next_seq, o_bytes FROM superstep_commit($1, $2, $3, 
 
 // Commit atomically writes one superstep: the checkpoint, the step's events
 // and the head response's status and snapshot, in one transaction made by
-// one SQL function call. See store.Store.
+// one SQL function call. With Options.GroupCommit, commits made at once
+// through s are written together, in one transaction (see groupcommit.go);
+// each still succeeds or fails alone. See store.Store.
 func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.CommitResult, error) {
 	if _, err := s.begin(p.Now); err != nil {
 		return nil, err
@@ -32,7 +34,16 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	known := s.parts.known(p.RunID)
 	for attempt := 0; ; attempt++ {
 		enc := encodeParts(p.Checkpoint, known)
-		res, err := s.commitOnce(ctx, p, ev, enc)
+		var res *store.CommitResult
+		var err error
+		if s.opts.GroupCommit {
+			r := s.newCommitReq(ctx, p, ev, enc)
+			if err = s.commits.do(ctx, r); err == nil {
+				res = &r.res
+			}
+		} else {
+			res, err = s.commitOnce(ctx, p, ev, enc)
+		}
 		if errors.Is(err, errMissingBlob) && attempt == 0 {
 			s.parts.forget(p.RunID)
 			known = nil

@@ -47,6 +47,26 @@ type Options struct {
 	// not interrupted by its context's cancellation after that point, so
 	// that an error always means nothing was written. Default 30s.
 	WriteTimeout time.Duration
+	// GroupCommit writes commits of different runs made at once through
+	// this store in one transaction (see CommitBatchMax). Default false:
+	// each commit is its own round trip. It is off until a batch no longer
+	// holds the rows of its runs long enough to delay their lease
+	// renewals (a renewal of a run waits for that run's row lock).
+	GroupCommit bool
+	// CommitBatchMax is, with GroupCommit, the most commits written in one transaction
+	// (group commit: commits of different runs made at once through this
+	// store share one transaction and one WAL flush, each in a savepoint
+	// of its own). Default 64, PostgreSQL's count of subtransactions a
+	// backend keeps track of without spilling; 1 turns group commit off.
+	CommitBatchMax int
+	// CommitBatchesInFlight is how many group-commit transactions may be
+	// in flight at once, each on a connection of its own; commits made
+	// while that many are queue for the next. Default 2.
+	CommitBatchesInFlight int
+	// CommitBatchBytes bounds the payload bytes (events, snapshot, new
+	// checkpoint parts) of one group-commit transaction; a larger commit
+	// goes alone. Default 16 MiB.
+	CommitBatchBytes int
 	// HostClock is the clock of the host using the store, read for the
 	// times a call takes from its host when it passes none. Default
 	// time.Now; tests set it to play a host whose clock is off.
@@ -60,6 +80,9 @@ const (
 	defaultWriteTimeout   = 30 * time.Second
 	defaultNotifyInterval = 5 * time.Millisecond
 	defaultLeaseConns     = 2
+	defaultCommitBatchMax = 64
+	defaultCommitBytes    = 16 << 20
+	defaultCommitInFlight = 2
 	maxIdentifierLen      = 63 // PostgreSQL's NAMEDATALEN-1
 )
 
@@ -95,6 +118,15 @@ func (o *Options) withDefaults() Options {
 	if c.LeaseConns == 0 {
 		c.LeaseConns = defaultLeaseConns
 	}
+	if c.CommitBatchMax == 0 {
+		c.CommitBatchMax = defaultCommitBatchMax
+	}
+	if c.CommitBatchesInFlight == 0 {
+		c.CommitBatchesInFlight = defaultCommitInFlight
+	}
+	if c.CommitBatchBytes == 0 {
+		c.CommitBatchBytes = defaultCommitBytes
+	}
 	if c.HostClock == nil {
 		c.HostClock = time.Now
 	}
@@ -127,6 +159,15 @@ func (o *Options) validate() error {
 	}
 	if o.CacheRuns < 0 {
 		errs = append(errs, fmt.Errorf("store/postgres: Options.CacheRuns %d is negative", o.CacheRuns))
+	}
+	if o.CommitBatchMax < 0 {
+		errs = append(errs, fmt.Errorf("store/postgres: Options.CommitBatchMax %d is negative", o.CommitBatchMax))
+	}
+	if o.CommitBatchesInFlight < 0 {
+		errs = append(errs, fmt.Errorf("store/postgres: Options.CommitBatchesInFlight %d is negative", o.CommitBatchesInFlight))
+	}
+	if o.CommitBatchBytes < 0 {
+		errs = append(errs, fmt.Errorf("store/postgres: Options.CommitBatchBytes %d is negative", o.CommitBatchBytes))
 	}
 	return errors.Join(errs...)
 }

@@ -26,6 +26,7 @@ type Store struct {
 	listen  *listener
 	notify  *notifier
 	appends *appender
+	commits *committer
 	closeMu sync.Mutex
 	// resumeFailed holds the runs this handle claimed with failed resumes
 	// recorded (Run.Resume): their next commit also resets Resume. Only
@@ -78,6 +79,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("store/postgres: connect: %w", err)
 	}
 	s := &Store{pool: pool, leases: leases, opts: o, parts: newPartCache(o.CacheRuns)}
+	s.commits = &committer{s: s}
 	if err := migrate(ctx, pool, o.Schema); err != nil {
 		pool.Close()
 		leases.Close()

@@ -1,0 +1,480 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/superstep/superstep/store"
+)
+
+// Group commit. Commits of different runs made at once through one Store
+// go to the database together: one transaction, so one WAL flush, for the
+// whole batch, each commit in a SAVEPOINT of its own so that one that is
+// fenced, conflicting or invalid is undone alone and fails with the error
+// it would get alone.
+//
+// There is no committer goroutine (as in store/sqlite): the caller that
+// finds no batch in flight leads, committing what is queued in its own
+// goroutine, so a lone commit pays no handoff and no wait, and takes the
+// path of one round trip in autocommit. Up to
+// Options.CommitBatchesInFlight batches are in flight at once (on as many
+// connections); commits arriving while that many are queue. When a batch
+// is done, its leader names the oldest queued commit the next leader,
+// which takes what is queued (up to Options.CommitBatchMax commits and
+// CommitBatchBytes bytes), so batches grow with the load and never wait
+// to fill.
+
+// commitReq is one Commit call waiting in the queue.
+type commitReq struct {
+	// ctx is the caller's; only a batch of this request alone, run by its
+	// own goroutine, is bounded by its cancellation (while waiting for a
+	// connection, as before group commit).
+	ctx        context.Context
+	p          *store.CommitParams
+	ev         *encodedEvents
+	enc        *encodedParts
+	failAt     string // fault point to raise at (tests), see commitFault
+	injected   error
+	cancelling bool // the cancelled commit: reopenCancelled first
+	reset      bool // the run's failed resumes are reset with the commit
+	size       int  // bytes sent, for CommitBatchBytes
+
+	res  store.CommitResult
+	done chan error // the outcome, or errLead: lead the next batch
+	// taken and lead are guarded by committer.mu.
+	taken, lead bool
+}
+
+// errLead tells a waiting commit that it leads the next batch.
+var errLead = errors.New("store/postgres: lead the next commit batch")
+
+// committer is the queue of a Store's commits.
+type committer struct {
+	s       *Store
+	mu      sync.Mutex
+	queue   []*commitReq
+	leaders int // batches in flight (at most Options.CommitBatchesInFlight)
+
+	commits, batches atomic.Int64
+	sizes            [len(batchSizeBounds) + 1]atomic.Int64
+}
+
+// batchSizeBounds are the upper bounds of CommitStats.Sizes' buckets.
+var batchSizeBounds = [...]int{1, 2, 4, 8, 16, 32, 64, 128}
+
+// CommitStats counts this Store's group commits (Options.GroupCommit; zero
+// without it) and the transactions that carried them (one per batch), for
+// benchmarks and tests.
+type CommitStats struct {
+	Commits int64 // commits taken into a batch
+	Batches int64 // batches written (transactions)
+	// Sizes[i] counts batches of at most SizeBounds[i] commits (and more
+	// than the bound before); the last element counts larger ones.
+	Sizes      []int64
+	SizeBounds []int
+}
+
+// MeanBatch is the mean number of commits per batch (0 with none).
+func (c CommitStats) MeanBatch() float64 {
+	if c.Batches == 0 {
+		return 0
+	}
+	return float64(c.Commits) / float64(c.Batches)
+}
+
+// CommitStats returns the commit counters since Open.
+func (s *Store) CommitStats() CommitStats {
+	c := s.commits
+	st := CommitStats{Commits: c.commits.Load(), Batches: c.batches.Load(), SizeBounds: batchSizeBounds[:]}
+	for i := range c.sizes {
+		st.Sizes = append(st.Sizes, c.sizes[i].Load())
+	}
+	return st
+}
+
+func (c *committer) count(n int) {
+	c.commits.Add(int64(n))
+	c.batches.Add(1)
+	i, _ := slices.BinarySearch(batchSizeBounds[:], n)
+	c.sizes[i].Add(1)
+}
+
+// newCommitReq prepares one attempt of p.
+func (s *Store) newCommitReq(ctx context.Context, p *store.CommitParams, ev *encodedEvents, enc *encodedParts) *commitReq {
+	r := &commitReq{ctx: ctx, p: p, ev: ev, enc: enc, done: make(chan error, 1),
+		cancelling: p.Status == store.StatusCancelled}
+	r.failAt, r.injected = commitFault(ctx)
+	_, r.reset = s.resumeFailed.Load(p.RunID)
+	r.size = len(p.Snapshot) + len(p.Error) + len(p.Usage)
+	for _, b := range ev.payloads {
+		r.size += len(b)
+	}
+	for _, b := range enc.blobData {
+		r.size += len(b)
+	}
+	return r
+}
+
+// do queues r and returns its outcome once the transaction that carried
+// it ended. If ctx ends while r is still queued, r leaves the queue
+// unwritten and ctx's error is returned.
+func (c *committer) do(ctx context.Context, r *commitReq) error {
+	c.mu.Lock()
+	if c.s.closed.Load() {
+		c.mu.Unlock()
+		return store.ErrClosed
+	}
+	c.queue = append(c.queue, r)
+	lead := c.leaders < c.s.opts.CommitBatchesInFlight
+	if lead {
+		c.leaders++
+		r.lead = true
+	}
+	c.mu.Unlock()
+	if !lead {
+		var err error
+		if lead, err = c.await(ctx, r); !lead {
+			return err
+		}
+	}
+	c.lead(r)
+	return <-r.done
+}
+
+// await waits for r's outcome or for r to be named leader.
+func (c *committer) await(ctx context.Context, r *commitReq) (lead bool, err error) {
+	select {
+	case err := <-r.done:
+		return err == errLead, err
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	if !r.taken && !r.lead {
+		c.queue = slices.DeleteFunc(c.queue, func(q *commitReq) bool { return q == r })
+		c.mu.Unlock()
+		return false, fmt.Errorf("store/postgres: commit run %s step %d: %w", r.p.RunID, r.p.Step, ctx.Err())
+	}
+	c.mu.Unlock()
+	err = <-r.done
+	return err == errLead, err
+}
+
+// lead writes one batch, the leader's own commit r first and then the
+// queued commits not named leaders of their own, oldest first, up to the
+// limits; then it names the oldest commit still queued (and not named)
+// the next leader, or ends its leadership. After Close, r and what is
+// queued fail with store.ErrClosed.
+func (c *committer) lead(r *commitReq) {
+	c.mu.Lock()
+	if c.s.closed.Load() {
+		r.taken = true
+		c.closeQueue()
+		c.mu.Unlock()
+		r.done <- fmt.Errorf("store/postgres: commit run %s step %d: %w", r.p.RunID, r.p.Step, store.ErrClosed)
+		return
+	}
+	batch, size := []*commitReq{r}, r.size
+	r.taken = true
+	for _, q := range c.queue {
+		if len(batch) >= c.s.opts.CommitBatchMax || size+q.size > c.s.opts.CommitBatchBytes {
+			break
+		}
+		if !q.lead && !q.taken {
+			batch, size = append(batch, q), size+q.size
+			q.taken = true
+		}
+	}
+	c.queue = slices.DeleteFunc(c.queue, func(q *commitReq) bool { return q.taken })
+	c.mu.Unlock()
+	c.count(len(batch))
+	if len(batch) == 1 {
+		r.done <- c.s.commitAlone(r)
+	} else {
+		c.s.commitBatch(batch)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.s.closed.Load() {
+		c.closeQueue()
+		return
+	}
+	for _, q := range c.queue {
+		if !q.lead {
+			q.lead = true
+			q.done <- errLead
+			return
+		}
+	}
+	c.leaders--
+}
+
+// closeQueue ends a leadership after Close: the queued commits not named
+// leaders fail with store.ErrClosed (named ones fail themselves). c.mu is
+// held.
+func (c *committer) closeQueue() {
+	for _, q := range c.queue {
+		if !q.lead {
+			q.taken = true
+			q.done <- fmt.Errorf("store/postgres: commit run %s step %d: %w", q.p.RunID, q.p.Step, store.ErrClosed)
+		}
+	}
+	c.queue = slices.DeleteFunc(c.queue, func(q *commitReq) bool { return q.taken })
+	c.leaders--
+}
+
+// commitAlone writes a batch of one commit as before group commit: one
+// round trip in autocommit, or a transaction when the commit also reopens
+// a cancelled response, resets failed resumes or prunes checkpoints.
+func (s *Store) commitAlone(r *commitReq) error {
+	var err error
+	if r.complex() {
+		// One transaction, so one WAL flush: the commit, then the prune.
+		err = s.writeTx(r.ctx, func(ctx context.Context, tx pgx.Tx) error {
+			return s.commitSteps(ctx, tx, r, commitSQL)
+		})
+	} else {
+		err = s.write(r.ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+			return r.commitRow(ctx, conn, commitSQL, s.txChannel())
+		})
+	}
+	if err != nil {
+		return r.mapError(err)
+	}
+	return r.committed(s)
+}
+
+// complex reports whether the commit takes more than the commit function.
+func (r *commitReq) complex() bool { return r.cancelling || r.reset || r.p.PruneKeep > 0 }
+
+// commitRow calls the commit function (query: commitSQL or batchCommitSQL).
+func (r *commitReq) commitRow(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, query, channel string) error {
+	return q.QueryRow(ctx, query, r.args(channel)...).Scan(&r.res.NextSeq, &r.res.BytesWritten)
+}
+
+// args are the commit function's parameters.
+func (r *commitReq) args(channel string) []any {
+	p, ev, enc := r.p, r.ev, r.enc
+	return []any{p.RunID, p.Epoch, p.Step, p.ResponseID,
+		ev.seqs, ev.types, ev.payloads,
+		enc.names, enc.hashes, enc.blobHashes, enc.blobData, enc.refHashes, enc.size,
+		string(p.Status), p.Snapshot, p.Error, p.Usage, callTime(p.Now), p.Status.Terminal(), channel, r.failAt}
+}
+
+// commitSteps runs a complex commit's statements in tx: reopen the
+// cancelled response, commit, reset failed resumes, prune.
+func (s *Store) commitSteps(ctx context.Context, tx pgx.Tx, r *commitReq, query string) error {
+	p := r.p
+	if r.cancelling {
+		if err := reopenCancelled(ctx, tx, p.RunID, p.ResponseID); err != nil {
+			return err
+		}
+	}
+	if err := r.commitRow(ctx, tx, query, s.txChannel()); err != nil {
+		return err
+	}
+	if r.reset {
+		// A commit shows the run can be resumed: its failed attempts
+		// are forgotten.
+		if _, err := tx.Exec(ctx, `UPDATE runs SET resume_failures = 0, resume_error = '',
+			resume_not_before = 'epoch' WHERE id = $1`, p.RunID); err != nil {
+			return err
+		}
+	}
+	if p.PruneKeep <= 0 {
+		return nil
+	}
+	n, err := pruneTx(ctx, tx, p.RunID, p.PruneKeep)
+	r.res.Pruned = int(n)
+	return err
+}
+
+// mapError is the error of r's failed commit.
+func (r *commitReq) mapError(err error) error {
+	p := r.p
+	if r.injected != nil && isInjected(err) {
+		return fmt.Errorf("store/postgres: commit run %s step %d: %w", p.RunID, p.Step, r.injected)
+	}
+	return mapError(fmt.Sprintf("commit run %s step %d", p.RunID, p.Step), p.RunID, p.Epoch, err)
+}
+
+// committed finishes r's commit, written: it forgets failed resumes it
+// reset. A fault armed (tests) but not raised is an error.
+func (r *commitReq) committed(s *Store) error {
+	if r.reset {
+		s.resumeFailed.Delete(r.p.RunID)
+	}
+	if r.injected != nil {
+		return fmt.Errorf("store/postgres: commit run %s step %d: fault %s armed but not raised: %w", r.p.RunID, r.p.Step, r.failAt, r.injected)
+	}
+	return nil
+}
+
+// batchCommitSQL is commitSQL for a member of a batch: without a Now of
+// its own, a member is judged (and its times recorded) at its own
+// statement's time, as it would be alone, not at the batch's start.
+var batchCommitSQL = strings.Replace(commitSQL, "now())", "statement_timestamp())", 1)
+
+// commitBatch writes several commits in one transaction, each in a
+// savepoint, and answers each once the transaction ended. A commit that
+// fails is rolled back to its savepoint and fails alone; a failure of the
+// transaction itself (the connection lost, the COMMIT failed) fails every
+// commit of the batch with the mapped error (store.ErrUnavailable when
+// transient), none of them written. A COMMIT that was sent and whose
+// answer was lost is reported so too, as a lone commit's single
+// statement is: the caller (the host) recognises an applied commit when
+// it tries again.
+func (s *Store) commitBatch(batch []*commitReq) {
+	// Rows are locked in run order, so two batches never wait on each
+	// other in a cycle.
+	order := slices.Clone(batch)
+	slices.SortFunc(order, func(a, b *commitReq) int { return strings.Compare(a.p.RunID, b.p.RunID) })
+	errs := make(map[*commitReq]error, len(batch))
+	// No caller's cancellation ends a batch of several: the connection is
+	// awaited and the batch run under Options.WriteTimeout.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), s.opts.WriteTimeout)
+	defer cancel()
+	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx)) // after a failure; a no-op after the commit
+		for i := 0; i < len(order); {
+			if order[i].complex() {
+				own, err := s.commitMember(ctx, tx, order[i], i > 0)
+				if err != nil {
+					return err
+				}
+				errs[order[i]] = own
+				i++
+				continue
+			}
+			n := 1
+			for i+n < len(order) && !order[i+n].complex() {
+				n++
+			}
+			k, own, err := s.commitPipelined(ctx, tx, order[i:i+n], i > 0)
+			if err != nil {
+				return err
+			}
+			if own != nil {
+				errs[order[i+k]] = own
+			}
+			i += k + 1
+		}
+		return tx.Commit(ctx)
+	})
+	for _, r := range batch {
+		switch {
+		case err != nil:
+			r.done <- mapError(fmt.Sprintf("commit run %s step %d (in a batch of %d)", r.p.RunID, r.p.Step, len(batch)),
+				r.p.RunID, r.p.Epoch, err)
+		case errs[r] != nil:
+			r.done <- r.mapError(errs[r])
+		default:
+			r.done <- r.committed(s)
+		}
+	}
+}
+
+// commitPipelined writes the plain commits rs in tx, each in the
+// savepoint m (releasing the previous one first, when release), in one
+// round trip. The server skips what follows a failed statement up to the
+// pipeline's end: it returns the index k of the failing commit and its
+// own failure, rolled back to its savepoint (the commits before it are
+// written, those after it are to be sent again), or len(rs)-1 and nil
+// when all were written; err reports a failure of the transaction.
+func (s *Store) commitPipelined(ctx context.Context, tx pgx.Tx, rs []*commitReq, release bool) (k int, own, err error) {
+	saved := make([]bool, len(rs))
+	done := make([]bool, len(rs))
+	b := &pgx.Batch{}
+	for i, r := range rs {
+		if release || i > 0 {
+			b.Queue("RELEASE SAVEPOINT m")
+		}
+		b.Queue("SAVEPOINT m").Exec(func(pgconn.CommandTag) error { saved[i] = true; return nil })
+		b.Queue(batchCommitSQL, r.args(s.txChannel())...).QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&r.res.NextSeq, &r.res.BytesWritten); err != nil {
+				return err
+			}
+			done[i] = true
+			return nil
+		})
+	}
+	own = tx.SendBatch(ctx, b).Close()
+	k = slices.Index(done, false)
+	if k < 0 {
+		return len(rs) - 1, nil, own // own is nil unless the end of the pipeline failed
+	}
+	if !saved[k] {
+		if own == nil {
+			own = errors.New("store/postgres: savepoint not acknowledged")
+		}
+		return 0, nil, own
+	}
+	if own == nil {
+		own = errors.New("store/postgres: commit not acknowledged")
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(own, &pgErr) {
+		return 0, nil, own // not the server's answer: the connection is not to be trusted
+	}
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT m"); err != nil {
+		return 0, nil, fmt.Errorf("%w (after a member's failure: %v)", err, own)
+	}
+	rs[k].res = store.CommitResult{}
+	return k, own, nil
+}
+
+// commitMember writes r in tx inside the savepoint m (releasing the
+// previous member's first when release). It returns r's own failure
+// (rolled back to the savepoint, the transaction usable) as own, or a
+// failure of the transaction as err.
+func (s *Store) commitMember(ctx context.Context, tx pgx.Tx, r *commitReq, release bool) (own, err error) {
+	// The savepoint (and release) and a plain commit go in one round
+	// trip.
+	b := &pgx.Batch{}
+	if release {
+		b.Queue("RELEASE SAVEPOINT m")
+	}
+	saved := false
+	b.Queue("SAVEPOINT m").Exec(func(pgconn.CommandTag) error { saved = true; return nil })
+	if !r.complex() {
+		b.Queue(batchCommitSQL, r.args(s.txChannel())...).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&r.res.NextSeq, &r.res.BytesWritten)
+		})
+	}
+	own = tx.SendBatch(ctx, b).Close()
+	if !saved {
+		if own == nil {
+			own = errors.New("store/postgres: savepoint not acknowledged")
+		}
+		return nil, own
+	}
+	if own == nil && r.complex() {
+		own = s.commitSteps(ctx, tx, r, batchCommitSQL)
+	}
+	if own == nil {
+		return nil, nil
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(own, &pgErr) {
+		return nil, own // not the server's answer: the connection is not to be trusted
+	}
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT m"); err != nil {
+		return nil, fmt.Errorf("%w (after a member's failure: %v)", err, own)
+	}
+	r.res = store.CommitResult{}
+	return own, nil
+}
