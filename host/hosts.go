@@ -38,16 +38,21 @@ func (h *Host) heartbeat(ctx context.Context) {
 	if !ok {
 		return
 	}
+	if err := h.beat(ctx, hr); err != nil && ctx.Err() == nil {
+		h.metrics.failed(opHeartbeat)
+		h.log.Warn("host: registry heartbeat failed; retrying at the next renewal", "err", err)
+	}
+}
+
+// beat writes this host's registry entry, live for LeaseDuration.
+func (h *Host) beat(ctx context.Context, hr store.HostRegistry) error {
 	h.mu.Lock()
 	running := len(h.mu.runs)
 	h.mu.Unlock()
 	_, err := hr.HostHeartbeat(ctx, &store.HostHeartbeatParams{
 		Host: store.HostInfo{ID: h.cfg.HostID, Addr: h.cfg.Addr, MaxRuns: h.cfg.MaxRuns, Runs: running},
 		TTL:  h.cfg.LeaseDuration})
-	if err != nil && ctx.Err() == nil {
-		h.metrics.failed(opHeartbeat)
-		h.log.Warn("host: registry heartbeat failed; retrying at the next renewal", "err", err)
-	}
+	return err
 }
 
 // Ready reports whether the host can serve requests that need the store
@@ -71,12 +76,7 @@ func (h *Host) Ready(ctx context.Context) error {
 		}
 		return nil
 	}
-	h.mu.Lock()
-	running := len(h.mu.runs)
-	h.mu.Unlock()
-	_, err := hr.HostHeartbeat(ctx, &store.HostHeartbeatParams{
-		Host: store.HostInfo{ID: h.cfg.HostID, Addr: h.cfg.Addr, MaxRuns: h.cfg.MaxRuns, Runs: running},
-		TTL:  h.cfg.LeaseDuration})
+	err := h.beat(ctx, hr)
 	if !h.isRunning() {
 		// Shutdown began meanwhile and may have left the registry before
 		// this heartbeat landed: leave it again rather than be listed
