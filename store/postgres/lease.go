@@ -63,27 +63,14 @@ func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]*s
 
 // LeaseRenew extends a lease still held at p.Epoch by p.Owner to
 // p.Duration from now, and returns the new expiry, computed by the
-// database.
+// database: LeaseRenewBatch of one run.
 func (s *Store) LeaseRenew(ctx context.Context, p *store.LeaseParams) (time.Time, error) {
-	if _, err := s.begin(p.Now); err != nil {
+	res, err := s.LeaseRenewBatch(ctx, &store.LeaseRenewBatchParams{Owner: p.Owner, Duration: p.Duration,
+		Runs: []store.LeaseRef{{RunID: p.RunID, Epoch: p.Epoch}}, Now: p.Now})
+	if err != nil {
 		return time.Time{}, err
 	}
-	var expires time.Time
-	err := s.writeOn(ctx, s.leases, func(ctx context.Context, conn *pgxpool.Conn) error {
-		return conn.QueryRow(ctx, `UPDATE runs
-		SET lease_expires_at = coalesce($3::timestamptz, now()) + $4::bigint * interval '1 microsecond',
-			updated_at = coalesce($3::timestamptz, now())
-		WHERE id = $1 AND lease_epoch = $2 AND lease_owner = $5 AND lease_owner <> ''
-			AND lease_expires_at > coalesce($3::timestamptz, now())
-		RETURNING lease_expires_at`, p.RunID, p.Epoch, callTime(p.Now), micros(p.Duration), p.Owner).Scan(&expires)
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, s.fenced(ctx, "renew lease", p.RunID, p.Epoch)
-	}
-	if err != nil {
-		return time.Time{}, mapError("renew lease of run "+p.RunID, p.RunID, p.Epoch, err)
-	}
-	return expires.UTC(), nil
+	return res[0].ExpiresAt, res[0].Err
 }
 
 // LeaseRelease gives up a lease still held at p.Epoch by p.Owner, so that
