@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/superstep/superstep/responses/wire"
 )
 
 // getQuery are the parameters of GET /v1/responses/{id}.
@@ -38,27 +40,16 @@ func parseGetQuery(r *http.Request, body []byte) (getQuery, error) {
 	return q, parseGetBody(body, &q)
 }
 
-// parseGetBody reads stream (and starting_after) from a GET body when it
-// holds a JSON object; a flag in the body or the query turns streaming on.
+// parseGetBody reads stream (and starting_after) from a GET body (see
+// wire.ReadGetBody); a flag in the body or the query turns streaming on.
 func parseGetBody(body []byte, q *getQuery) error {
-	if len(body) == 0 || isNull(body) {
-		return nil
-	}
-	fields, err := decodeObject(body)
+	stream, after, err := wire.ReadGetBody(body)
 	if err != nil {
-		return err
-	}
-	stream, err := boolField(fields, "stream", false)
-	if err != nil {
-		return err
+		return requestError(err)
 	}
 	q.stream = q.stream || stream
-	if raw := fields["starting_after"]; !isNull(raw) {
-		var n int64
-		if err := json.Unmarshal(raw, &n); err != nil || n < -1 {
-			return typeError("starting_after", "an integer", raw)
-		}
-		q.startingAfter = n
+	if after != nil {
+		q.startingAfter = *after
 	}
 	return nil
 }

@@ -191,6 +191,9 @@ func jsonProblem(err error) string {
 	if err == nil {
 		return "invalid JSON"
 	}
+	if msg, ok := unmarshalTypeProblem(err); ok {
+		return msg
+	}
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
