@@ -15,14 +15,33 @@ import (
 	"github.com/superstep/superstep/store"
 )
 
-// TestHost_ReclaimOwnRunAfterStall on PostgreSQL (item 22): a host whose
-// commit stalls past its lease, and that claims its own run again, says
-// that it did ("this host claimed the run again"), not that another owner
-// drives the run, and counts an expired lease, not a lost one.
+// A single host whose commit stalls past its lease claims its own run
+// again and says so: "lease expired", not "another owner", and no lost
+// lease counted.
+func TestHost_ReclaimOwnRunAfterStall(t *testing.T) {
+	t.Parallel()
+	testReclaimOwnRunAfterStall(t, 300*time.Millisecond, func(cfg *host.Config) (*host.Host, store.Store) {
+		b := setup(t, &setupOpts{cfg: cfg})
+		return b.host, b.store
+	})
+}
+
+// TestHost_ReclaimOwnRunAfterStall on PostgreSQL (item 22).
 func TestHost_Postgres_ReclaimOwnRunAfterStall(t *testing.T) {
 	t.Parallel()
-	s := openPG(t, pgSchema(t))
-	defer s.Close()
+	testReclaimOwnRunAfterStall(t, 600*time.Millisecond, func(cfg *host.Config) (*host.Host, store.Store) {
+		s := openPG(t, pgSchema(t))
+		t.Cleanup(func() { _ = s.Close() })
+		h := newHost(t, s, cfg, registerDemos)
+		t.Cleanup(func() { shutdown(t, h) }) // before the store closes
+		return h, s
+	})
+}
+
+// testReclaimOwnRunAfterStall stalls a commit of the host start returns
+// (renewals failing as a stalled process's would) until the host claimed
+// its own run again, then checks what the host said and counted.
+func testReclaimOwnRunAfterStall(t *testing.T, lease time.Duration, start func(*host.Config) (*host.Host, store.Store)) {
 	logs := &lockedBuffer{}
 	reg := prometheus.NewRegistry()
 	release, stalled := make(chan struct{}), make(chan struct{})
@@ -37,9 +56,8 @@ func TestHost_Postgres_ReclaimOwnRunAfterStall(t *testing.T) {
 		}
 		return nil
 	}
-	h := newHost(t, s, &host.Config{HostID: "h", LeaseDuration: 600 * time.Millisecond, Metrics: reg,
-		Logger: quietLogger(logs), CommitBackoff: time.Millisecond, Test: host.TestConfig{FaultFunc: fault}}, registerDemos)
-	defer shutdown(t, h)
+	h, s := start(&host.Config{HostID: "h", LeaseDuration: lease, Metrics: reg,
+		Logger: quietLogger(logs), CommitBackoff: time.Millisecond, Test: host.TestConfig{FaultFunc: fault}})
 	r := create(t, h, examples.Silent, "x", map[string]string{"steps": "12", "step_delay_ms": "1"})
 	<-stalled
 	ctx := testCtx(t)
