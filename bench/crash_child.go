@@ -14,7 +14,7 @@ import (
 	"github.com/cschleiden/go-workflows/client"
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/postgres"
 	"github.com/superstep/superstep/store/sqlite"
@@ -148,7 +148,7 @@ func childSuperstep(ctx context.Context, a *childArgs, j *journal, hook stepHook
 			return fmt.Errorf("bench: child: events: %w", err)
 		}
 		if ev.Type == "response.output_text.done" {
-			var d wire.OutputTextEvent
+			var d protocol.OutputTextEvent
 			if err := json.Unmarshal(ev.Payload, &d); err != nil || d.Text == nil {
 				return fmt.Errorf("bench: child: event %d: %v", ev.Seq, err)
 			}

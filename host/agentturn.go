@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/superstep/superstep/agent"
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/workflow"
 )
@@ -115,14 +115,14 @@ func (h *Host) commitAgentTurn(r *run, updates []agent.Update, turnErr error, hi
 		return errRunCancelled
 	}
 	resp := r.resp.Clone()
-	seq := &wire.Seq{Next: r.nextSeq}
+	seq := &protocol.Seq{Next: r.nextSeq}
 	if err := h.beginResponse(seq, resp); err != nil {
 		return err
 	}
 	if err := h.translateTurn(r, seq, resp, updates); err != nil {
 		return err
 	}
-	status, werr := wire.StatusCompleted, (*wire.Error)(nil)
+	status, werr := protocol.StatusCompleted, (*protocol.Error)(nil)
 	var usage agent.Usage
 	for _, u := range updates {
 		if u.Kind != agent.UpdateDone {
@@ -132,8 +132,8 @@ func (h *Host) commitAgentTurn(r *run, updates []agent.Update, turnErr error, hi
 			usage.Add(*u.Usage)
 		}
 		if u.Reason != "" {
-			status = wire.StatusIncomplete
-			resp.IncompleteDetails = &wire.IncompleteDetails{Reason: u.Reason}
+			status = protocol.StatusIncomplete
+			resp.IncompleteDetails = &protocol.IncompleteDetails{Reason: u.Reason}
 		}
 	}
 	respUsage := r.respUsage
@@ -145,11 +145,11 @@ func (h *Host) commitAgentTurn(r *run, updates []agent.Update, turnErr error, hi
 			h.log.Warn("host: agent turn failed; the response shows what failed, the cause is here", "run_id", r.id,
 				"response_id", r.responseID(), "err", turnErr)
 		}
-		status = wire.StatusFailed
+		status = protocol.StatusFailed
 		parts = r.lastParts
 	}
 	resp.Finish(status, time.Now(), werr)
-	if err := seq.Lifecycle(wire.TerminalEventType(status), resp); err != nil {
+	if err := seq.Lifecycle(protocol.TerminalEventType(status), resp); err != nil {
 		return err
 	}
 	return h.commitLocked(r, r.lastStep+1, parts, seq, resp, respUsage)
@@ -183,7 +183,7 @@ func decodeHistory(parts []store.Part) ([]agent.Message, error) {
 // live mode they close the items its text deltas opened. When the turn's
 // reply was cut short (an UpdateDone with a reason), its last text is an
 // incomplete item.
-func (h *Host) translateTurn(r *run, seq *wire.Seq, resp *wire.Response, updates []agent.Update) error {
+func (h *Host) translateTurn(r *run, seq *protocol.Seq, resp *protocol.Response, updates []agent.Update) error {
 	var items []agent.Update
 	cutShort := false
 	for _, u := range updates {

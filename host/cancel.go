@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 )
 
@@ -59,11 +59,11 @@ func rendered(resp *store.Response) (*store.Response, error) {
 
 // cancelledView returns resp as it will read once its cancel is committed.
 func cancelledView(resp *store.Response) (*store.Response, error) {
-	var snap wire.Response
+	var snap protocol.Response
 	if err := json.Unmarshal(resp.Snapshot, &snap); err != nil {
 		return nil, fmt.Errorf("host: decode snapshot of response %s: %w", resp.ID, err)
 	}
-	snap.Status = wire.StatusCancelled
+	snap.Status = protocol.StatusCancelled
 	data, err := json.Marshal(snap)
 	if err != nil {
 		return nil, fmt.Errorf("host: encode snapshot of response %s: %w", resp.ID, err)

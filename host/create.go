@@ -8,15 +8,15 @@ import (
 	"slices"
 
 	"github.com/superstep/superstep/agent"
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/workflow"
 )
 
 // Input item types.
 const (
-	InputMessage            = wire.InputMessage
-	InputFunctionCallOutput = wire.InputFunctionCallOutput
+	InputMessage            = protocol.InputMessage
+	InputFunctionCallOutput = protocol.InputFunctionCallOutput
 )
 
 func newHost(s store.Store, cfg *Config) (*Host, error) {
@@ -185,15 +185,15 @@ type startSpec struct {
 // starts the run's goroutine.
 func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp *startSpec) (*store.Response, error) {
 	now := h.now()
-	status := wire.StatusInProgress
+	status := protocol.StatusInProgress
 	if p.Background {
-		status = wire.StatusQueued
+		status = protocol.StatusQueued
 	}
-	snap := wire.NewResponse(&wire.NewResponseParams{ID: newID("resp_"), Model: m.ID, Status: status,
+	snap := protocol.NewResponse(&protocol.NewResponseParams{ID: newID("resp_"), Model: m.ID, Status: status,
 		CreatedAt: now, PreviousResponseID: p.PreviousResponseID, Instructions: p.Instructions,
 		Metadata: p.Metadata, Background: p.Background, Store: p.Store, Request: p.Request})
-	seq := &wire.Seq{}
-	if err := seq.Lifecycle(wire.EventResponseCreated, snap); err != nil {
+	seq := &protocol.Seq{}
+	if err := seq.Lifecycle(protocol.EventResponseCreated, snap); err != nil {
 		return nil, err
 	}
 	snapJSON, err := json.Marshal(snap)
@@ -237,7 +237,7 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 // withStoredRequest returns p with the request to store: the raw body,
 // or one built from p when the caller (a library user) gave none. What
 // recovery and input_items will read from it (the one reader,
-// wire.ReadInput) must be p's input: a request the reader refuses, or
+// protocol.ReadInput) must be p's input: a request the reader refuses, or
 // whose input differs from p.Input, is an *InputError before anything is
 // stored. p itself is not changed.
 func withStoredRequest(p *CreateParams) (*CreateParams, error) {
@@ -245,9 +245,9 @@ func withStoredRequest(p *CreateParams) (*CreateParams, error) {
 	if len(q.Request) == 0 {
 		q.Request = requestJSON(p)
 	}
-	in, err := wire.ReadInput(q.Request)
+	in, err := protocol.ReadInput(q.Request)
 	if err != nil {
-		if re, ok := errors.AsType[*wire.RequestError](err); ok {
+		if re, ok := errors.AsType[*protocol.RequestError](err); ok {
 			return nil, &InputError{Param: re.Param, Code: re.Code, Message: re.Message}
 		}
 		return nil, &InputError{Param: "input", Code: "invalid_value", Message: "the request cannot be read: " + err.Error()}
@@ -365,7 +365,7 @@ func (h *Host) applyAnswers(ctx context.Context, runID string, wr *workflow.Run,
 // the request asked for: re-deliver answers, re-run an agent turn. A
 // stored request the reader refuses is an error, never a guess.
 func storedInput(request []byte) ([]InputItem, error) {
-	in, err := wire.ReadInput(request)
+	in, err := protocol.ReadInput(request)
 	if err != nil {
 		return nil, fmt.Errorf("host: read the stored request: %w", err)
 	}

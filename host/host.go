@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/superstep/superstep/agent"
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/workflow"
 )
@@ -184,9 +184,9 @@ type CreateParams struct {
 }
 
 // InputItem is one normalised input item. It is the type the one reader
-// of create requests (package wire) returns, so the HTTP parser, recovery
+// of create requests (package protocol) returns, so the HTTP parser, recovery
 // and input_items read a request alike.
-type InputItem = wire.InputItem
+type InputItem = protocol.InputItem
 
 // Host drives runs. Create it with New, register models, then Start it
 // before calling Create. Every method is safe for concurrent use.

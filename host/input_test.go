@@ -8,7 +8,7 @@ import (
 
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 )
 
@@ -109,7 +109,7 @@ func TestHost_RecoveryReadsTheStoredRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if stored, err := wire.ReadInput(sr.Request); err != nil || !slices.Equal(stored, p.Input) {
+			if stored, err := protocol.ReadInput(sr.Request); err != nil || !slices.Equal(stored, p.Input) {
 				t.Fatalf("stored request reads %+v, %v; want %+v", stored, err, p.Input)
 			}
 			if done := wait(t, inc2.h, second.ID); done.Status != store.StatusCompleted {

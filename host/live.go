@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/superstep/superstep/agent"
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/workflow"
 )
@@ -64,9 +64,9 @@ type liveItem struct {
 	stream     string
 	id         string
 	index      int
-	text       string    // a message's deltas so far
-	done       bool      // closed live: item is final
-	item       wire.Item // the final item, when done
+	text       string        // a message's deltas so far
+	done       bool          // closed live: item is final
+	item       protocol.Item // the final item, when done
 }
 
 // liveState is what the running superstep published live so far.
@@ -107,9 +107,9 @@ type liveQueue struct {
 	// cond (on run.mu) is broadcast whenever the queue changes: frames
 	// queued, a batch taken or finished, the appender stopping.
 	cond   *sync.Cond
-	frames []wire.Frame // queued, not taken by the appender yet
-	bytes  int          // payload bytes of frames
-	recv   []time.Time  // when each live event behind frames reached the host
+	frames []protocol.Frame // queued, not taken by the appender yet
+	bytes  int              // payload bytes of frames
+	recv   []time.Time      // when each live event behind frames reached the host
 	// next is the seq after the last queued frame while busy (r.nextSeq,
 	// which counts durable events only, lags behind it then).
 	next     int64
@@ -185,7 +185,7 @@ func (h *Host) publishLive(r *run, ev workflow.LiveEvent) error {
 	if q.busy() {
 		next = q.next
 	}
-	seq := &wire.Seq{Next: next}
+	seq := &protocol.Seq{Next: next}
 	st := r.liveSt
 	st.items = append([]liveItem(nil), st.items...)
 	if err := liveFrames(seq, r.resp, &st, ev); err != nil {
@@ -319,7 +319,7 @@ func within(stream, prefix string) bool {
 // liveFrames builds the frames of ev on top of what st says is open. It is
 // the one translator of live events, nested ones (sub-workflows) included:
 // agent.LiveUpdate reads the event's update.
-func liveFrames(seq *wire.Seq, resp *wire.Response, st *liveState, ev workflow.LiveEvent) error {
+func liveFrames(seq *protocol.Seq, resp *protocol.Response, st *liveState, ev workflow.LiveEvent) error {
 	u, ok := agent.LiveUpdate(ev)
 	if !ok {
 		return nil
@@ -347,7 +347,7 @@ func liveFrames(seq *wire.Seq, resp *wire.Response, st *liveState, ev workflow.L
 	it := st.open(stream)
 	if it == nil {
 		idx := len(resp.Output) + len(st.items)
-		st.items = append(st.items, liveItem{executorID: exec, stream: stream, id: wire.MessageID(resp.ID, idx), index: idx})
+		st.items = append(st.items, liveItem{executorID: exec, stream: stream, id: protocol.MessageID(resp.ID, idx), index: idx})
 		it = &st.items[len(st.items)-1]
 		if err := seq.MessageStart(it.id, it.index); err != nil {
 			return err
@@ -373,7 +373,7 @@ func innermost(ev workflow.LiveEvent) any {
 // item (its arguments in one delta), after closing the message the
 // attempt was streaming: the call comes after that text, and the text
 // after the call is a new message.
-func liveToolCall(seq *wire.Seq, resp *wire.Response, st *liveState, exec, stream string, u agent.Update) error {
+func liveToolCall(seq *protocol.Seq, resp *protocol.Response, st *liveState, exec, stream string, u agent.Update) error {
 	if err := beginLive(seq, resp); err != nil {
 		return err
 	}
@@ -385,7 +385,7 @@ func liveToolCall(seq *wire.Seq, resp *wire.Response, st *liveState, exec, strea
 		it.done, it.item = true, item
 	}
 	idx := len(resp.Output) + len(st.items)
-	id := wire.FunctionCallID(resp.ID, idx)
+	id := protocol.FunctionCallID(resp.ID, idx)
 	item, err := seq.FunctionCall(id, idx, u.CallID, u.Name, u.Arguments)
 	if err != nil {
 		return err
@@ -396,13 +396,13 @@ func liveToolCall(seq *wire.Seq, resp *wire.Response, st *liveState, exec, strea
 
 // beginLive adds response.in_progress when nothing followed
 // response.created yet.
-func beginLive(seq *wire.Seq, resp *wire.Response) error {
+func beginLive(seq *protocol.Seq, resp *protocol.Response) error {
 	if seq.Next > 1 {
 		return nil
 	}
 	c := resp.Clone()
-	c.Status = wire.StatusInProgress
-	return seq.Lifecycle(wire.EventResponseInProgress, c)
+	c.Status = protocol.StatusInProgress
+	return seq.Lifecycle(protocol.EventResponseInProgress, c)
 }
 
 // open returns the message item a stream is writing, if any: its last
@@ -426,7 +426,7 @@ func (st *liveState) open(stream string) *liveItem {
 // again after it as they stand (a closed item whole, an open message with
 // its text so far), so that what follows the reset is a coherent history
 // by itself. When no item is void, nothing is appended.
-func voidLive(seq *wire.Seq, resp *wire.Response, st *liveState, void func(*liveItem) bool) error {
+func voidLive(seq *protocol.Seq, resp *protocol.Response, st *liveState, void func(*liveItem) bool) error {
 	var keep []liveItem
 	for i := range st.items {
 		if !void(&st.items[i]) {
@@ -445,14 +445,14 @@ func voidLive(seq *wire.Seq, resp *wire.Response, st *liveState, void func(*live
 		n := liveItem{executorID: it.executorID, stream: it.stream, index: idx, text: it.text, done: it.done}
 		var err error
 		switch {
-		case it.done && it.item.Type == wire.ItemFunctionCall:
-			n.id = wire.FunctionCallID(resp.ID, idx)
+		case it.done && it.item.Type == protocol.ItemFunctionCall:
+			n.id = protocol.FunctionCallID(resp.ID, idx)
 			n.item, err = seq.FunctionCall(n.id, idx, it.item.CallID, it.item.Name, it.item.Arguments)
 		case it.done:
-			n.id = wire.MessageID(resp.ID, idx)
+			n.id = protocol.MessageID(resp.ID, idx)
 			n.item, err = seq.Message(n.id, idx, it.text)
 		default:
-			n.id = wire.MessageID(resp.ID, idx)
+			n.id = protocol.MessageID(resp.ID, idx)
 			if err = seq.MessageStart(n.id, idx); err == nil && it.text != "" {
 				err = seq.MessageDelta(n.id, idx, it.text)
 			}
@@ -466,22 +466,22 @@ func voidLive(seq *wire.Seq, resp *wire.Response, st *liveState, void func(*live
 }
 
 // resetLive voids every live item (see voidLive).
-func resetLive(seq *wire.Seq, resp *wire.Response, st *liveState) error {
+func resetLive(seq *protocol.Seq, resp *protocol.Response, st *liveState) error {
 	return voidLive(seq, resp, st, func(*liveItem) bool { return true })
 }
 
 // appendReset appends a reset response.in_progress carrying resp (the last
 // committed state).
-func appendReset(seq *wire.Seq, resp *wire.Response) error {
+func appendReset(seq *protocol.Seq, resp *protocol.Response) error {
 	c := resp.Clone()
-	c.Status = wire.StatusInProgress
-	return seq.Lifecycle(wire.EventResponseInProgress, c)
+	c.Status = protocol.StatusInProgress
+	return seq.Lifecycle(protocol.EventResponseInProgress, c)
 }
 
 // appendLive appends frames to r's head response's log outside a commit,
 // retrying transient failures like a commit. It reads only r's immutable
 // fields: the appender calls it without r.mu.
-func (h *Host) appendLive(r *run, frames []wire.Frame) error {
+func (h *Host) appendLive(r *run, frames []protocol.Frame) error {
 	ctx := h.runCtx
 	p := &store.EventAppendParams{RunID: r.id, Epoch: r.epoch, ResponseID: r.responseID(), Events: toEventInputs(frames)}
 	backoff := h.cfg.CommitBackoff
@@ -520,7 +520,7 @@ func (h *Host) appendLive(r *run, frames []wire.Frame) error {
 // not line up (an executor yielded something else, or in another order),
 // the live items are voided by a reset and the outputs added as complete
 // items.
-func translateLive(seq *wire.Seq, resp *wire.Response, ups []agent.Update, st *liveState, cut int) error {
+func translateLive(seq *protocol.Seq, resp *protocol.Response, ups []agent.Update, st *liveState, cut int) error {
 	if !liveLinesUp(ups, st.items) {
 		if err := resetLive(seq, resp, st); err != nil {
 			return err
@@ -565,7 +565,7 @@ func liveLinesUp(ups []agent.Update, items []liveItem) bool {
 			if u.Kind != agent.UpdateText {
 				return false
 			}
-		case it.item.Type == wire.ItemMessage:
+		case it.item.Type == protocol.ItemMessage:
 			if u.Kind != agent.UpdateText || u.Text != it.text {
 				return false
 			}
@@ -590,20 +590,20 @@ func (h *Host) resetUncommitted(ctx context.Context, r *run) error {
 	if err != nil {
 		return fmt.Errorf("host: read the log of response %s: %w", r.responseID(), err)
 	}
-	if len(evs) == 0 || evs[0].Step != -1 || wire.IsTerminal(evs[0].Type) {
+	if len(evs) == 0 || evs[0].Step != -1 || protocol.IsTerminal(evs[0].Type) {
 		return nil
 	}
 	// The last event may be the reset itself: an earlier recovery appended
 	// it and failed (or crashed) before the superstep's commit. It voids
 	// everything before it already; a second one would repeat it.
-	again := &wire.Seq{Next: evs[0].Seq}
+	again := &protocol.Seq{Next: evs[0].Seq}
 	if err := appendReset(again, r.resp); err != nil {
 		return err
 	}
 	if f := again.Frames[0]; evs[0].Type == f.Type && bytes.Equal(evs[0].Payload, f.Payload) {
 		return nil
 	}
-	seq := &wire.Seq{Next: r.nextSeq}
+	seq := &protocol.Seq{Next: r.nextSeq}
 	if err := appendReset(seq, r.resp); err != nil {
 		return err
 	}
@@ -672,13 +672,13 @@ func (h *Host) appendState(ctx context.Context, p *store.EventAppendParams) (app
 // as it was published, an open message closed incomplete with the text
 // the log has so far. Every item a client saw added is then done before
 // the terminal event, and the snapshot holds what the stream showed.
-func closeLive(seq *wire.Seq, resp *wire.Response, st *liveState) error {
+func closeLive(seq *protocol.Seq, resp *protocol.Response, st *liveState) error {
 	for _, it := range st.items {
 		if it.done {
 			resp.Output = append(resp.Output, it.item)
 			continue
 		}
-		item, err := seq.MessageEnd(it.id, it.index, it.text, wire.ItemIncomplete)
+		item, err := seq.MessageEnd(it.id, it.index, it.text, protocol.ItemIncomplete)
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,7 @@ import (
 	"iter"
 	"time"
 
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 )
 
@@ -77,7 +77,7 @@ func (h *Host) events(ctx context.Context, id, owner string, after int64) iter.S
 					yield(store.Event{}, err)
 					return
 				}
-				if !yield(ev, nil) || wire.IsTerminal(ev.Type) {
+				if !yield(ev, nil) || protocol.IsTerminal(ev.Type) {
 					return
 				}
 				after = ev.Seq

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 )
 
@@ -144,7 +144,7 @@ func (h *Host) resumeNow(ctx context.Context, sr *store.Run) error {
 	if err != nil {
 		return fmt.Errorf("host: head response of run %s: %w", sr.ID, err)
 	}
-	var snap wire.Response
+	var snap protocol.Response
 	if err := json.Unmarshal(head.Snapshot, &snap); err != nil {
 		return fmt.Errorf("host: snapshot of response %s: %w", head.ID, err)
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/superstep/superstep/agent"
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/workflow"
 )
@@ -56,8 +56,8 @@ type run struct {
 	liveSt    liveState // live items of the running superstep (queued ones included)
 	liveQ     liveQueue // live frames not durable yet
 	fenced    bool
-	finished  bool           // the head response reached a terminal status
-	resp      *wire.Response // snapshot as of the last commit
+	finished  bool               // the head response reached a terminal status
+	resp      *protocol.Response // snapshot as of the last commit
 	nextSeq   int64
 	lastStep  int64
 	lastParts []store.Part
@@ -72,7 +72,7 @@ type run struct {
 	// Response shows usage only once terminal (null before, as the API
 	// has it), so until then it is kept in the record's usage field
 	// (store.Response.Usage), which recovery reads back.
-	respUsage wire.Usage
+	respUsage protocol.Usage
 }
 
 // responseID returns the run's head response id.
@@ -120,7 +120,7 @@ func (h *Host) startRun(r *run, drive func(ctx context.Context) error) error {
 }
 
 // newRun returns a run driven under epoch, positioned after lastStep.
-func (h *Host) newRun(m *model, rr *store.Response, snap *wire.Response, runID string, lease store.Lease, lastStep int64, parts []store.Part) *run {
+func (h *Host) newRun(m *model, rr *store.Response, snap *protocol.Response, runID string, lease store.Lease, lastStep int64, parts []store.Part) *run {
 	info := RunInfo{ResponseID: rr.ID, RunID: runID, Metadata: snap.Metadata, MaxSupersteps: h.cfg.MaxSupersteps}
 	ctx, cancel := context.WithCancelCause(WithRunInfo(h.runCtx, info))
 	// The metadata was validated at create; an unknown value cannot be here.
@@ -200,7 +200,7 @@ func (h *Host) afterDrive(r *run, err error) {
 		// Cancelled here, or recorded through another host and refused
 		// by the store (a commit or live append): finish it as cancelled.
 		r.cancelled.Store(true)
-		err = h.finishLocked(r, wire.StatusCancelled, nil)
+		err = h.finishLocked(r, protocol.StatusCancelled, nil)
 		if errors.Is(err, store.ErrNotFound) {
 			log.Info("host: response deleted while being cancelled; run stopped")
 			return
@@ -223,13 +223,13 @@ func (h *Host) afterDrive(r *run, err error) {
 		}
 		log.Error("host: run failed", "err", err, "step", r.lastStep)
 		werr, _ := clientError(err, true) // err, logged above, is the host's or the store's: not for clients
-		err = h.finishLocked(r, wire.StatusFailed, werr)
+		err = h.finishLocked(r, protocol.StatusFailed, werr)
 	}
 	if errors.Is(err, store.ErrCancelled) && !r.finished {
 		// A cancel was recorded before the finishing commit: the store
 		// takes only the cancelled one.
 		r.cancelled.Store(true)
-		err = h.finishLocked(r, wire.StatusCancelled, nil)
+		err = h.finishLocked(r, protocol.StatusCancelled, nil)
 	}
 	if err != nil && !r.finished {
 		h.metrics.failed(opFinish)
@@ -268,7 +268,7 @@ func (h *Host) commitStep(r *run, s *workflow.Step) error {
 		return errRunCancelled
 	}
 	resp := r.resp.Clone()
-	seq := &wire.Seq{Next: r.nextSeq}
+	seq := &protocol.Seq{Next: r.nextSeq}
 	if err := h.beginResponse(seq, resp); err != nil {
 		return err
 	}
@@ -285,13 +285,13 @@ func (h *Host) commitStep(r *run, s *workflow.Step) error {
 		h.log.Warn("host: run failed; the response shows what failed, the cause is here", "run_id", r.id,
 			"response_id", r.responseID(), "step", s.Number, "err", s.Err)
 	}
-	if status == wire.StatusCompleted && resp.IncompleteDetails != nil {
-		status = wire.StatusIncomplete
+	if status == protocol.StatusCompleted && resp.IncompleteDetails != nil {
+		status = protocol.StatusIncomplete
 	}
-	if status != wire.StatusInProgress {
+	if status != protocol.StatusInProgress {
 		resp.Usage = &respUsage
 		resp.Finish(status, time.Now(), werr)
-		if err := seq.Lifecycle(wire.TerminalEventType(status), resp); err != nil {
+		if err := seq.Lifecycle(protocol.TerminalEventType(status), resp); err != nil {
 			return err
 		}
 	}
@@ -321,12 +321,12 @@ func (h *Host) cancelledByStore(r *run, err error) error {
 
 // beginResponse adds response.in_progress when the response has no event
 // past response.created yet.
-func (h *Host) beginResponse(seq *wire.Seq, resp *wire.Response) error {
-	resp.Status = wire.StatusInProgress
+func (h *Host) beginResponse(seq *protocol.Seq, resp *protocol.Response) error {
+	resp.Status = protocol.StatusInProgress
 	if seq.Next > 1 {
 		return nil // response.in_progress is in the log (committed or live)
 	}
-	return seq.Lifecycle(wire.EventResponseInProgress, resp.Clone())
+	return seq.Lifecycle(protocol.EventResponseInProgress, resp.Clone())
 }
 
 // stepUsage returns the run's agent usage after step s and the head
@@ -337,47 +337,47 @@ func (h *Host) beginResponse(seq *wire.Seq, resp *wire.Response) error {
 // both survive recovery; incomplete_details lives in the snapshot, where
 // it shows while the response is still in progress (its status becomes
 // incomplete when it ends).
-func stepUsage(r *run, resp *wire.Response, s *workflow.Step) (agent.Usage, wire.Usage, error) {
+func stepUsage(r *run, resp *protocol.Response, s *workflow.Step) (agent.Usage, protocol.Usage, error) {
 	total, err := agent.CheckpointUsage(s.Checkpoint)
 	if err != nil {
-		return agent.Usage{}, wire.Usage{}, err
+		return agent.Usage{}, protocol.Usage{}, err
 	}
 	respUsage := r.respUsage
 	respUsage.Add(wireUsage(total.Sub(r.usage)))
 	inc, ok, err := agent.CheckpointIncomplete(s.Checkpoint)
 	if err != nil {
-		return agent.Usage{}, wire.Usage{}, err
+		return agent.Usage{}, protocol.Usage{}, err
 	}
 	if ok && inc.Step == s.Number && inc.Reason != "" {
-		resp.IncompleteDetails = &wire.IncompleteDetails{Reason: inc.Reason}
+		resp.IncompleteDetails = &protocol.IncompleteDetails{Reason: inc.Reason}
 	}
 	return total, respUsage, nil
 }
 
 // wireUsage converts an agent's usage to the API's.
-func wireUsage(u agent.Usage) wire.Usage {
-	return wire.Usage{
+func wireUsage(u agent.Usage) protocol.Usage {
+	return protocol.Usage{
 		InputTokens:         u.InputTokens,
-		InputTokensDetails:  wire.InputTokensDetails{CachedTokens: u.CachedInputTokens},
+		InputTokensDetails:  protocol.InputTokensDetails{CachedTokens: u.CachedInputTokens},
 		OutputTokens:        u.OutputTokens,
-		OutputTokensDetails: wire.OutputTokensDetails{ReasoningTokens: u.ReasoningTokens},
+		OutputTokensDetails: protocol.OutputTokensDetails{ReasoningTokens: u.ReasoningTokens},
 		TotalTokens:         u.TotalTokens,
 	}
 }
 
 // stepStatus maps a step's run status to the response status.
-func stepStatus(s *workflow.Step) (string, *wire.Error) {
+func stepStatus(s *workflow.Step) (string, *protocol.Error) {
 	switch s.Status {
 	case workflow.Running:
-		return wire.StatusInProgress, nil
+		return protocol.StatusInProgress, nil
 	case workflow.Idle, workflow.Completed:
-		return wire.StatusCompleted, nil
+		return protocol.StatusCompleted, nil
 	}
 	if s.Err == nil {
-		return wire.StatusFailed, &wire.Error{Code: "server_error", Message: "workflow failed"}
+		return protocol.StatusFailed, &protocol.Error{Code: "server_error", Message: "workflow failed"}
 	}
 	werr, _ := clientError(s.Err, false)
-	return wire.StatusFailed, werr
+	return protocol.StatusFailed, werr
 }
 
 // Messages a failed response shows for failures of the infrastructure.
@@ -409,7 +409,7 @@ const (
 //     call failed (model m, 3 attempt(s)): " — and replaces the rest, from
 //     the first error in the chain that is not a plain fmt.Errorf wrapper,
 //     with what failed (see cutNetwork).
-func clientError(err error, internal bool) (*wire.Error, bool) {
+func clientError(err error, internal bool) (*protocol.Error, bool) {
 	msg := ""
 	switch {
 	case isStoreError(err):
@@ -423,10 +423,10 @@ func clientError(err error, internal bool) (*wire.Error, bool) {
 	default:
 		var hidden bool
 		if msg, hidden = cutNetwork(err); !hidden {
-			return &wire.Error{Code: "server_error", Message: err.Error()}, false
+			return &protocol.Error{Code: "server_error", Message: err.Error()}, false
 		}
 	}
-	return &wire.Error{Code: "server_error", Message: msg}, true
+	return &protocol.Error{Code: "server_error", Message: msg}, true
 }
 
 // cutNetwork returns err's message with the part a network error wrote
@@ -505,7 +505,7 @@ func isStoreError(err error) bool {
 
 // translateCommitted appends the wire events of a committed step: in live
 // mode they close the live items opened in the log.
-func translateCommitted(seq *wire.Seq, resp *wire.Response, s *workflow.Step, live bool, st *liveState) error {
+func translateCommitted(seq *protocol.Seq, resp *protocol.Response, s *workflow.Step, live bool, st *liveState) error {
 	ups := stepUpdates(s)
 	cut, err := stepCut(s, ups)
 	if err != nil {
@@ -555,14 +555,14 @@ func lastText(ups []agent.Update, match func(agent.Update) bool) int {
 // cut-th was cut short.
 func itemStatus(i, cut int) string {
 	if i == cut {
-		return wire.ItemIncomplete
+		return protocol.ItemIncomplete
 	}
-	return wire.ItemCompleted
+	return protocol.ItemCompleted
 }
 
 // translateStep appends the wire events of a step's outputs and requests,
 // mapped exactly as agent.FromWorkflow maps them (agent.UpdateFromEvent).
-func translateStep(seq *wire.Seq, resp *wire.Response, s *workflow.Step) error {
+func translateStep(seq *protocol.Seq, resp *protocol.Response, s *workflow.Step) error {
 	ups := stepUpdates(s)
 	cut, err := stepCut(s, ups)
 	if err != nil {
@@ -573,7 +573,7 @@ func translateStep(seq *wire.Seq, resp *wire.Response, s *workflow.Step) error {
 
 // translateUpdates appends one complete item per update; the cut-th (-1:
 // none) is incomplete.
-func translateUpdates(seq *wire.Seq, resp *wire.Response, ups []agent.Update, cut int) error {
+func translateUpdates(seq *protocol.Seq, resp *protocol.Response, ups []agent.Update, cut int) error {
 	for i, u := range ups {
 		if err := appendItem(seq, resp, u, itemStatus(i, cut)); err != nil {
 			return err
@@ -586,23 +586,23 @@ func translateUpdates(seq *wire.Seq, resp *wire.Response, ups []agent.Update, cu
 // a function_call for a request (call_id = request id) or for an agent's
 // own tool call (call_id = the model's; not a pending request: an output
 // for it is refused like one for an unknown call).
-func appendUpdate(seq *wire.Seq, resp *wire.Response, u agent.Update) error {
-	return appendItem(seq, resp, u, wire.ItemCompleted)
+func appendUpdate(seq *protocol.Seq, resp *protocol.Response, u agent.Update) error {
+	return appendItem(seq, resp, u, protocol.ItemCompleted)
 }
 
 // appendItem is appendUpdate with a message's final status (ItemIncomplete
 // for a reply cut short).
-func appendItem(seq *wire.Seq, resp *wire.Response, u agent.Update, status string) error {
+func appendItem(seq *protocol.Seq, resp *protocol.Response, u agent.Update, status string) error {
 	var (
-		item wire.Item
+		item protocol.Item
 		err  error
 	)
 	idx := len(resp.Output)
 	switch u.Kind {
 	case agent.UpdateText:
-		item, err = seq.MessageWithStatus(wire.MessageID(resp.ID, idx), idx, u.Text, status)
+		item, err = seq.MessageWithStatus(protocol.MessageID(resp.ID, idx), idx, u.Text, status)
 	case agent.UpdateFunctionCall, agent.UpdateToolCall:
-		item, err = seq.FunctionCall(wire.FunctionCallID(resp.ID, idx), idx, u.CallID, u.Name, u.Arguments)
+		item, err = seq.FunctionCall(protocol.FunctionCallID(resp.ID, idx), idx, u.CallID, u.Name, u.Arguments)
 	default:
 		return nil
 	}
@@ -616,13 +616,13 @@ func appendItem(seq *wire.Seq, resp *wire.Response, u agent.Update, status strin
 // finishLocked commits a terminal event for r's response with no workflow
 // step behind it (cancel, unrecoverable failure): the checkpoint repeats the
 // last committed one at the next step.
-func (h *Host) finishLocked(r *run, status string, e *wire.Error) error {
+func (h *Host) finishLocked(r *run, status string, e *protocol.Error) error {
 	if r.finished {
 		return nil
 	}
 	resp := r.resp.Clone()
-	seq := &wire.Seq{Next: r.nextSeq}
-	if status != wire.StatusCancelled {
+	seq := &protocol.Seq{Next: r.nextSeq}
+	if status != protocol.StatusCancelled {
 		if err := h.beginResponse(seq, resp); err != nil {
 			return err
 		}
@@ -637,7 +637,7 @@ func (h *Host) finishLocked(r *run, status string, e *wire.Error) error {
 	u := r.respUsage
 	resp.Usage = &u
 	resp.Finish(status, time.Now(), e)
-	if err := seq.Lifecycle(wire.TerminalEventType(status), resp); err != nil {
+	if err := seq.Lifecycle(protocol.TerminalEventType(status), resp); err != nil {
 		return err
 	}
 	return h.commitLocked(r, r.lastStep+1, r.lastParts, seq, resp, u)
@@ -646,7 +646,7 @@ func (h *Host) finishLocked(r *run, status string, e *wire.Error) error {
 // commitLocked commits one step of r and, on success, makes it r's state;
 // usage is the response's usage after the step (recorded even while the
 // snapshot shows none).
-func (h *Host) commitLocked(r *run, step int64, parts []store.Part, seq *wire.Seq, resp *wire.Response, usage wire.Usage) error {
+func (h *Host) commitLocked(r *run, step int64, parts []store.Part, seq *protocol.Seq, resp *protocol.Response, usage protocol.Usage) error {
 	snap, err := json.Marshal(resp)
 	if err != nil {
 		return fmt.Errorf("host: encode response snapshot: %w", err)
@@ -657,7 +657,7 @@ func (h *Host) commitLocked(r *run, step int64, parts []store.Part, seq *wire.Se
 	if resp.Error != nil {
 		p.Error, _ = json.Marshal(resp.Error)
 	}
-	if resp.Usage != nil || usage != (wire.Usage{}) {
+	if resp.Usage != nil || usage != (protocol.Usage{}) {
 		p.Usage, _ = json.Marshal(usage)
 	}
 	if err := h.commit(r, p, seq.Next); err != nil {
@@ -813,7 +813,7 @@ func toWorkflowParts(ps []store.Part) []workflow.Part {
 }
 
 // toEventInputs converts wire frames to store events.
-func toEventInputs(fs []wire.Frame) []store.EventInput {
+func toEventInputs(fs []protocol.Frame) []store.EventInput {
 	out := make([]store.EventInput, len(fs))
 	for i, f := range fs {
 		out[i] = store.EventInput{Seq: f.Seq, Type: f.Type, Payload: f.Payload}

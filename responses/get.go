@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 )
 
 // getQuery are the parameters of GET /v1/responses/{id}.
@@ -41,9 +41,9 @@ func parseGetQuery(r *http.Request, body []byte) (getQuery, error) {
 }
 
 // parseGetBody reads stream (and starting_after) from a GET body (see
-// wire.ReadGetBody); a flag in the body or the query turns streaming on.
+// protocol.ReadGetBody); a flag in the body or the query turns streaming on.
 func parseGetBody(body []byte, q *getQuery) error {
-	stream, after, err := wire.ReadGetBody(body)
+	stream, after, err := protocol.ReadGetBody(body)
 	if err != nil {
 		return requestError(err)
 	}

@@ -3,7 +3,7 @@ package responses
 import (
 	"net/http"
 
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 )
 
 // handleHosts serves GET /v1/hosts: the live hosts sharing the store (those
@@ -22,13 +22,13 @@ func (s *server) handleHosts(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	list := wire.HostList{Object: "list", Data: make([]wire.Host, 0, len(hosts))}
+	list := protocol.HostList{Object: "list", Data: make([]protocol.Host, 0, len(hosts))}
 	for _, h := range hosts {
 		runs := h.Runs
 		if runs == nil {
 			runs = []string{}
 		}
-		list.Data = append(list.Data, wire.Host{ID: h.ID, Addr: h.Addr, Runs: runs, LeaseExpiresAt: h.LeaseExpiresAt.Unix()})
+		list.Data = append(list.Data, protocol.Host{ID: h.ID, Addr: h.Addr, Runs: runs, LeaseExpiresAt: h.LeaseExpiresAt.Unix()})
 	}
 	writeJSON(w, http.StatusOK, list)
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/superstep/superstep/host"
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 )
 
 // Paging of input_items.
@@ -94,7 +94,7 @@ func (s *server) handleInputItems(w http.ResponseWriter, r *http.Request) {
 
 // inputItemsPage returns one page of the input items of the stored create
 // request of response responseID. The request is walked twice by the one
-// reader of create requests (wire.ScanInput): once to count its items,
+// reader of create requests (protocol.ScanInput): once to count its items,
 // once to parse only the items of the page and the cursors; the others are
 // skipped without being decoded, so a call holds the page, not the
 // request's items. Item ids hold the item's index, so a cursor is found
@@ -143,7 +143,7 @@ func inputItemsPage(responseID string, request []byte, q listQuery) (inputItemLi
 		return func(i int) bool { return inPage(i) || i == after || i == before }
 	}
 	afterOK, beforeOK := false, false
-	_, err := wire.ScanInput(request, plan, func(i int, in host.InputItem) error {
+	_, err := protocol.ScanInput(request, plan, func(i int, in host.InputItem) error {
 		id := inputItemID(in, suffix, i)
 		if inPage(i) {
 			page.Data[pos(i)-lo] = toInputItem(in, id)

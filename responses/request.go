@@ -6,14 +6,14 @@ import (
 	"strings"
 
 	"github.com/superstep/superstep/host"
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 )
 
 // Limits of the metadata field, as OpenAI documents them.
 const (
-	MetadataMaxKeys     = wire.MetadataMaxKeys
-	MetadataMaxKeyLen   = wire.MetadataMaxKeyLen
-	MetadataMaxValueLen = wire.MetadataMaxValueLen
+	MetadataMaxKeys     = protocol.MetadataMaxKeys
+	MetadataMaxKeyLen   = protocol.MetadataMaxKeyLen
+	MetadataMaxValueLen = protocol.MetadataMaxValueLen
 )
 
 // MaxInputItemsDefault is the default cap on the number of input items of
@@ -24,21 +24,21 @@ const MaxInputItemsDefault = 10_000
 
 // Error codes of request validation.
 const (
-	codeInvalidJSON   = wire.CodeInvalidJSON
-	codeInvalidType   = wire.CodeInvalidType
-	codeInvalidValue  = wire.CodeInvalidValue
-	codeMissingParam  = wire.CodeMissingParam
-	codeUnsupportedIn = wire.CodeUnsupportedValue
+	codeInvalidJSON   = protocol.CodeInvalidJSON
+	codeInvalidType   = protocol.CodeInvalidType
+	codeInvalidValue  = protocol.CodeInvalidValue
+	codeMissingParam  = protocol.CodeMissingParam
+	codeUnsupportedIn = protocol.CodeUnsupportedValue
 )
 
 // parseCreate parses the body of POST /v1/responses into CreateParams with
-// the one reader of create requests (wire.ParseCreate), which recovery and
+// the one reader of create requests (protocol.ParseCreate), which recovery and
 // input_items use too. Unknown fields are tolerated; a known field of the
 // wrong type, a duplicate key, a case variant of a known key or more than
 // maxInputItems input items (when > 0) is a 400 naming the field. The
 // returned params keep body as Request.
 func parseCreate(body []byte, maxInputItems int) (*host.CreateParams, error) {
-	req, err := wire.ParseCreate(body, maxInputItems)
+	req, err := protocol.ParseCreate(body, maxInputItems)
 	if err != nil {
 		return nil, requestError(err)
 	}
@@ -49,7 +49,7 @@ func parseCreate(body []byte, maxInputItems int) (*host.CreateParams, error) {
 
 // requestError is the 400 of a request the wire reader refuses.
 func requestError(err error) error {
-	if re, ok := errors.AsType[*wire.RequestError](err); ok {
+	if re, ok := errors.AsType[*protocol.RequestError](err); ok {
 		return badRequest(re.Param, re.Code, "%s", re.Message)
 	}
 	return fmt.Errorf("responses: parse request: %w", err)

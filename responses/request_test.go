@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/superstep/superstep/host"
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 )
 
 func TestParseCreate_Valid(t *testing.T) {
@@ -180,7 +180,7 @@ func FuzzParseCreate(f *testing.F) {
 			t.Fatalf("re-parsing the stored request gave %+v, %v; want %+v", again, err, p)
 		}
 		// Recovery and input_items read the stored request as the parser did.
-		in, err := wire.ReadInput(p.Request)
+		in, err := protocol.ReadInput(p.Request)
 		if err != nil || len(in) != len(p.Input) || len(in) > 0 && !reflect.DeepEqual(in, p.Input) {
 			t.Fatalf("recovery read %+v, %v; the parser read %+v", in, err, p.Input)
 		}

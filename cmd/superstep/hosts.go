@@ -13,7 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 )
 
 // runHosts implements `superstep hosts`: it asks a running server for
@@ -40,7 +40,7 @@ func runHosts(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // fetchHosts reads GET /v1/hosts from the server at addr.
-func fetchHosts(ctx context.Context, addr, key string) (*wire.HostList, error) {
+func fetchHosts(ctx context.Context, addr, key string) (*protocol.HostList, error) {
 	base := addr
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
@@ -68,7 +68,7 @@ func fetchHosts(ctx context.Context, addr, key string) (*wire.HostList, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, errors.New(resp.Status + ": " + strings.TrimSpace(string(body)))
 	}
-	var out wire.HostList
+	var out protocol.HostList
 	if err := json.Unmarshal(body, &out); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", resp.Request.URL, err)
 	}

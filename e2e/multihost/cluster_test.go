@@ -17,7 +17,7 @@ import (
 	"github.com/superstep/superstep/internal/pgtest"
 	"github.com/superstep/superstep/internal/proctest"
 	"github.com/superstep/superstep/internal/verifytest"
-	"github.com/superstep/superstep/responses/wire"
+	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/postgres"
 )
@@ -159,7 +159,7 @@ func (c *cluster) startOnce(ctx context.Context, i int) (*hostProc, error) {
 }
 
 // getHosts reads GET /v1/hosts from base.
-func getHosts(ctx context.Context, base string) (*wire.HostList, error) {
+func getHosts(ctx context.Context, base string) (*protocol.HostList, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/hosts", nil)
 	if err != nil {
 		return nil, err
@@ -176,7 +176,7 @@ func getHosts(ctx context.Context, base string) (*wire.HostList, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("multihost: GET %s/v1/hosts: %s %s", base, resp.Status, body)
 	}
-	var out wire.HostList
+	var out protocol.HostList
 	if err := json.Unmarshal(body, &out); err != nil {
 		return nil, fmt.Errorf("multihost: GET %s/v1/hosts: %w in %s", base, err, body)
 	}

@@ -1,4 +1,4 @@
-package wire
+package protocol
 
 // HostList is the body of GET /v1/hosts: the live hosts sharing the
 // store, in the shape of the API's other lists.
