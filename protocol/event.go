@@ -22,7 +22,6 @@ const (
 	EventOutputTextDone       = "response.output_text.done"
 	EventFunctionCallArgDelta = "response.function_call_arguments.delta"
 	EventFunctionCallArgDone  = "response.function_call_arguments.done"
-	EventError                = "error"
 )
 
 // IsTerminal reports whether an event of type t ends a response's stream.
@@ -105,35 +104,6 @@ type FunctionCallArgumentsEvent struct {
 	Delta          *string `json:"delta,omitempty"`
 	Name           string  `json:"name,omitempty"`
 	Arguments      *string `json:"arguments,omitempty"`
-}
-
-// ErrorEvent is the error stream event, with both the flat fields and a
-// nested error object so that every SDK recognises it (responses-api §0.5).
-type ErrorEvent struct {
-	Type           string      `json:"type"`
-	SequenceNumber int64       `json:"sequence_number"`
-	Code           *string     `json:"code"`
-	Message        string      `json:"message"`
-	Param          *string     `json:"param"`
-	Error          ErrorDetail `json:"error"`
-}
-
-// ErrorDetail is the nested error of an ErrorEvent.
-type ErrorDetail struct {
-	Type    string  `json:"type"`
-	Code    *string `json:"code"`
-	Message string  `json:"message"`
-	Param   *string `json:"param"`
-}
-
-// NewErrorEvent returns an error event.
-func NewErrorEvent(seq int64, errType, code, message string) ErrorEvent {
-	c := &code
-	if code == "" {
-		c = nil
-	}
-	return ErrorEvent{Type: EventError, SequenceNumber: seq, Code: c, Message: message,
-		Error: ErrorDetail{Type: errType, Code: c, Message: message}}
 }
 
 // Seq numbers events of one response contiguously.

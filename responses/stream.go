@@ -10,16 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 )
-
-// terminalEvents are the event types after which a response's log ends.
-var terminalEvents = map[string]bool{
-	"response.completed":  true,
-	"response.failed":     true,
-	"response.incomplete": true,
-	"response.cancelled":  true,
-}
 
 // streamItem is one step of the host's event iterator, carried from the
 // goroutine that follows the log to the handler that writes the stream.
@@ -84,7 +77,7 @@ var errStreamCut = fmt.Errorf("responses: event log ended before the terminal ev
 // after the cursor of a terminal response. A response deleted meanwhile
 // gives a not-found error frame; anything else breaks the connection.
 func (s *server) checkEnd(ctx context.Context, id, owner string, last streamItem, after int64) error {
-	if terminalEvents[last.ev.Type] {
+	if protocol.IsTerminal(last.ev.Type) {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.StoreTimeout)
@@ -142,7 +135,7 @@ func (s *server) pump(ctx context.Context, sw *sseWriter, items <-chan streamIte
 			}
 			s.metrics.events.Inc()
 			last.ev = it.ev
-			if terminalEvents[it.ev.Type] {
+			if protocol.IsTerminal(it.ev.Type) {
 				return last, true
 			}
 			keepAlive.Reset(s.opts.KeepAlive)
