@@ -64,7 +64,7 @@ func (h *Host) driveAgentTurn(r *run, a agent.Agent, history, input []agent.Mess
 		msgs := append(append([]agent.Message(nil), history...), input...)
 		// The turn is one step: its tools get a key stable across re-runs,
 		// as an agent executor's do (run, step, "agent").
-		ctx = agent.WithIdempotencyKey(ctx, fmt.Sprintf("%s:%d:agent", r.id, r.lastStep+1))
+		ctx = agent.WithIdempotencyKey(ctx, fmt.Sprintf("%s:%d:agent", r.id, r.st.Step+1))
 		var (
 			updates []agent.Update
 			turnErr error
@@ -74,9 +74,9 @@ func (h *Host) driveAgentTurn(r *run, a agent.Agent, history, input []agent.Mess
 				turnErr = err
 				break
 			}
-			if r.live && (u.Kind == agent.UpdateTextDelta || u.Kind == agent.UpdateToolCall || u.Kind == agent.UpdateRetry) {
+			if r.liveMode && (u.Kind == agent.UpdateTextDelta || u.Kind == agent.UpdateToolCall || u.Kind == agent.UpdateRetry) {
 				// Published at once; the turn's commit closes the items.
-				ev := workflow.LiveEvent{Step: r.lastStep + 1, ExecutorID: u.Source, Attempt: 1, Value: u}
+				ev := workflow.LiveEvent{Step: r.st.Step + 1, ExecutorID: u.Source, Attempt: 1, Value: u}
 				if err := h.publishLive(r, ev); err != nil {
 					return err
 				}
@@ -114,17 +114,12 @@ func (h *Host) commitAgentTurn(r *run, updates []agent.Update, turnErr error, hi
 	if r.cancelled.Load() {
 		return errRunCancelled
 	}
-	resp := r.resp.Clone()
-	seq := &protocol.Seq{Next: r.nextSeq}
-	if err := h.beginResponse(seq, resp); err != nil {
-		return err
-	}
-	if err := h.translateTurn(r, seq, resp, updates); err != nil {
-		return err
-	}
-	status, werr := protocol.StatusCompleted, (*protocol.Error)(nil)
+	in := &protocol.Step{Number: r.st.Step + 1, Status: protocol.StatusCompleted, At: time.Now()}
 	var usage agent.Usage
 	for _, u := range updates {
+		if o, ok := output(u); ok {
+			in.Outputs = append(in.Outputs, o)
+		}
 		if u.Kind != agent.UpdateDone {
 			continue
 		}
@@ -132,27 +127,35 @@ func (h *Host) commitAgentTurn(r *run, updates []agent.Update, turnErr error, hi
 			usage.Add(*u.Usage)
 		}
 		if u.Reason != "" {
-			status = protocol.StatusIncomplete
-			resp.IncompleteDetails = &protocol.IncompleteDetails{Reason: u.Reason}
+			// The turn's reply was cut short: its last text is incomplete.
+			in.Incomplete = &protocol.Incomplete{Executor: lastTextSource(updates), Reason: u.Reason}
 		}
 	}
-	respUsage := r.respUsage
-	respUsage.Add(wireUsage(usage))
-	resp.Usage = &respUsage
+	in.Usage = protocolUsage(usage)
 	if turnErr != nil {
 		var hidden bool
-		if werr, hidden = clientError(turnErr, false); hidden {
+		if in.Error, hidden = clientError(turnErr, false); hidden {
 			h.log.Warn("host: agent turn failed; the response shows what failed, the cause is here", "run_id", r.id,
 				"response_id", r.responseID(), "err", turnErr)
 		}
-		status = protocol.StatusFailed
+		in.Status = protocol.StatusFailed
 		parts = r.lastParts
 	}
-	resp.Finish(status, time.Now(), werr)
-	if err := seq.Lifecycle(protocol.TerminalEventType(status), resp); err != nil {
+	c, err := protocol.ProjectStep(r.st, r.live, in)
+	if err != nil {
 		return err
 	}
-	return h.commitLocked(r, r.lastStep+1, parts, seq, resp, respUsage)
+	return h.commitLocked(r, parts, c)
+}
+
+// lastTextSource returns the source of the turn's last text.
+func lastTextSource(updates []agent.Update) string {
+	for i := len(updates) - 1; i >= 0; i-- {
+		if updates[i].Kind == agent.UpdateText {
+			return updates[i].Source
+		}
+	}
+	return ""
 }
 
 func encodeHistory(msgs []agent.Message) ([]store.Part, error) {
@@ -177,30 +180,4 @@ func decodeHistory(parts []store.Part) ([]agent.Message, error) {
 		}
 	}
 	return nil, fmt.Errorf("host: checkpoint has no %s part: %w", historyPart, store.ErrCorrupt)
-}
-
-// translateTurn appends the output items of an agent turn's updates; in
-// live mode they close the items its text deltas opened. When the turn's
-// reply was cut short (an UpdateDone with a reason), its last text is an
-// incomplete item.
-func (h *Host) translateTurn(r *run, seq *protocol.Seq, resp *protocol.Response, updates []agent.Update) error {
-	var items []agent.Update
-	cutShort := false
-	for _, u := range updates {
-		switch u.Kind {
-		case agent.UpdateText, agent.UpdateFunctionCall, agent.UpdateToolCall:
-			items = append(items, u)
-		case agent.UpdateDone:
-			cutShort = cutShort || u.Reason != ""
-		}
-	}
-	cut := -1
-	if cutShort {
-		cut = lastText(items, func(agent.Update) bool { return true })
-	}
-	if r.live && r.liveSt.step == r.lastStep+1 {
-		st := r.liveSt
-		return translateLive(seq, resp, items, &st, cut)
-	}
-	return translateUpdates(seq, resp, items, cut)
 }

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/superstep/superstep/protocol"
@@ -59,14 +58,9 @@ func rendered(resp *store.Response) (*store.Response, error) {
 
 // cancelledView returns resp as it will read once its cancel is committed.
 func cancelledView(resp *store.Response) (*store.Response, error) {
-	var snap protocol.Response
-	if err := json.Unmarshal(resp.Snapshot, &snap); err != nil {
-		return nil, fmt.Errorf("host: decode snapshot of response %s: %w", resp.ID, err)
-	}
-	snap.Status = protocol.StatusCancelled
-	data, err := json.Marshal(snap)
+	data, err := protocol.CancelledSnapshot(resp.Snapshot)
 	if err != nil {
-		return nil, fmt.Errorf("host: encode snapshot of response %s: %w", resp.ID, err)
+		return nil, fmt.Errorf("host: response %s: %w", resp.ID, err)
 	}
 	c := *resp
 	c.Status, c.Snapshot = store.StatusCancelled, data

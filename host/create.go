@@ -189,17 +189,13 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 	if p.Background {
 		status = protocol.StatusQueued
 	}
-	snap := protocol.NewResponse(&protocol.NewResponseParams{ID: newID("resp_"), Model: m.ID, Status: status,
+	c, err := protocol.Create(&protocol.NewResponseParams{ID: newID("resp_"), Model: m.ID, Status: status,
 		CreatedAt: now, PreviousResponseID: p.PreviousResponseID, Instructions: p.Instructions,
 		Metadata: p.Metadata, Background: p.Background, Store: p.Store, Request: p.Request})
-	seq := &protocol.Seq{}
-	if err := seq.Lifecycle(protocol.EventResponseCreated, snap); err != nil {
-		return nil, err
-	}
-	snapJSON, err := json.Marshal(snap)
 	if err != nil {
-		return nil, fmt.Errorf("host: encode response: %w", err)
+		return nil, fmt.Errorf("host: create response: %w", err)
 	}
+	snap := c.Next.Response
 	slot, capped := h.reserve(1)
 	defer h.unreserve(slot)
 	owner := h.cfg.HostID
@@ -208,8 +204,8 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 	}
 	res, err := h.store.ResponseCreate(ctx, &store.ResponseCreateParams{
 		Response: &store.Response{ID: snap.ID, PreviousResponseID: p.PreviousResponseID, Model: m.ID,
-			Owner: p.Owner, Status: store.Status(status), Request: p.Request, Snapshot: snapJSON, CreatedAt: now},
-		RunID: sp.runID, Checkpoint: sp.checkpoint, Events: toEventInputs(seq.Frames),
+			Owner: p.Owner, Status: store.Status(status), Request: p.Request, Snapshot: c.Snapshot, CreatedAt: now},
+		RunID: sp.runID, Checkpoint: sp.checkpoint, Events: toEventInputs(c.Frames),
 		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration}) // the lease on the store's clock
 	if err != nil {
 		return nil, fmt.Errorf("host: create response: %w", err)

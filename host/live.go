@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/workflow"
@@ -50,34 +48,9 @@ func publicationMode(md map[string]string, def string) (string, error) {
 	}
 }
 
-// liveItem is an output item published live by one executor attempt, not
-// yet made part of the output by a commit: a message opened by text deltas
-// (open until the commit, or until the attempt's next tool call closes it)
-// or a function_call item of one of the agent's own tool calls (published
-// whole).
-type liveItem struct {
-	// executorID is the executor of the hosted workflow the item belongs
-	// to (for an event nested in sub-workflows, the outermost one: its
-	// outputs are that executor's); stream names the emitting attempt down
-	// the nesting (see liveStream).
-	executorID string
-	stream     string
-	id         string
-	index      int
-	text       string        // a message's deltas so far
-	done       bool          // closed live: item is final
-	item       protocol.Item // the final item, when done
-}
-
-// liveState is what the running superstep published live so far.
-type liveState struct {
-	step  int64
-	items []liveItem
-}
-
 // liveHook returns the workflow's Live hook for r (nil in committed mode).
 func (h *Host) liveHook(r *run) workflow.LiveFunc {
-	if !r.live {
+	if !r.liveMode {
 		return nil
 	}
 	return func(_ context.Context, ev workflow.LiveEvent) error { return h.publishLive(r, ev) }
@@ -118,7 +91,7 @@ type liveQueue struct {
 	// the log holds, while run.liveSt counts queued frames too. Frames
 	// dropped unappended leave it as it was, so a terminal commit after
 	// them closes exactly the items the log has open.
-	durable liveState
+	durable protocol.Live
 	err     error // the append that failed: the run stops; sticky
 	started bool  // the appender goroutine was started
 	stop    bool  // the run's driver returned: the appender exits
@@ -178,29 +151,25 @@ func (h *Host) publishLive(r *run, ev workflow.LiveEvent) error {
 		}
 		q.cond.Wait() // backpressure: the appender takes the queue when its append returns
 	}
-	if r.liveSt.step != ev.Step {
-		r.liveSt = liveState{step: ev.Step}
+	in, ok := liveInput(ev)
+	if !ok {
+		return nil
 	}
-	next := r.nextSeq
+	next := r.st.NextSeq
 	if q.busy() {
 		next = q.next
 	}
-	seq := &protocol.Seq{Next: next}
-	st := r.liveSt
-	st.items = append([]liveItem(nil), st.items...)
-	if err := liveFrames(seq, r.resp, &st, ev); err != nil {
+	frames, live, err := protocol.ProjectLive(r.st, next, r.live, &in)
+	if err != nil || len(frames) == 0 {
 		return err
 	}
-	if len(seq.Frames) == 0 {
-		return nil
-	}
-	r.liveSt = st
-	q.frames = append(q.frames, seq.Frames...)
-	for _, f := range seq.Frames {
+	r.live = live
+	q.frames = append(q.frames, frames...)
+	for _, f := range frames {
 		q.bytes += len(f.Payload)
 	}
 	q.recv = append(q.recv, start)
-	q.next = seq.Next
+	q.next = frames[len(frames)-1].Seq + 1
 	if !q.started {
 		q.started, q.done = true, make(chan struct{})
 		go h.liveAppender(r)
@@ -224,18 +193,18 @@ func (h *Host) liveAppender(r *run) {
 		switch {
 		case q.stop:
 			q.drop()
-			r.liveSt = q.durable
+			r.live = q.durable
 			return
 		case len(q.frames) == 0:
 			q.cond.Wait()
 			continue
 		case q.err != nil || r.fenced || r.cancelled.Load():
 			q.drop()
-			r.liveSt = q.durable
+			r.live = q.durable
 			q.cond.Broadcast()
 			continue
 		}
-		batch, recv, st := q.frames, q.recv, r.liveSt // st: the state after every queued frame
+		batch, recv, live := q.frames, q.recv, r.live // live: the state after every queued frame
 		q.drop()
 		q.inflight = true
 		q.cond.Broadcast() // room for the emitter
@@ -246,7 +215,7 @@ func (h *Host) liveAppender(r *run) {
 		if err != nil {
 			q.err = err
 			if len(q.frames) == 0 {
-				r.liveSt = q.durable
+				r.live = q.durable
 			}
 			if errors.Is(err, store.ErrFenced) {
 				// Stop the executors at once, as a refused synchronous
@@ -257,8 +226,8 @@ func (h *Host) liveAppender(r *run) {
 				r.cancel(fmt.Errorf("%w: %w", errLeaseLost, err))
 			}
 		} else {
-			q.durable = st
-			r.nextSeq = batch[len(batch)-1].Seq + 1
+			q.durable = live
+			r.st.NextSeq = batch[len(batch)-1].Seq + 1
 			now := time.Now()
 			for _, t := range recv {
 				h.metrics.livePublish.Observe(now.Sub(t).Seconds())
@@ -292,190 +261,6 @@ func (h *Host) stopLive(r *run) {
 	if started {
 		<-q.done
 	}
-}
-
-// liveStream names the attempt that emitted ev, through every level of
-// sub-workflow nesting: "exec#attempt", then "/step/exec#attempt" per
-// nested level. It returns the hosted workflow's executor too.
-func liveStream(ev workflow.LiveEvent) (executorID, stream string) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s#%d", ev.ExecutorID, ev.Attempt)
-	for v := ev.Value; ; {
-		inner, ok := v.(workflow.LiveEvent)
-		if !ok {
-			break
-		}
-		fmt.Fprintf(&b, "/%d/%s#%d", inner.Step, inner.ExecutorID, inner.Attempt)
-		v = inner.Value
-	}
-	return ev.ExecutorID, b.String()
-}
-
-// within reports whether stream is prefix or one of the streams nested in it.
-func within(stream, prefix string) bool {
-	return stream == prefix || strings.HasPrefix(stream, prefix+"/")
-}
-
-// liveFrames builds the frames of ev on top of what st says is open. It is
-// the one translator of live events, nested ones (sub-workflows) included:
-// agent.LiveUpdate reads the event's update.
-func liveFrames(seq *protocol.Seq, resp *protocol.Response, st *liveState, ev workflow.LiveEvent) error {
-	u, ok := agent.LiveUpdate(ev)
-	if !ok {
-		return nil
-	}
-	exec, stream := liveStream(ev)
-	switch u.Kind {
-	case agent.UpdateTextDelta:
-	case agent.UpdateRetry:
-		if _, discard := innermost(ev).(workflow.LiveDiscard); discard {
-			// The attempt failed: everything it (and what it nests)
-			// published is void.
-			return voidLive(seq, resp, st, func(it *liveItem) bool { return within(it.stream, stream) })
-		}
-		// The agent retries a model call: the message it was streaming is void.
-		open := st.open(stream)
-		return voidLive(seq, resp, st, func(it *liveItem) bool { return it == open })
-	case agent.UpdateToolCall:
-		return liveToolCall(seq, resp, st, exec, stream, u)
-	default:
-		return nil // tool results and the like are not output items
-	}
-	if err := beginLive(seq, resp); err != nil {
-		return err
-	}
-	it := st.open(stream)
-	if it == nil {
-		idx := len(resp.Output) + len(st.items)
-		st.items = append(st.items, liveItem{executorID: exec, stream: stream, id: protocol.MessageID(resp.ID, idx), index: idx})
-		it = &st.items[len(st.items)-1]
-		if err := seq.MessageStart(it.id, it.index); err != nil {
-			return err
-		}
-	}
-	it.text += u.Text
-	return seq.MessageDelta(it.id, it.index, u.Text)
-}
-
-// innermost returns the value of ev under its sub-workflow nesting.
-func innermost(ev workflow.LiveEvent) any {
-	v := ev.Value
-	for {
-		inner, ok := v.(workflow.LiveEvent)
-		if !ok {
-			return v
-		}
-		v = inner.Value
-	}
-}
-
-// liveToolCall publishes an agent's own tool call as a whole function_call
-// item (its arguments in one delta), after closing the message the
-// attempt was streaming: the call comes after that text, and the text
-// after the call is a new message.
-func liveToolCall(seq *protocol.Seq, resp *protocol.Response, st *liveState, exec, stream string, u agent.Update) error {
-	if err := beginLive(seq, resp); err != nil {
-		return err
-	}
-	if it := st.open(stream); it != nil {
-		item, err := seq.MessageFinish(it.id, it.index, it.text)
-		if err != nil {
-			return err
-		}
-		it.done, it.item = true, item
-	}
-	idx := len(resp.Output) + len(st.items)
-	id := protocol.FunctionCallID(resp.ID, idx)
-	item, err := seq.FunctionCall(id, idx, u.CallID, u.Name, u.Arguments)
-	if err != nil {
-		return err
-	}
-	st.items = append(st.items, liveItem{executorID: exec, stream: stream, id: id, index: idx, done: true, item: item})
-	return nil
-}
-
-// beginLive adds response.in_progress when nothing followed
-// response.created yet.
-func beginLive(seq *protocol.Seq, resp *protocol.Response) error {
-	if seq.Next > 1 {
-		return nil
-	}
-	c := resp.Clone()
-	c.Status = protocol.StatusInProgress
-	return seq.Lifecycle(protocol.EventResponseInProgress, c)
-}
-
-// open returns the message item a stream is writing, if any: its last
-// item, unless that one is closed.
-func (st *liveState) open(stream string) *liveItem {
-	for i := len(st.items) - 1; i >= 0; i-- {
-		it := &st.items[i]
-		if it.stream == stream {
-			if it.done {
-				return nil
-			}
-			return it
-		}
-	}
-	return nil
-}
-
-// voidLive withdraws the live items void says are void. The log is
-// append-only, so that takes a reset response.in_progress whose output is
-// the last committed output; the items that stay valid are then published
-// again after it as they stand (a closed item whole, an open message with
-// its text so far), so that what follows the reset is a coherent history
-// by itself. When no item is void, nothing is appended.
-func voidLive(seq *protocol.Seq, resp *protocol.Response, st *liveState, void func(*liveItem) bool) error {
-	var keep []liveItem
-	for i := range st.items {
-		if !void(&st.items[i]) {
-			keep = append(keep, st.items[i])
-		}
-	}
-	if len(keep) == len(st.items) {
-		return nil
-	}
-	if err := appendReset(seq, resp); err != nil {
-		return err
-	}
-	st.items = nil
-	for _, it := range keep {
-		idx := len(resp.Output) + len(st.items)
-		n := liveItem{executorID: it.executorID, stream: it.stream, index: idx, text: it.text, done: it.done}
-		var err error
-		switch {
-		case it.done && it.item.Type == protocol.ItemFunctionCall:
-			n.id = protocol.FunctionCallID(resp.ID, idx)
-			n.item, err = seq.FunctionCall(n.id, idx, it.item.CallID, it.item.Name, it.item.Arguments)
-		case it.done:
-			n.id = protocol.MessageID(resp.ID, idx)
-			n.item, err = seq.Message(n.id, idx, it.text)
-		default:
-			n.id = protocol.MessageID(resp.ID, idx)
-			if err = seq.MessageStart(n.id, idx); err == nil && it.text != "" {
-				err = seq.MessageDelta(n.id, idx, it.text)
-			}
-		}
-		if err != nil {
-			return err
-		}
-		st.items = append(st.items, n)
-	}
-	return nil
-}
-
-// resetLive voids every live item (see voidLive).
-func resetLive(seq *protocol.Seq, resp *protocol.Response, st *liveState) error {
-	return voidLive(seq, resp, st, func(*liveItem) bool { return true })
-}
-
-// appendReset appends a reset response.in_progress carrying resp (the last
-// committed state).
-func appendReset(seq *protocol.Seq, resp *protocol.Response) error {
-	c := resp.Clone()
-	c.Status = protocol.StatusInProgress
-	return seq.Lifecycle(protocol.EventResponseInProgress, c)
 }
 
 // appendLive appends frames to r's head response's log outside a commit,
@@ -513,80 +298,14 @@ func (h *Host) appendLive(r *run, frames []protocol.Frame) error {
 	}
 }
 
-// translateLive appends the output items of ups, committed in live mode:
-// they take over the live items their executors published, in order
-// (closing the open messages with the committed text; the cut-th update,
-// -1 for none, was cut short and its item ends incomplete); when they do
-// not line up (an executor yielded something else, or in another order),
-// the live items are voided by a reset and the outputs added as complete
-// items.
-func translateLive(seq *protocol.Seq, resp *protocol.Response, ups []agent.Update, st *liveState, cut int) error {
-	if !liveLinesUp(ups, st.items) {
-		if err := resetLive(seq, resp, st); err != nil {
-			return err
-		}
-		st.items = nil
-	}
-	for i, u := range ups {
-		if i >= len(st.items) {
-			if err := appendItem(seq, resp, u, itemStatus(i, cut)); err != nil {
-				return err
-			}
-			continue
-		}
-		it := &st.items[i]
-		if it.done { // its events are all in the log already
-			resp.Output = append(resp.Output, it.item)
-			continue
-		}
-		item, err := seq.MessageEnd(it.id, it.index, u.Text, itemStatus(i, cut))
-		if err != nil {
-			return err
-		}
-		resp.Output = append(resp.Output, item)
-	}
-	return nil
-}
-
-// liveLinesUp reports whether the k-th live item is the k-th update: a
-// text of the same executor (for a message closed live, the same text), or
-// the same tool call of the same executor.
-func liveLinesUp(ups []agent.Update, items []liveItem) bool {
-	if len(items) > len(ups) {
-		return false
-	}
-	for i, it := range items {
-		u := ups[i]
-		if u.Source != it.executorID {
-			return false
-		}
-		switch {
-		case !it.done:
-			if u.Kind != agent.UpdateText {
-				return false
-			}
-		case it.item.Type == protocol.ItemMessage:
-			if u.Kind != agent.UpdateText || u.Text != it.text {
-				return false
-			}
-		default:
-			if u.Kind != agent.UpdateToolCall || u.CallID != it.item.CallID || u.Name != it.item.Name ||
-				u.Arguments != it.item.Arguments {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 // resetUncommitted appends a reset response.in_progress when the head
 // response's log holds live events past its last commit (a crash or a
 // hand-over interrupted a live superstep), before the superstep re-runs.
 func (h *Host) resetUncommitted(ctx context.Context, r *run) error {
-	if r.nextSeq < 1 {
+	if r.st.NextSeq < 1 {
 		return nil
 	}
-	evs, err := h.store.EventList(ctx, &store.EventListParams{ResponseID: r.responseID(), After: r.nextSeq - 2, Limit: 1})
+	evs, err := h.store.EventList(ctx, &store.EventListParams{ResponseID: r.responseID(), After: r.st.NextSeq - 2, Limit: 1})
 	if err != nil {
 		return fmt.Errorf("host: read the log of response %s: %w", r.responseID(), err)
 	}
@@ -596,26 +315,26 @@ func (h *Host) resetUncommitted(ctx context.Context, r *run) error {
 	// The last event may be the reset itself: an earlier recovery appended
 	// it and failed (or crashed) before the superstep's commit. It voids
 	// everything before it already; a second one would repeat it.
-	again := &protocol.Seq{Next: evs[0].Seq}
-	if err := appendReset(again, r.resp); err != nil {
+	again, err := protocol.Reset(r.st, evs[0].Seq)
+	if err != nil {
 		return err
 	}
-	if f := again.Frames[0]; evs[0].Type == f.Type && bytes.Equal(evs[0].Payload, f.Payload) {
+	if evs[0].Type == again.Type && bytes.Equal(evs[0].Payload, again.Payload) {
 		return nil
 	}
-	seq := &protocol.Seq{Next: r.nextSeq}
-	if err := appendReset(seq, r.resp); err != nil {
+	reset, err := protocol.Reset(r.st, r.st.NextSeq)
+	if err != nil {
 		return err
 	}
-	if err := h.appendLive(r, seq.Frames); err != nil {
+	if err := h.appendLive(r, []protocol.Frame{reset}); err != nil {
 		if errors.Is(err, store.ErrFenced) {
 			r.fenced = true
 		}
 		return err
 	}
-	r.nextSeq = seq.Next
+	r.st.NextSeq = reset.Seq + 1
 	h.log.Info("host: live events past the last commit voided by a reset", "response_id", r.responseID(),
-		"seq", seq.Frames[0].Seq)
+		"seq", reset.Seq)
 	return nil
 }
 
@@ -665,24 +384,4 @@ func (h *Host) appendState(ctx context.Context, p *store.EventAppendParams) (app
 		return true, false
 	}
 	return false, false
-}
-
-// closeLive makes the live items of st part of resp's output for a
-// terminal commit with no step of its own (cancel, failure): a closed item
-// as it was published, an open message closed incomplete with the text
-// the log has so far. Every item a client saw added is then done before
-// the terminal event, and the snapshot holds what the stream showed.
-func closeLive(seq *protocol.Seq, resp *protocol.Response, st *liveState) error {
-	for _, it := range st.items {
-		if it.done {
-			resp.Output = append(resp.Output, it.item)
-			continue
-		}
-		item, err := seq.MessageEnd(it.id, it.index, it.text, protocol.ItemIncomplete)
-		if err != nil {
-			return err
-		}
-		resp.Output = append(resp.Output, item)
-	}
-	return nil
 }

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"reflect"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,17 +46,19 @@ type run struct {
 	// refuses every commit but the cancelled one anyway.
 	cancelled atomic.Bool
 
-	live bool // publication mode live (see PublicationLive)
+	liveMode bool // publication mode live (see PublicationLive)
 
 	// mu serialises the run's commits and guards the state below.
-	mu        sync.Mutex
-	liveSt    liveState // live items of the running superstep (queued ones included)
-	liveQ     liveQueue // live frames not durable yet
-	fenced    bool
-	finished  bool               // the head response reached a terminal status
-	resp      *protocol.Response // snapshot as of the last commit
-	nextSeq   int64
-	lastStep  int64
+	mu       sync.Mutex
+	live     protocol.Live // live items of the running superstep (queued ones included)
+	liveQ    liveQueue     // live frames not durable yet
+	fenced   bool
+	finished bool // the head response reached a terminal status
+	// st is the head response's projection as of the last commit: its
+	// snapshot, next sequence number, the run's last step and the
+	// response's usage (kept in the record's usage field, which recovery
+	// reads back, until the snapshot shows it once terminal).
+	st        protocol.State
 	lastParts []store.Part
 	// startStep is the head response's StartStep: Config.MaxSupersteps
 	// counts the supersteps after it (a limit per response).
@@ -68,11 +67,6 @@ type run struct {
 	// the last commit (agent.CheckpointUsage of lastParts): a step's
 	// usage is its checkpoint's minus this.
 	usage agent.Usage
-	// respUsage is the head response's usage as of the last commit. The
-	// Response shows usage only once terminal (null before, as the API
-	// has it), so until then it is kept in the record's usage field
-	// (store.Response.Usage), which recovery reads back.
-	respUsage protocol.Usage
 }
 
 // responseID returns the run's head response id.
@@ -132,12 +126,12 @@ func (h *Host) newRun(m *model, rr *store.Response, snap *protocol.Response, run
 		h.log.Warn("host: cannot read agent usage from the checkpoint", "run_id", runID, "err", err)
 	}
 	r := &run{id: runID, model: m, epoch: lease.Epoch, leaseExpires: lease.ExpiresAt, info: info, ctx: ctx, cancel: cancel,
-		live: mode == PublicationLive,
-		done: make(chan struct{}), resp: snap, nextSeq: rr.NextSeq, lastStep: lastStep, lastParts: parts, startStep: rr.StartStep,
-		usage: usage}
+		liveMode: mode == PublicationLive, done: make(chan struct{}),
+		st:        protocol.State{Response: snap, NextSeq: rr.NextSeq, Step: lastStep},
+		lastParts: parts, startStep: rr.StartStep, usage: usage}
 	r.liveQ.cond = sync.NewCond(&r.mu)
 	if len(rr.Usage) > 0 && !rr.Status.Terminal() {
-		if err := json.Unmarshal(rr.Usage, &r.respUsage); err != nil {
+		if err := json.Unmarshal(rr.Usage, &r.st.Usage); err != nil {
 			h.log.Warn("host: cannot read the response's usage so far", "response_id", rr.ID, "err", err)
 		}
 	}
@@ -206,7 +200,7 @@ func (h *Host) afterDrive(r *run, err error) {
 			return
 		}
 	case errors.Is(err, errDraining) || context.Cause(r.ctx) == errDraining || h.runCtx.Err() != nil:
-		log.Info("host: run stopped for shutdown; left for recovery", "step", r.lastStep)
+		log.Info("host: run stopped for shutdown; left for recovery", "step", r.st.Step)
 		err = nil
 	case errors.Is(err, store.ErrNotFound):
 		log.Info("host: response deleted while running; run stopped")
@@ -217,11 +211,11 @@ func (h *Host) afterDrive(r *run, err error) {
 			// recovered from its last commit once the store is back (the
 			// release below fails too while it is unreachable; then the
 			// lease expires).
-			log.Warn("host: store unavailable; handing the run back for recovery", "err", err, "step", r.lastStep)
+			log.Warn("host: store unavailable; handing the run back for recovery", "err", err, "step", r.st.Step)
 			err = nil
 			break
 		}
-		log.Error("host: run failed", "err", err, "step", r.lastStep)
+		log.Error("host: run failed", "err", err, "step", r.st.Step)
 		werr, _ := clientError(err, true) // err, logged above, is the host's or the store's: not for clients
 		err = h.finishLocked(r, protocol.StatusFailed, werr)
 	}
@@ -249,9 +243,9 @@ func (h *Host) releaseLease(r *run) {
 	}
 }
 
-// commitStep is the workflow's commit hook: it translates the step's events
-// into wire events, commits them with the checkpoint, and only then updates
-// the in-memory state.
+// commitStep is the workflow's commit hook: the projector turns the step
+// into frames and the next snapshot, which are committed with the checkpoint;
+// only then does the in-memory state change.
 func (h *Host) commitStep(r *run, s *workflow.Step) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -267,35 +261,20 @@ func (h *Host) commitStep(r *run, s *workflow.Step) error {
 	if r.cancelled.Load() {
 		return errRunCancelled
 	}
-	resp := r.resp.Clone()
-	seq := &protocol.Seq{Next: r.nextSeq}
-	if err := h.beginResponse(seq, resp); err != nil {
-		return err
-	}
-	st := r.liveSt
-	if err := translateCommitted(seq, resp, s, r.live, &st); err != nil {
-		return err
-	}
-	usage, respUsage, err := stepUsage(r, resp, s)
+	usage, inc, err := stepUsage(r, s)
 	if err != nil {
 		return err
 	}
-	status, werr := stepStatus(s)
-	if s.Err != nil && werr != nil && werr.Message != s.Err.Error() {
+	in := stepInput(s, usage.Sub(r.usage), inc, time.Now())
+	if s.Err != nil && in.Error != nil && in.Error.Message != s.Err.Error() {
 		h.log.Warn("host: run failed; the response shows what failed, the cause is here", "run_id", r.id,
 			"response_id", r.responseID(), "step", s.Number, "err", s.Err)
 	}
-	if status == protocol.StatusCompleted && resp.IncompleteDetails != nil {
-		status = protocol.StatusIncomplete
+	c, err := protocol.ProjectStep(r.st, r.live, in)
+	if err != nil {
+		return err
 	}
-	if status != protocol.StatusInProgress {
-		resp.Usage = &respUsage
-		resp.Finish(status, time.Now(), werr)
-		if err := seq.Lifecycle(protocol.TerminalEventType(status), resp); err != nil {
-			return err
-		}
-	}
-	if err := h.commitLocked(r, s.Number, toStoreParts(s.Checkpoint), seq, resp, respUsage); err != nil {
+	if err := h.commitLocked(r, toStoreParts(s.Checkpoint), c); err != nil {
 		return h.cancelledByStore(r, err)
 	}
 	r.usage = usage
@@ -319,357 +298,59 @@ func (h *Host) cancelledByStore(r *run, err error) error {
 	return errRunCancelled
 }
 
-// beginResponse adds response.in_progress when the response has no event
-// past response.created yet.
-func (h *Host) beginResponse(seq *protocol.Seq, resp *protocol.Response) error {
-	resp.Status = protocol.StatusInProgress
-	if seq.Next > 1 {
-		return nil // response.in_progress is in the log (committed or live)
-	}
-	return seq.Lifecycle(protocol.EventResponseInProgress, resp.Clone())
-}
-
-// stepUsage returns the run's agent usage after step s and the head
-// response's usage after it: r's plus what the run's agent executors used
-// in s (the growth of their shared-state usage since r's last commit). It
-// marks resp incomplete when an agent's reply in s was cut short. The
-// run's usage lives in the checkpoint and the response's in its record, so
-// both survive recovery; incomplete_details lives in the snapshot, where
-// it shows while the response is still in progress (its status becomes
-// incomplete when it ends).
-func stepUsage(r *run, resp *protocol.Response, s *workflow.Step) (agent.Usage, protocol.Usage, error) {
+// stepUsage returns what the run's agent executors used as of step s
+// (the growth since r's last commit is the step's), and the reply an agent
+// cut short in s, if any. The run's usage lives in the checkpoint and the
+// response's in its record, so both survive recovery.
+func stepUsage(r *run, s *workflow.Step) (agent.Usage, *protocol.Incomplete, error) {
 	total, err := agent.CheckpointUsage(s.Checkpoint)
 	if err != nil {
-		return agent.Usage{}, protocol.Usage{}, err
+		return agent.Usage{}, nil, err
 	}
-	respUsage := r.respUsage
-	respUsage.Add(wireUsage(total.Sub(r.usage)))
 	inc, ok, err := agent.CheckpointIncomplete(s.Checkpoint)
 	if err != nil {
-		return agent.Usage{}, protocol.Usage{}, err
+		return agent.Usage{}, nil, err
 	}
-	if ok && inc.Step == s.Number && inc.Reason != "" {
-		resp.IncompleteDetails = &protocol.IncompleteDetails{Reason: inc.Reason}
+	if !ok || inc.Step != s.Number || inc.Reason == "" {
+		return total, nil, nil
 	}
-	return total, respUsage, nil
-}
-
-// wireUsage converts an agent's usage to the API's.
-func wireUsage(u agent.Usage) protocol.Usage {
-	return protocol.Usage{
-		InputTokens:         u.InputTokens,
-		InputTokensDetails:  protocol.InputTokensDetails{CachedTokens: u.CachedInputTokens},
-		OutputTokens:        u.OutputTokens,
-		OutputTokensDetails: protocol.OutputTokensDetails{ReasoningTokens: u.ReasoningTokens},
-		TotalTokens:         u.TotalTokens,
-	}
-}
-
-// stepStatus maps a step's run status to the response status.
-func stepStatus(s *workflow.Step) (string, *protocol.Error) {
-	switch s.Status {
-	case workflow.Running:
-		return protocol.StatusInProgress, nil
-	case workflow.Idle, workflow.Completed:
-		return protocol.StatusCompleted, nil
-	}
-	if s.Err == nil {
-		return protocol.StatusFailed, &protocol.Error{Code: "server_error", Message: "workflow failed"}
-	}
-	werr, _ := clientError(s.Err, false)
-	return protocol.StatusFailed, werr
-}
-
-// Messages a failed response shows for failures of the infrastructure.
-const (
-	msgStoreFailed    = "The run failed because the server's storage failed; the details are in the server's log."
-	msgCheckpointBad  = "The run failed because its saved state could not be restored; the details are in the server's log."
-	msgLiveFailed     = "The run failed because its live output could not be published; the details are in the server's log."
-	msgInternalFailed = "The run failed because of an internal error; the details are in the server's log."
-	msgUnreachable    = "a server it called could not be reached (the details are in the server's log)"
-	msgNoAnswer       = "a server it called did not answer in time (the details are in the server's log)"
-)
-
-// clientError is the error a failed response shows for err, and whether
-// it hides part of err's message (the caller then logs err in full).
-//
-// The rule: what the workflow's own code reports — an executor's or an
-// agent's error, a panic's value, the superstep limit, a model's refusal —
-// is its author's message for users and is shown as reported. What the
-// infrastructure reports is not:
-//   - a failure outside the workflow's steps (internal: a commit, a
-//     restore, a live publication, the host's own) shows a fixed sentence
-//     saying what failed;
-//   - an error from the store (any store sentinel in the chain; a
-//     database error names the database's user, name and address) shows
-//     the storage sentence;
-//   - an error from the network (a net.Error in the chain, url.Error
-//     included: a model, tool or database server that could not be
-//     reached) keeps the words around it — "executor "x": agent: model
-//     call failed (model m, 3 attempt(s)): " — and replaces the rest, from
-//     the first error in the chain that is not a plain fmt.Errorf wrapper,
-//     with what failed (see cutNetwork).
-func clientError(err error, internal bool) (*protocol.Error, bool) {
-	msg := ""
-	switch {
-	case isStoreError(err):
-		msg = msgStoreFailed
-	case internal && errors.Is(err, workflow.ErrCheckpoint):
-		msg = msgCheckpointBad
-	case internal && errors.Is(err, workflow.ErrLive):
-		msg = msgLiveFailed
-	case internal:
-		msg = msgInternalFailed
-	default:
-		var hidden bool
-		if msg, hidden = cutNetwork(err); !hidden {
-			return &protocol.Error{Code: "server_error", Message: err.Error()}, false
-		}
-	}
-	return &protocol.Error{Code: "server_error", Message: msg}, true
-}
-
-// cutNetwork returns err's message with the part a network error wrote
-// (addresses, URLs, users) replaced by what failed, and whether there was
-// one. It walks the chain from the outside through fmt.Errorf wrappers
-// whose message is their own words followed by their one wrapped
-// error's that leads to the network error (the words of the workflow, the
-// agent and the author), and cuts at the first error that is not such a
-// wrapper: its whole message goes, whatever type wrote it (a database
-// driver's connect error names its user and database before the network
-// error's text).
-func cutNetwork(err error) (string, bool) {
-	var netErr net.Error
-	if !errors.As(err, &netErr) {
-		return "", false
-	}
-	prefix := ""
-	e := err
-	for isFmtWrapper(e) {
-		var next error
-		for _, c := range unwrapAll(e) {
-			if errors.As(c, &netErr) {
-				if next != nil {
-					next = nil // two ways down: cut here
-					break
-				}
-				next = c
-			}
-		}
-		msg := e.Error()
-		if next == nil || !strings.HasSuffix(msg, next.Error()) {
-			break
-		}
-		prefix += strings.TrimSuffix(msg, next.Error())
-		e = next
-	}
-	what := msgUnreachable
-	if errors.As(e, &netErr) && netErr.Timeout() || errors.Is(e, context.DeadlineExceeded) {
-		what = msgNoAnswer
-	}
-	return prefix + what, true
-}
-
-// isFmtWrapper reports whether e was made by fmt.Errorf with %w.
-func isFmtWrapper(e error) bool {
-	switch reflect.TypeOf(e).String() {
-	case "*fmt.wrapError", "*fmt.wrapErrors":
-		return true
-	}
-	return false
-}
-
-// unwrapAll returns the errors e wraps.
-func unwrapAll(e error) []error {
-	switch u := e.(type) {
-	case interface{ Unwrap() error }:
-		if c := u.Unwrap(); c != nil {
-			return []error{c}
-		}
-	case interface{ Unwrap() []error }:
-		return u.Unwrap()
-	}
-	return nil
-}
-
-// isStoreError reports whether err carries a store sentinel.
-func isStoreError(err error) bool {
-	for _, target := range []error{store.ErrUnavailable, store.ErrCorrupt, store.ErrConflict, store.ErrFenced,
-		store.ErrNotFound, store.ErrClosed, store.ErrCancelled} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
-}
-
-// translateCommitted appends the wire events of a committed step: in live
-// mode they close the live items opened in the log.
-func translateCommitted(seq *protocol.Seq, resp *protocol.Response, s *workflow.Step, live bool, st *liveState) error {
-	ups := stepUpdates(s)
-	cut, err := stepCut(s, ups)
-	if err != nil {
-		return err
-	}
-	if live && st.step == s.Number {
-		return translateLive(seq, resp, ups, st, cut)
-	}
-	return translateUpdates(seq, resp, ups, cut)
-}
-
-// stepUpdates returns the updates of a step's outputs and requests, mapped
-// exactly as agent.FromWorkflow maps them (agent.UpdateFromEvent).
-func stepUpdates(s *workflow.Step) []agent.Update {
-	var ups []agent.Update
-	for _, ev := range s.Events {
-		if u, ok := agent.UpdateFromEvent(ev); ok {
-			ups = append(ups, u)
-		}
-	}
-	return ups
-}
-
-// stepCut returns the index in ups of the output an agent's reply cut
-// short in step s (agent.IncompleteKey: the last text of that executor in
-// the step), or -1.
-func stepCut(s *workflow.Step, ups []agent.Update) (int, error) {
-	inc, ok, err := agent.CheckpointIncomplete(s.Checkpoint)
-	if err != nil || !ok || inc.Step != s.Number || inc.Reason == "" {
-		return -1, err
-	}
-	return lastText(ups, func(u agent.Update) bool { return u.Source == inc.ExecutorID }), nil
-}
-
-// lastText returns the index of the last text update in ups that match
-// accepts, or -1.
-func lastText(ups []agent.Update, match func(agent.Update) bool) int {
-	for i := len(ups) - 1; i >= 0; i-- {
-		if ups[i].Kind == agent.UpdateText && match(ups[i]) {
-			return i
-		}
-	}
-	return -1
-}
-
-// itemStatus is the final status of the item of the i-th update when the
-// cut-th was cut short.
-func itemStatus(i, cut int) string {
-	if i == cut {
-		return protocol.ItemIncomplete
-	}
-	return protocol.ItemCompleted
-}
-
-// translateStep appends the wire events of a step's outputs and requests,
-// mapped exactly as agent.FromWorkflow maps them (agent.UpdateFromEvent).
-func translateStep(seq *protocol.Seq, resp *protocol.Response, s *workflow.Step) error {
-	ups := stepUpdates(s)
-	cut, err := stepCut(s, ups)
-	if err != nil {
-		return err
-	}
-	return translateUpdates(seq, resp, ups, cut)
-}
-
-// translateUpdates appends one complete item per update; the cut-th (-1:
-// none) is incomplete.
-func translateUpdates(seq *protocol.Seq, resp *protocol.Response, ups []agent.Update, cut int) error {
-	for i, u := range ups {
-		if err := appendItem(seq, resp, u, itemStatus(i, cut)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// appendUpdate appends one complete output item for u: a message for text,
-// a function_call for a request (call_id = request id) or for an agent's
-// own tool call (call_id = the model's; not a pending request: an output
-// for it is refused like one for an unknown call).
-func appendUpdate(seq *protocol.Seq, resp *protocol.Response, u agent.Update) error {
-	return appendItem(seq, resp, u, protocol.ItemCompleted)
-}
-
-// appendItem is appendUpdate with a message's final status (ItemIncomplete
-// for a reply cut short).
-func appendItem(seq *protocol.Seq, resp *protocol.Response, u agent.Update, status string) error {
-	var (
-		item protocol.Item
-		err  error
-	)
-	idx := len(resp.Output)
-	switch u.Kind {
-	case agent.UpdateText:
-		item, err = seq.MessageWithStatus(protocol.MessageID(resp.ID, idx), idx, u.Text, status)
-	case agent.UpdateFunctionCall, agent.UpdateToolCall:
-		item, err = seq.FunctionCall(protocol.FunctionCallID(resp.ID, idx), idx, u.CallID, u.Name, u.Arguments)
-	default:
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	resp.Output = append(resp.Output, item)
-	return nil
+	return total, &protocol.Incomplete{Executor: inc.ExecutorID, Reason: inc.Reason}, nil
 }
 
 // finishLocked commits a terminal event for r's response with no workflow
 // step behind it (cancel, unrecoverable failure): the checkpoint repeats the
-// last committed one at the next step.
+// last committed one at the next step. Items the interrupted step published
+// live are closed as the log holds them (the driver returned, so no live
+// append is in flight).
 func (h *Host) finishLocked(r *run, status string, e *protocol.Error) error {
 	if r.finished {
 		return nil
 	}
-	resp := r.resp.Clone()
-	seq := &protocol.Seq{Next: r.nextSeq}
-	if status != protocol.StatusCancelled {
-		if err := h.beginResponse(seq, resp); err != nil {
-			return err
-		}
-	}
-	// Items the interrupted step opened live are closed first: the log
-	// holds them (the driver returned, so no live append is in flight).
-	if st := r.liveQ.durable; r.live && st.step == r.lastStep+1 {
-		if err := closeLive(seq, resp, &st); err != nil {
-			return err
-		}
-	}
-	u := r.respUsage
-	resp.Usage = &u
-	resp.Finish(status, time.Now(), e)
-	if err := seq.Lifecycle(protocol.TerminalEventType(status), resp); err != nil {
+	c, err := protocol.ProjectEnd(r.st, r.liveQ.durable, status, e, time.Now())
+	if err != nil {
 		return err
 	}
-	return h.commitLocked(r, r.lastStep+1, r.lastParts, seq, resp, u)
+	return h.commitLocked(r, r.lastParts, c)
 }
 
-// commitLocked commits one step of r and, on success, makes it r's state;
-// usage is the response's usage after the step (recorded even while the
-// snapshot shows none).
-func (h *Host) commitLocked(r *run, step int64, parts []store.Part, seq *protocol.Seq, resp *protocol.Response, usage protocol.Usage) error {
-	snap, err := json.Marshal(resp)
-	if err != nil {
-		return fmt.Errorf("host: encode response snapshot: %w", err)
-	}
-	p := &store.CommitParams{RunID: r.id, Epoch: r.epoch, Step: step, Checkpoint: parts,
-		ResponseID: resp.ID, Events: toEventInputs(seq.Frames), Status: store.Status(resp.Status),
-		Snapshot: snap, PruneKeep: h.pruneKeep(step, store.Status(resp.Status).Terminal())}
-	if resp.Error != nil {
-		p.Error, _ = json.Marshal(resp.Error)
-	}
-	if resp.Usage != nil || usage != (protocol.Usage{}) {
-		p.Usage, _ = json.Marshal(usage)
-	}
-	if err := h.commit(r, p, seq.Next); err != nil {
+// commitLocked commits c, one step of r with checkpoint parts, and on
+// success makes it r's state.
+func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) error {
+	next := c.Next
+	status := store.Status(next.Response.Status)
+	p := &store.CommitParams{RunID: r.id, Epoch: r.epoch, Step: next.Step, Checkpoint: parts,
+		ResponseID: next.Response.ID, Events: toEventInputs(c.Frames), Status: status,
+		Snapshot: c.Snapshot, Error: c.Error, Usage: c.Usage, PruneKeep: h.pruneKeep(next.Step, status.Terminal())}
+	if err := h.commit(r, p, next.NextSeq); err != nil {
 		if errors.Is(err, store.ErrFenced) {
 			r.fenced = true
 		}
 		return err
 	}
-	r.resp, r.nextSeq, r.lastStep, r.lastParts, r.respUsage = resp, seq.Next, step, parts, usage
-	r.liveSt = liveState{} // the step's live items are closed (or void)
-	r.finished = store.Status(resp.Status).Terminal()
-	h.test.committed.Signal(step)
+	r.st, r.lastParts = next, parts
+	r.live = protocol.Live{} // the step's live items are closed (or void)
+	r.finished = status.Terminal()
+	h.test.committed.Signal(next.Step)
 	return nil
 }
 
