@@ -25,17 +25,25 @@ type Transfer struct {
 
 // UsageKey is the shared-state key under which an agent executor keeps the
 // tokens its agent used in the run so far (a Usage).
+//
+// Deprecated: a host reads a step's usage with StepUsage, which also counts
+// agents inside sub-workflows. The executor stops writing the key (and
+// UsageKey, IncompleteKey, CheckpointUsage and CheckpointIncomplete go)
+// once no host reads it.
 func UsageKey(executorID string) string { return "agent/usage/" + executorID }
 
 // IncompleteKey is the shared-state key an agent executor sets (to an
 // Incomplete) when its agent's reply was cut short.
+//
+// Deprecated: a host reads it with StepUsage; see UsageKey.
 const IncompleteKey = "agent/incomplete"
 
-// Incomplete is the value of IncompleteKey: why the last reply cut short
-// was cut (ReasonMaxOutputTokens, ReasonContentFilter), by which executor
-// and in which superstep. The step tells a host whether the reply belongs
-// to the response it is producing: the key outlives the superstep, and a
-// run serves several responses.
+// Incomplete says that an agent's reply was cut short: why
+// (ReasonMaxOutputTokens, ReasonContentFilter), by which executor and in
+// which superstep. An agent executor annotates its step with it (see
+// StepUsage) and, for now, sets IncompleteKey to it; there the step tells a
+// host whether the reply belongs to the response it is producing, as the
+// key outlives the superstep and a run serves several responses.
 type Incomplete struct {
 	Reason     string `json:"reason"`
 	ExecutorID string `json:"executor_id"`
@@ -90,8 +98,11 @@ type agentExecutor struct {
 // the text before each call, the call itself as an Update of kind
 // UpdateToolCall (which UpdateFromEvent maps back, so a host shows it as a
 // function_call item), and the text after it; the text sent along edges is
-// still the whole reply. The turn's usage is added to the shared state
-// UsageKey(id); an incomplete reply sets IncompleteKey. A turn that fails
+// still the whole reply. The turn's usage (a Usage) and an incomplete
+// reply (an Incomplete) annotate the superstep (workflow.Context.Annotate),
+// where a host reads them with StepUsage; for now the usage is also added
+// to the shared state UsageKey(id), and an incomplete reply sets
+// IncompleteKey. A turn that fails
 // fails the executor (see WithExecutorRetry). An agent that asks for
 // outside input (an UpdateFunctionCall) fails it too: use a workflow
 // executor for that.
@@ -258,10 +269,16 @@ func (e *agentExecutor) turn(c *workflow.Context, in []Message) (*turnResult, er
 	return res, nil
 }
 
-// record adds the turn's usage and incomplete reason to shared state.
+// record annotates the step with the turn's usage and incomplete reason,
+// and adds them to shared state (the deprecated UsageKey, IncompleteKey).
 func (e *agentExecutor) record(c *workflow.Context, res *turnResult) error {
+	if res.usage != (Usage{}) {
+		c.Annotate(res.usage)
+	}
 	if res.reason != "" {
-		if err := c.Set(IncompleteKey, Incomplete{Reason: res.reason, ExecutorID: e.id, Step: c.Step()}); err != nil {
+		inc := Incomplete{Reason: res.reason, ExecutorID: e.id, Step: c.Step()}
+		c.Annotate(inc)
+		if err := c.Set(IncompleteKey, inc); err != nil {
 			return err
 		}
 	}
@@ -276,11 +293,37 @@ func (e *agentExecutor) record(c *workflow.Context, res *turnResult) error {
 	return c.Set(UsageKey(e.id), total)
 }
 
+// StepUsage returns what the agent executors of a committed step s
+// annotated (see Executor): the tokens they used in s, agents inside
+// sub-workflows included, and the last reply cut short in s, or nil. The
+// Incomplete is in terms of s: its ExecutorID is the executor of s's
+// workflow whose outputs carry the reply (for an agent inside a
+// sub-workflow, the sub-workflow executor), and its Step is s.Number. A host
+// adds a response's steps' usage up; unlike a checkpoint's shared state,
+// s holds nothing of earlier steps or responses.
+func StepUsage(s *workflow.Step) (Usage, *Incomplete) {
+	var (
+		total Usage
+		inc   *Incomplete
+	)
+	for _, a := range s.Annotations {
+		switch v := a.Value.(type) {
+		case Usage:
+			total.Add(v)
+		case Incomplete:
+			inc = &Incomplete{Reason: v.Reason, ExecutorID: a.ExecutorID, Step: s.Number}
+		}
+	}
+	return total, inc
+}
+
 // CheckpointUsage returns the tokens the run's agent executors used so far,
 // summed over the UsageKey entries of a workflow checkpoint's shared state
 // (agents inside sub-workflows are not counted). A host subtracts the sum
 // at the start of a response from the sum at a later step to get the
 // response's usage.
+//
+// Deprecated: use StepUsage; see UsageKey.
 func CheckpointUsage(parts []workflow.Part) (Usage, error) {
 	state, err := workflow.CheckpointState(parts, UsageKey(""))
 	if err != nil {
@@ -299,6 +342,8 @@ func CheckpointUsage(parts []workflow.Part) (Usage, error) {
 
 // CheckpointIncomplete returns the IncompleteKey entry of a workflow
 // checkpoint's shared state; ok is false when there is none.
+//
+// Deprecated: use StepUsage; see UsageKey.
 func CheckpointIncomplete(parts []workflow.Part) (inc Incomplete, ok bool, err error) {
 	state, err := workflow.CheckpointState(parts, IncompleteKey)
 	if err != nil {

@@ -156,10 +156,10 @@ func silent(iv invocation) (*workflow.Workflow, error) {
 		})
 	}, workflow.SendsType[SilentTick]())
 	start := workflow.Func("start", func(c *workflow.Context, _ string) error {
-		info, _ := host.RunInfoFrom(c.Context())
-		n := metaInt(info.Metadata, "steps", SilentStepsDefault)
-		if info.MaxSupersteps > 0 && n > info.MaxSupersteps-1 {
-			n = info.MaxSupersteps - 1
+		inv := c.Invocation()
+		n := metaInt(inv.Metadata, "steps", SilentStepsDefault)
+		if inv.MaxSupersteps > 0 && int64(n) > inv.MaxSupersteps-1 {
+			n = int(inv.MaxSupersteps - 1)
 		}
 		return iv.run(c, func() error {
 			if n == 0 {
@@ -202,8 +202,7 @@ func approval(iv invocation) (*workflow.Workflow, error) {
 // sends worker-i; the join yields "worker-0,worker-1,..." in worker order.
 func fanout(iv invocation) (*workflow.Workflow, error) {
 	split := workflow.Func("split", func(c *workflow.Context, _ string) error {
-		info, _ := host.RunInfoFrom(c.Context())
-		k := metaInt(info.Metadata, "workers", FanoutWorkersDefault)
+		k := metaInt(c.Invocation().Metadata, "workers", FanoutWorkersDefault)
 		if k < 1 || k > FanoutWorkersMax {
 			return fmt.Errorf("examples: demo.fanout: metadata.workers must be 1..%d, got %d", FanoutWorkersMax, k)
 		}

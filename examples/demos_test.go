@@ -10,7 +10,6 @@ import (
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/examples"
-	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/workflow"
 )
 
@@ -18,7 +17,7 @@ import (
 // updates as text / name(arguments).
 func runDemo(t *testing.T, wf *agent.WorkflowAgent, s *agent.Session, md map[string]string, in []agent.Message) ([]string, error) {
 	t.Helper()
-	ctx := host.WithRunInfo(context.Background(), host.RunInfo{ResponseID: "resp_t", RunID: "run_t", Metadata: md})
+	ctx := workflow.WithInvocation(context.Background(), workflow.Invocation{ID: "resp_t", Metadata: md})
 	var out []string
 	for u, err := range wf.Run(ctx, s, in) {
 		if err != nil {
@@ -113,8 +112,9 @@ func TestSilent_CappedAtLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := host.WithRunInfo(context.Background(), host.RunInfo{ResponseID: "resp_t",
-		Metadata: map[string]string{"steps": "50"}, MaxSupersteps: 10})
+	// The limit reaches the executors from RunOptions, the metadata from ctx.
+	ctx := workflow.WithInvocation(context.Background(), workflow.Invocation{ID: "resp_t",
+		Metadata: map[string]string{"steps": "50"}})
 	var got []string
 	for u, err := range agent.FromWorkflow(wfs[examples.Silent], agent.WithRunOptions(&workflow.RunOptions{MaxSupersteps: 10})).Run(ctx, nil,
 		[]agent.Message{{Role: agent.RoleUser, Text: "x"}}) {

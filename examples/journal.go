@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/workflow"
 )
 
@@ -29,8 +28,8 @@ type invocation struct {
 // run sleeps step_delay_ms, calls work, and journals the invocation when
 // work succeeded.
 func (iv invocation) run(c *workflow.Context, work func() error) error {
-	info, _ := host.RunInfoFrom(c.Context())
-	if d := metaInt(info.Metadata, "step_delay_ms", 0); d > 0 {
+	inv := c.Invocation()
+	if d := metaInt(inv.Metadata, "step_delay_ms", 0); d > 0 {
 		t := time.NewTimer(time.Duration(d) * time.Millisecond)
 		select {
 		case <-t.C:
@@ -42,12 +41,13 @@ func (iv invocation) run(c *workflow.Context, work func() error) error {
 	if err := work(); err != nil {
 		return err
 	}
-	return iv.journal(info, c)
+	return iv.journal(inv, c)
 }
 
-// journal appends "<response_id> <superstep> <executor_id>" and fsyncs.
-func (iv invocation) journal(info host.RunInfo, c *workflow.Context) error {
-	id := info.ResponseID
+// journal appends "<response_id> <superstep> <executor_id>" and fsyncs
+// (the run id when the run works for no response).
+func (iv invocation) journal(inv workflow.Invocation, c *workflow.Context) error {
+	id := inv.ID
 	if id == "" {
 		id = c.RunID()
 	}

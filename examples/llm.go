@@ -120,12 +120,12 @@ func chatAgent(o *LLMOptions, name, instructions string, tools ...*agent.Tool) (
 // ModelMetadataKeys, per-agent keys first.
 func modelMetadata(name string) func(ctx context.Context) map[string]string {
 	return func(ctx context.Context) map[string]string {
-		info, _ := host.RunInfoFrom(ctx)
+		md := workflow.InvocationFrom(ctx).Metadata
 		out := map[string]string{}
 		for _, k := range ModelMetadataKeys {
-			if v, ok := info.Metadata[name+"."+k]; ok {
+			if v, ok := md[name+"."+k]; ok {
 				out[k] = v
-			} else if v, ok := info.Metadata[k]; ok {
+			} else if v, ok := md[k]; ok {
 				out[k] = v
 			}
 		}
@@ -214,7 +214,6 @@ func (c CalcArgs) eval() (string, error) {
 // superstep re-runs after a crash, so re-run calls repeat the same line,
 // which the crash checker counts as one more attempt of that "executor".
 func (iv invocation) journalTool(ctx context.Context, executorID, name string) error {
-	info, _ := host.RunInfoFrom(ctx)
 	key := agent.IdempotencyKey(ctx)
 	// The key is "<run id>:<superstep>:<executor id>" (workflow.Context.
 	// IdempotencyKey); the tool has no other way to learn its superstep.
@@ -227,7 +226,7 @@ func (iv invocation) journalTool(ctx context.Context, executorID, name string) e
 	if err != nil {
 		return fmt.Errorf("examples: tool %s: no superstep in idempotency key %q", name, key)
 	}
-	id := info.ResponseID
+	id := workflow.InvocationFrom(ctx).ID
 	if id == "" {
 		id = run
 	}

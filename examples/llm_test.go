@@ -16,8 +16,8 @@ import (
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/examples"
-	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/localmodel"
+	"github.com/superstep/superstep/workflow"
 )
 
 // modelServer is the local model server behind httptest, recording the
@@ -69,7 +69,7 @@ func (m *modelServer) options(api agent.API, journal string) *examples.LLMOption
 // agents' tool calls as "call name(arguments)".
 func runLLM(t *testing.T, wf *agent.WorkflowAgent, s *agent.Session, md map[string]string, in []agent.Message) ([]string, error) {
 	t.Helper()
-	ctx := host.WithRunInfo(context.Background(), host.RunInfo{ResponseID: "resp_t", RunID: "run_t", Metadata: md})
+	ctx := workflow.WithInvocation(context.Background(), workflow.Invocation{ID: "resp_t", Metadata: md})
 	var out []string
 	for u, err := range wf.Run(ctx, s, in) {
 		if err != nil {

@@ -65,6 +65,8 @@ func (h *Host) driveAgentTurn(r *run, a agent.Agent, history, input []agent.Mess
 		// The turn is one step: its tools get a key stable across re-runs,
 		// as an agent executor's do (run, step, "agent").
 		ctx = agent.WithIdempotencyKey(ctx, fmt.Sprintf("%s:%d:agent", r.id, r.st.Step+1))
+		// What the turn works for, as a workflow executor's tools see it.
+		ctx = workflow.WithInvocation(ctx, workflow.Invocation{ID: r.info.ResponseID, Metadata: r.info.Metadata, MaxSupersteps: int64(h.cfg.MaxSupersteps)})
 		var (
 			updates []agent.Update
 			turnErr error

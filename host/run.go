@@ -169,7 +169,7 @@ func (h *Host) driveWorkflow(r *run, wr *workflow.Run) func(ctx context.Context)
 		return wr.Run(ctx, func(_ context.Context, s *workflow.Step) error {
 			return h.commitStep(r, s)
 		}, &workflow.RunOptions{MaxSupersteps: int64(h.cfg.MaxSupersteps), StepBase: r.startStep,
-			Live: h.liveHook(r)})
+			Live: h.liveHook(r), Invocation: &workflow.Invocation{ID: r.info.ResponseID, Metadata: r.info.Metadata}})
 	}
 }
 

@@ -29,7 +29,9 @@ type attemptBuf struct {
 	writes   map[string]stateWrite
 	order    []string // keys of writes in first-write order
 	requests []Request
-	err      error // first error the executor may have ignored
+	// annotations are the attempt's Annotate calls (and a sub-workflow's).
+	annotations []Annotation
+	err         error // first error the executor may have ignored
 }
 
 // sendRec is one sent message with its resolved deliveries.

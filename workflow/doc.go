@@ -40,7 +40,7 @@
 // silently.
 //
 // At every boundary Run builds a Step (number, events, checkpoint parts,
-// status) and calls the CommitFunc; superstep N+1 starts only after the
+// status, annotations) and calls the CommitFunc; superstep N+1 starts only after the
 // hook returned nil for N. Silent supersteps are committed too. The run
 // stops Completed (nothing queued or pending), Idle (requests for input
 // pending: answer with Respond, then call Run again) or Failed; exceeding
@@ -82,8 +82,22 @@
 // Completed or Idle within the parent's superstep; its outputs are sent on
 // along the parent's edges (and yielded, if the parent declares the
 // executor as output or intermediate). Its requests for input surface as
-// the parent's requests (ids prefixed with the executor id and "/"), and
-// its whole state is one executor part of the parent's checkpoint.
+// the parent's requests (ids prefixed with the executor id and "/"), its
+// annotations as the executor's (Annotation.Path says where they were
+// made), and its whole state is one executor part of the parent's
+// checkpoint. The inner run shares the parent's Invocation.
+//
+// # Annotations and invocation
+//
+// What the run's driver (a host) needs to know about a superstep but is not
+// state the run continues from, an executor records with Context.Annotate
+// (an agent executor annotates the tokens it used): Step.Annotations
+// carries it to the commit hook, for that step only, never in the
+// checkpoint. In the other direction, the driver tells the run what it is
+// working for (the response id, the request's metadata) in
+// RunOptions.Invocation, which executors read with Context.Invocation and
+// their tools with InvocationFrom. Neither goes through shared state, and
+// workflow code does not depend on the host.
 //
 // # Live events
 //

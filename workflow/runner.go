@@ -37,6 +37,12 @@ type Step struct {
 	Status RunStatus
 	// Err is the reason when Status is Failed.
 	Err error
+	// Annotations are what the superstep's executors recorded with
+	// Context.Annotate: executors in the order of the events, each one's
+	// in the order made. Only successful attempts' are here; a Failed step
+	// keeps those of the executors that succeeded in it, whose work (the
+	// tokens they used) did happen. They are not in the checkpoint.
+	Annotations []Annotation
 }
 
 // CommitFunc is the commit hook. The runner calls it once per superstep,
@@ -67,6 +73,12 @@ type RunOptions struct {
 	// is committed, and Run returns an error wrapping ErrLive. Live events
 	// are not outputs; see Context.EmitLive.
 	Live LiveFunc
+	// Invocation is what the run works for during this call; the runner
+	// puts it on its executors' context (see Context.Invocation), with
+	// MaxSupersteps set to the run's limit. Nil keeps the Invocation the
+	// ctx given to Run carries, if any: a sub-workflow's inner run shares
+	// its parent's this way.
+	Invocation *Invocation
 }
 
 // Run is one execution of a workflow. It is not safe for concurrent use:
@@ -187,9 +199,15 @@ func (r *Run) drive(ctx context.Context, commit CommitFunc, opts *RunOptions, st
 		base = opts.StepBase
 	}
 	var liveFn LiveFunc
+	inv := InvocationFrom(ctx)
 	if opts != nil {
 		liveFn = opts.Live
+		if opts.Invocation != nil {
+			inv = *opts.Invocation
+		}
 	}
+	inv.MaxSupersteps = limit
+	ctx = WithInvocation(ctx, inv)
 	for r.st.hasMessages() && (stop == nil || !stop()) {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -236,13 +254,19 @@ func (r *Run) liveSuperstep(ctx context.Context, n, base, limit int64, liveFn Li
 func (r *Run) superstep(ctx context.Context, n, base, limit int64) (*runState, *Step, error) {
 	if n-base > limit {
 		err := fmt.Errorf("%w: %w: limit %d", ErrRunFailed, ErrMaxSupersteps, limit)
-		return r.finishStep(n, []Event{SuperstepStarted{Step: n}}, nil, err)
+		return r.finishStep(n, []Event{SuperstepStarted{Step: n}}, nil, nil, err)
 	}
 	results := r.executeAll(ctx, n)
 	events := []Event{SuperstepStarted{Step: n}}
-	var failure error
+	var (
+		notes   []Annotation
+		failure error
+	)
 	for _, res := range results {
 		events = append(events, res.events...)
+		if res.buf != nil {
+			notes = append(notes, res.buf.annotations...)
+		}
 		if res.err != nil && failure == nil {
 			failure = fmt.Errorf("%w: %w: executor %q: %w", ErrRunFailed, ErrExecutorFailed, res.id, res.err)
 		}
@@ -254,13 +278,13 @@ func (r *Run) superstep(ctx context.Context, n, base, limit int64) (*runState, *
 			failure = fmt.Errorf("%w: %w", ErrRunFailed, err)
 		}
 	}
-	return r.finishStep(n, events, next, failure)
+	return r.finishStep(n, events, notes, next, failure)
 }
 
 // finishStep encodes the checkpoint of next, or, when the step failed, of
 // the state before it marked failed (a failed superstep has no effect
 // besides failing the run), and closes the step's events.
-func (r *Run) finishStep(n int64, events []Event, next *runState, failure error) (*runState, *Step, error) {
+func (r *Run) finishStep(n int64, events []Event, notes []Annotation, next *runState, failure error) (*runState, *Step, error) {
 	var parts []Part
 	if failure == nil {
 		var err error
@@ -278,7 +302,7 @@ func (r *Run) finishStep(n int64, events []Event, next *runState, failure error)
 		}
 	}
 	events = append(events, SuperstepCompleted{Step: n}, Status{Step: n, Status: next.status, Err: failure})
-	return next, &Step{Number: n, Events: events, Checkpoint: parts, Status: next.status, Err: failure}, nil
+	return next, &Step{Number: n, Events: events, Checkpoint: parts, Status: next.status, Err: failure, Annotations: notes}, nil
 }
 
 // failedState is the state before step n, marked failed at n.

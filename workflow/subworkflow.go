@@ -120,8 +120,10 @@ func (s *subExecutor) deliver(c *Context, msg any) error {
 	return s.run.Send(msg)
 }
 
-// forward passes an inner step's outputs and requests to the parent.
+// forward passes an inner step's outputs, requests and annotations to the
+// parent.
 func (s *subExecutor) forward(c *Context, st *Step) error {
+	c.annotateNested(st.Annotations)
 	parent := c.run.wf
 	for _, e := range st.Events {
 		switch e := e.(type) {

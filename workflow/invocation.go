@@ -1,0 +1,42 @@
+package workflow
+
+import "context"
+
+// Invocation is what a run is working for, as the driver of the run (a
+// host) tells it through RunOptions.Invocation: the request the current
+// Run call serves. Executors read it with Context.Invocation, and code that
+// has only a context.Context (an agent's tools) with InvocationFrom, so
+// that workflow code learns about its request without depending on the
+// host. The engine does not interpret ID or Metadata.
+type Invocation struct {
+	// ID identifies what the run is working for; a host puts the id of the
+	// response the run is producing.
+	ID string
+	// Metadata is the request's metadata. Do not modify it.
+	Metadata map[string]string
+	// MaxSupersteps is the superstep limit of the run the executor is in
+	// (counted after RunOptions.StepBase; inside a sub-workflow, the inner
+	// run's). The runner sets it from RunOptions.MaxSupersteps, so a value
+	// given in RunOptions.Invocation is ignored.
+	MaxSupersteps int64
+}
+
+type invocationKey struct{}
+
+// WithInvocation returns ctx carrying inv. Run puts its invocation on its
+// executors' context this way; call it to give one to an executor, agent
+// or tool run outside a run (in tests), or to a Run whose
+// RunOptions.Invocation is nil.
+func WithInvocation(ctx context.Context, inv Invocation) context.Context {
+	return context.WithValue(ctx, invocationKey{}, inv)
+}
+
+// InvocationFrom returns the Invocation ctx carries, or the zero
+// Invocation when it carries none.
+func InvocationFrom(ctx context.Context) Invocation {
+	inv, _ := ctx.Value(invocationKey{}).(Invocation)
+	return inv
+}
+
+// Invocation returns what the run is working for (see Invocation).
+func (c *Context) Invocation() Invocation { return InvocationFrom(c.ctx) }
