@@ -23,27 +23,12 @@ type Transfer struct {
 	Messages []Message `json:"messages"`
 }
 
-// UsageKey is the shared-state key under which an agent executor keeps the
-// tokens its agent used in the run so far (a Usage).
-//
-// Deprecated: a host reads a step's usage with StepUsage, which also counts
-// agents inside sub-workflows. The executor stops writing the key (and
-// UsageKey, IncompleteKey, CheckpointUsage and CheckpointIncomplete go)
-// once no host reads it.
-func UsageKey(executorID string) string { return "agent/usage/" + executorID }
-
-// IncompleteKey is the shared-state key an agent executor sets (to an
-// Incomplete) when its agent's reply was cut short.
-//
-// Deprecated: a host reads it with StepUsage; see UsageKey.
-const IncompleteKey = "agent/incomplete"
-
 // Incomplete says that an agent's reply was cut short: why
 // (ReasonMaxOutputTokens, ReasonContentFilter), by which executor and in
 // which superstep. An agent executor annotates its step with it (see
-// StepUsage) and, for now, sets IncompleteKey to it; there the step tells a
-// host whether the reply belongs to the response it is producing, as the
-// key outlives the superstep and a run serves several responses.
+// StepUsage). Old checkpoints may hold one in their shared state, where
+// executors kept it before annotations: the type stays registered so they
+// restore.
 type Incomplete struct {
 	Reason     string `json:"reason"`
 	ExecutorID string `json:"executor_id"`
@@ -100,9 +85,7 @@ type agentExecutor struct {
 // function_call item), and the text after it; the text sent along edges is
 // still the whole reply. The turn's usage (a Usage) and an incomplete
 // reply (an Incomplete) annotate the superstep (workflow.Context.Annotate),
-// where a host reads them with StepUsage; for now the usage is also added
-// to the shared state UsageKey(id), and an incomplete reply sets
-// IncompleteKey. A turn that fails
+// where a host reads them with StepUsage. A turn that fails
 // fails the executor (see WithExecutorRetry). An agent that asks for
 // outside input (an UpdateFunctionCall) fails it too: use a workflow
 // executor for that.
@@ -269,28 +252,15 @@ func (e *agentExecutor) turn(c *workflow.Context, in []Message) (*turnResult, er
 	return res, nil
 }
 
-// record annotates the step with the turn's usage and incomplete reason,
-// and adds them to shared state (the deprecated UsageKey, IncompleteKey).
+// record annotates the step with the turn's usage and incomplete reason.
 func (e *agentExecutor) record(c *workflow.Context, res *turnResult) error {
 	if res.usage != (Usage{}) {
 		c.Annotate(res.usage)
 	}
 	if res.reason != "" {
-		inc := Incomplete{Reason: res.reason, ExecutorID: e.id, Step: c.Step()}
-		c.Annotate(inc)
-		if err := c.Set(IncompleteKey, inc); err != nil {
-			return err
-		}
+		c.Annotate(Incomplete{Reason: res.reason, ExecutorID: e.id, Step: c.Step()})
 	}
-	if res.usage == (Usage{}) {
-		return nil
-	}
-	total, _, err := workflow.GetState[Usage](c, UsageKey(e.id))
-	if err != nil {
-		return err
-	}
-	total.Add(res.usage)
-	return c.Set(UsageKey(e.id), total)
+	return nil
 }
 
 // StepUsage returns what the agent executors of a committed step s
@@ -315,46 +285,4 @@ func StepUsage(s *workflow.Step) (Usage, *Incomplete) {
 		}
 	}
 	return total, inc
-}
-
-// CheckpointUsage returns the tokens the run's agent executors used so far,
-// summed over the UsageKey entries of a workflow checkpoint's shared state
-// (agents inside sub-workflows are not counted). A host subtracts the sum
-// at the start of a response from the sum at a later step to get the
-// response's usage.
-//
-// Deprecated: use StepUsage; see UsageKey.
-func CheckpointUsage(parts []workflow.Part) (Usage, error) {
-	state, err := workflow.CheckpointState(parts, UsageKey(""))
-	if err != nil {
-		return Usage{}, fmt.Errorf("agent: usage: %w", err)
-	}
-	var total Usage
-	for key, v := range state {
-		u, ok := v.(Usage)
-		if !ok {
-			return Usage{}, fmt.Errorf("agent: usage: state %q holds %T: %w", key, v, workflow.ErrCheckpoint)
-		}
-		total.Add(u)
-	}
-	return total, nil
-}
-
-// CheckpointIncomplete returns the IncompleteKey entry of a workflow
-// checkpoint's shared state; ok is false when there is none.
-//
-// Deprecated: use StepUsage; see UsageKey.
-func CheckpointIncomplete(parts []workflow.Part) (inc Incomplete, ok bool, err error) {
-	state, err := workflow.CheckpointState(parts, IncompleteKey)
-	if err != nil {
-		return Incomplete{}, false, fmt.Errorf("agent: incomplete: %w", err)
-	}
-	v, found := state[IncompleteKey]
-	if !found {
-		return Incomplete{}, false, nil
-	}
-	if inc, ok = v.(Incomplete); !ok {
-		return Incomplete{}, false, fmt.Errorf("agent: incomplete: state %q holds %T: %w", IncompleteKey, v, workflow.ErrCheckpoint)
-	}
-	return inc, true, nil
 }

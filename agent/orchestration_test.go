@@ -168,18 +168,9 @@ func TestExecutor_UsageAndFailure(t *testing.T) {
 	if !slices.Equal(res.outputs, []string{"Echo:"}) {
 		t.Fatalf("outputs %q", res.outputs)
 	}
-	parts := res.steps[0].Checkpoint
-	var usage, incomplete string
-	for _, p := range parts {
-		switch p.Name {
-		case "state/" + agent.UsageKey("solo"):
-			usage = string(p.Data)
-		case "state/" + agent.IncompleteKey:
-			incomplete = string(p.Data)
-		}
-	}
-	if !strings.Contains(usage, `"input_tokens":3`) || !strings.Contains(usage, `"output_tokens":1`) || !strings.Contains(incomplete, "max_output_tokens") {
-		t.Fatalf("usage part %q incomplete %q", usage, incomplete)
+	usage, inc := agent.StepUsage(res.steps[0])
+	if usage.InputTokens != 3 || usage.OutputTokens != 1 || inc == nil || inc.Reason != agent.ReasonMaxOutputTokens || inc.ExecutorID != "solo" {
+		t.Fatalf("usage %+v incomplete %+v", usage, inc)
 	}
 
 	failing := agent.AgentFunc(func(context.Context, *agent.Session, []agent.Message) iter.Seq2[agent.Update, error] {
@@ -190,23 +181,6 @@ func TestExecutor_UsageAndFailure(t *testing.T) {
 	err = run.Run(t.Context(), func(context.Context, *workflow.Step) error { return nil }, nil)
 	if !errors.Is(err, workflow.ErrExecutorFailed) || !strings.Contains(err.Error(), "model down") {
 		t.Fatalf("err %v", err)
-	}
-}
-
-func TestLiveUpdate(t *testing.T) {
-	u := agent.Update{Kind: agent.UpdateTextDelta, Text: "hi"}
-	nested := workflow.LiveEvent{ExecutorID: "sub", Value: workflow.LiveEvent{ExecutorID: "writer", Value: u}}
-	if got, ok := agent.LiveUpdate(nested); !ok || got.Text != "hi" || got.Source != "writer" {
-		t.Fatalf("nested: %+v %v", got, ok)
-	}
-	if got, ok := agent.LiveUpdate(workflow.LiveEvent{ExecutorID: "w", Value: workflow.LiveDiscard{}}); !ok || got.Kind != agent.UpdateRetry || got.Source != "w" {
-		t.Fatalf("discard: %+v", got)
-	}
-	if got, ok := agent.LiveUpdate(workflow.LiveEvent{ExecutorID: "s", Value: "tok"}); !ok || got.Kind != agent.UpdateTextDelta || got.Text != "tok" || got.Source != "s" {
-		t.Fatalf("string: %+v", got)
-	}
-	if _, ok := agent.LiveUpdate(workflow.LiveEvent{Value: 42}); ok {
-		t.Fatal("non-update accepted")
 	}
 }
 

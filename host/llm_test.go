@@ -489,3 +489,55 @@ func TestLLM_Recover_UsageAcrossCrash(t *testing.T) {
 	}
 	sc.check(map[string]verify.Outcome{r.ID: {Status: "completed", Output: []string{"Echo: hi there", "Echo: Echo: hi there"}}})
 }
+
+// An agent inside a sub-workflow (AsExecutor) counts like one at the top:
+// the response's usage is the model's, and a reply the model cut short
+// makes the response incomplete. The usage comes from the step's
+// annotations, which the sub-workflow passes up; the agent's shared state
+// lives in the inner run, where a host reading checkpoints would miss it.
+func TestLLM_NestedAgentUsage(t *testing.T) {
+	t.Parallel()
+	m := newLLMModels(t)
+	b, _ := llmSetup(t, m)
+	nest := func(name string, a agent.Agent) {
+		inner, err := workflow.NewBuilder(name+".inner").SetStart(agent.Executor("assistant", a)).Outputs("assistant").Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wf, err := workflow.NewBuilder(name).SetStart(inner.AsExecutor("sub")).Outputs("sub").Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.host.RegisterWorkflow(name, wf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nest("nested:llm.tools", m.chat(t, m.url, nil))
+	nest("nested:llm.short", m.chat(t, m.url, func(o *agent.Options) { o.MaxOutputTokens = 2 }))
+
+	var want agent.Usage
+	for u, err := range m.chat(t, m.url, nil).Run(testCtx(t), nil, []agent.Message{{Role: agent.RoleUser, Text: toolsInput}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Kind == agent.UpdateDone {
+			want = *u.Usage
+		}
+	}
+	for _, md := range []map[string]string{nil, liveMD} {
+		r := create(t, b.host, "nested:llm.tools", toolsInput, md)
+		wait(t, b.host, r.ID)
+		resp, _ := terminalOf(t, b.host, r.ID)
+		if resp.Status != "completed" || resp.Usage == nil || resp.Usage.InputTokens != want.InputTokens ||
+			resp.Usage.OutputTokens != want.OutputTokens || resp.Usage.TotalTokens != want.TotalTokens || want.TotalTokens == 0 {
+			t.Fatalf("%v: response %+v usage %+v, want %+v", md, resp, resp.Usage, want)
+		}
+
+		r = create(t, b.host, "nested:llm.short", "one two three four", md)
+		wait(t, b.host, r.ID)
+		resp, _ = terminalOf(t, b.host, r.ID)
+		if resp.Status != "incomplete" || resp.Usage == nil || resp.Usage.OutputTokens != 2 {
+			t.Fatalf("%v: short reply: response %+v usage %+v", md, resp, resp.Usage)
+		}
+	}
+}

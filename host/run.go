@@ -32,7 +32,7 @@ type run struct {
 	// this run expires, as the store said; renewals are tracked by the
 	// lease guard (leaseTracker).
 	leaseExpires time.Time
-	info         RunInfo
+	info         runInfo
 
 	ctx    context.Context // cancelled on cancel, fencing and hard stop
 	cancel context.CancelCauseFunc
@@ -63,10 +63,6 @@ type run struct {
 	// startStep is the head response's StartStep: Config.MaxSupersteps
 	// counts the supersteps after it (a limit per response).
 	startStep int64
-	// usage is what the run's agent executors used in the whole run as of
-	// the last commit (agent.CheckpointUsage of lastParts): a step's
-	// usage is its checkpoint's minus this.
-	usage agent.Usage
 }
 
 // responseID returns the run's head response id.
@@ -115,20 +111,14 @@ func (h *Host) startRun(r *run, drive func(ctx context.Context) error) error {
 
 // newRun returns a run driven under epoch, positioned after lastStep.
 func (h *Host) newRun(m *model, rr *store.Response, snap *protocol.Response, runID string, lease store.Lease, lastStep int64, parts []store.Part) *run {
-	info := RunInfo{ResponseID: rr.ID, RunID: runID, Metadata: snap.Metadata, MaxSupersteps: h.cfg.MaxSupersteps}
-	ctx, cancel := context.WithCancelCause(WithRunInfo(h.runCtx, info))
+	info := runInfo{ResponseID: rr.ID, Metadata: snap.Metadata}
+	ctx, cancel := context.WithCancelCause(h.runCtx)
 	// The metadata was validated at create; an unknown value cannot be here.
 	mode, _ := publicationMode(snap.Metadata, m.publication)
-	usage, err := agent.CheckpointUsage(toWorkflowParts(parts))
-	if err != nil {
-		// The run's restore reports a corrupt checkpoint; here it only
-		// means the response's usage counts the run's earlier tokens too.
-		h.log.Warn("host: cannot read agent usage from the checkpoint", "run_id", runID, "err", err)
-	}
 	r := &run{id: runID, model: m, epoch: lease.Epoch, leaseExpires: lease.ExpiresAt, info: info, ctx: ctx, cancel: cancel,
 		liveMode: mode == PublicationLive, done: make(chan struct{}),
 		st:        protocol.State{Response: snap, NextSeq: rr.NextSeq, Step: lastStep},
-		lastParts: parts, startStep: rr.StartStep, usage: usage}
+		lastParts: parts, startStep: rr.StartStep}
 	r.liveQ.cond = sync.NewCond(&r.mu)
 	if len(rr.Usage) > 0 && !rr.Status.Terminal() {
 		if err := json.Unmarshal(rr.Usage, &r.st.Usage); err != nil {
@@ -261,11 +251,12 @@ func (h *Host) commitStep(r *run, s *workflow.Step) error {
 	if r.cancelled.Load() {
 		return errRunCancelled
 	}
-	usage, inc, err := stepUsage(r, s)
-	if err != nil {
-		return err
+	usage, inc := agent.StepUsage(s)
+	var cut *protocol.Incomplete
+	if inc != nil && inc.Reason != "" {
+		cut = &protocol.Incomplete{Executor: inc.ExecutorID, Reason: inc.Reason}
 	}
-	in := stepInput(s, usage.Sub(r.usage), inc, time.Now())
+	in := stepInput(s, usage, cut, time.Now())
 	if s.Err != nil && in.Error != nil && in.Error.Message != s.Err.Error() {
 		h.log.Warn("host: run failed; the response shows what failed, the cause is here", "run_id", r.id,
 			"response_id", r.responseID(), "step", s.Number, "err", s.Err)
@@ -277,7 +268,6 @@ func (h *Host) commitStep(r *run, s *workflow.Step) error {
 	if err := h.commitLocked(r, toStoreParts(s.Checkpoint), c); err != nil {
 		return h.cancelledByStore(r, err)
 	}
-	r.usage = usage
 	if !r.finished && h.isDraining() {
 		return errDraining
 	}
@@ -296,25 +286,6 @@ func (h *Host) cancelledByStore(r *run, err error) error {
 		h.log.Info("host: cancel recorded through another host", "run_id", r.id, "response_id", r.responseID())
 	}
 	return errRunCancelled
-}
-
-// stepUsage returns what the run's agent executors used as of step s
-// (the growth since r's last commit is the step's), and the reply an agent
-// cut short in s, if any. The run's usage lives in the checkpoint and the
-// response's in its record, so both survive recovery.
-func stepUsage(r *run, s *workflow.Step) (agent.Usage, *protocol.Incomplete, error) {
-	total, err := agent.CheckpointUsage(s.Checkpoint)
-	if err != nil {
-		return agent.Usage{}, nil, err
-	}
-	inc, ok, err := agent.CheckpointIncomplete(s.Checkpoint)
-	if err != nil {
-		return agent.Usage{}, nil, err
-	}
-	if !ok || inc.Step != s.Number || inc.Reason == "" {
-		return total, nil, nil
-	}
-	return total, &protocol.Incomplete{Executor: inc.ExecutorID, Reason: inc.Reason}, nil
 }
 
 // finishLocked commits a terminal event for r's response with no workflow
