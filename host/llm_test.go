@@ -500,7 +500,7 @@ func TestLLM_NestedAgentUsage(t *testing.T) {
 	m := newLLMModels(t)
 	b, _ := llmSetup(t, m)
 	nest := func(name string, a agent.Agent) {
-		inner, err := workflow.NewBuilder(name+".inner").SetStart(agent.Executor("assistant", a)).Outputs("assistant").Build()
+		inner, err := workflow.NewBuilder(name + ".inner").SetStart(agent.Executor("assistant", a)).Outputs("assistant").Build()
 		if err != nil {
 			t.Fatal(err)
 		}
