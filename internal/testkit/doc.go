@@ -11,7 +11,8 @@
 //
 // The promise of every package here: only tests import it (_test.go files,
 // other harnesses here, or e2e test packages). Production code, everything
-// the superstep command links, never does; TestNotLinked checks that.
+// the superstep command links, never does; TestNotLinked checks that, and
+// that the command does not link package testing either.
 // Production mechanisms that tests drive live beside it, in internal/fault
 // (fault injection) and internal/invariants (assertions).
 package testkit
