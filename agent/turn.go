@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
+
+	"github.com/superstep/superstep/internal/wait"
 )
 
 // errStopped ends a turn whose consumer stopped iterating.
@@ -215,7 +217,7 @@ func (t *chatTurn) callModel(handoffs []HandoffTarget) (*modelReply, error) {
 				return nil, err
 			}
 		}
-		if !sleepCtx(t.ctx, pol.backoff(attempt)) {
+		if !wait.Sleep(t.ctx, pol.backoff(attempt)) {
 			return nil, fmt.Errorf("agent: model call: %w", context.Cause(t.ctx))
 		}
 	}
@@ -260,18 +262,6 @@ func retryable(err error) bool {
 	}
 	// Network errors, timeouts, broken or truncated streams, error events.
 	return true
-}
-
-// sleepCtx waits d or until ctx is done; it reports whether d elapsed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // call dispatches to the configured API.

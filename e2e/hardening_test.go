@@ -17,7 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/superstep/superstep/host"
-	"github.com/superstep/superstep/internal/pgtest"
+	"github.com/superstep/superstep/internal/testkit/pgtest"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/postgres"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
-	"github.com/superstep/superstep/internal/pgtest"
+	"github.com/superstep/superstep/internal/testkit/pgtest"
 )
 
 // TestBinary_Postgres serves from PostgreSQL (--db postgres://...):

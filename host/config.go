@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/superstep/superstep/internal/fault"
 )
 
 // CommitBackoffMaxDefault is the default Config.CommitBackoffMax: a store
@@ -65,7 +67,7 @@ func (c *Config) WithDefaults() Config {
 		out.Logger = slog.Default()
 	}
 	if out.Test.FaultFunc == nil {
-		out.Test.FaultFunc = faultFromEnv() // nil unless built with -tags faults
+		out.Test.FaultFunc = fault.FromEnv(FaultEnv, FaultPoints()) // nil unless built with -tags faults
 	}
 	return out
 }

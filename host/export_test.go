@@ -1,6 +1,23 @@
 package host
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
+
+// WaitOrTimeout returns the next value s recorded or fails the test. It is
+// here, not in testsignal.go, so that package host does not import testing.
+func (s *testSignal[T]) WaitOrTimeout(tb testing.TB) T {
+	tb.Helper()
+	select {
+	case v := <-s.ch:
+		return v
+	case <-time.After(10 * time.Second):
+		tb.Fatal("host: test signal not received within 10s")
+	}
+	var zero T
+	return zero
+}
 
 // InitTestSignals arms the host's test signals; call it before Start.
 func (h *Host) InitTestSignals() {

@@ -2,14 +2,16 @@ package host
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
+
+	"github.com/superstep/superstep/internal/fault"
 )
 
 // FaultPoint names a place in the host where tests inject failures through
-// Config.Test.FaultFunc.
-type FaultPoint string
+// Config.Test.FaultFunc. The host's points are hook points of package
+// internal/fault, superstep's one fault-injection mechanism (the stores'
+// statement points are the other kind).
+type FaultPoint = fault.Name
 
 // The host's fault points. Each is reached on the path it names; an error
 // injected there is handled exactly like a real failure of that step.
@@ -48,14 +50,19 @@ func FaultPoints() []FaultPoint {
 		FaultAppendAfter, FaultHITLDeliver, FaultLeaseRenew}
 }
 
-// Fault describes one arrival at a fault point.
-type Fault struct {
-	Point      FaultPoint
-	RunID      string // "" when unknown (Events)
-	ResponseID string
-	Step       int64 // the step being committed (commit points), else 0
-	Seq        int64 // the event about to be published (FaultPublish), else 0
-}
+// Fault describes one arrival at a fault point: its Point, RunID ("" when
+// unknown: Events), ResponseID, Step (the step being committed at the
+// commit points, else 0) and Seq (the event about to be published at
+// FaultPublish, else 0).
+type Fault = fault.At
+
+// FaultEnv names the environment variable a binary built with -tags faults
+// reads for one fault to inject when Config.Test.FaultFunc is nil:
+// "<point>[@<n>][:fail|:crash]" fires at the n-th arrival (from 1; default
+// 1) at the point; "fail" (the default) injects an error, "crash" kills the
+// process there with SIGKILL (fault.Spec, fault.FromEnv). In a normal build
+// the variable is ignored.
+const FaultEnv = "SUPERSTEP_HOST_FAULT"
 
 // TestConfig holds knobs for tests only. The superstep command never sets
 // them.
@@ -64,7 +71,8 @@ type TestConfig struct {
 	// point. A non-nil error is injected there. To simulate a crash at a
 	// point, a test makes its store refuse every write from then on (as a
 	// dead process writes nothing) before returning an error, then shuts
-	// the host down abruptly.
+	// the host down abruptly. When nil, a binary built with -tags faults
+	// takes it from the FaultEnv environment variable.
 	FaultFunc func(ctx context.Context, f *Fault) error
 	// Now, when not nil, is the host's clock instead of time.Now (a test
 	// plays a host whose clock is off). It must carry a monotonic reading
@@ -72,18 +80,12 @@ type TestConfig struct {
 	Now func() time.Time
 }
 
-// ErrInjected marks errors the host made from FaultFunc's errors.
-var ErrInjected = errors.New("host: injected fault")
+// ErrInjected marks errors the host made from FaultFunc's errors (it is
+// fault.ErrInjected, which the stores' injected failures match too).
+var ErrInjected = fault.ErrInjected
 
 // fault calls the test hook at f.Point and returns its error wrapped in
 // ErrInjected; the caller handles it as a real failure of that step.
 func (h *Host) fault(ctx context.Context, f *Fault) error {
-	if h.cfg.Test.FaultFunc == nil {
-		return nil
-	}
-	err := h.cfg.Test.FaultFunc(ctx, f)
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%w at %s: %w", ErrInjected, f.Point, err)
+	return fault.Reach(ctx, h.cfg.Test.FaultFunc, f)
 }

@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"testing"
+
+	"github.com/superstep/superstep/internal/fault"
 )
 
 func TestParseEnvFault(t *testing.T) {
@@ -18,13 +20,13 @@ func TestParseEnvFault(t *testing.T) {
 		{"lease.renew@2:crash", FaultLeaseRenew, 2, true},
 		{"publish.event:fail", FaultPublish, 1, false},
 	} {
-		f, err := parseEnvFault(tc.in)
-		if err != nil || f.point != tc.point || f.nth != tc.nth || f.crash != tc.crash {
+		f, err := fault.ParseSpec(tc.in, FaultPoints())
+		if err != nil || f.Point != tc.point || f.Nth != tc.nth || f.Crash != tc.crash {
 			t.Fatalf("%q: %+v %v", tc.in, f, err)
 		}
 	}
 	for _, bad := range []string{"", "nope", "commit.before@0", "commit.before@x", "commit.before:explode"} {
-		if _, err := parseEnvFault(bad); err == nil {
+		if _, err := fault.ParseSpec(bad, FaultPoints()); err == nil {
 			t.Fatalf("%q parsed", bad)
 		}
 	}
@@ -32,12 +34,12 @@ func TestParseEnvFault(t *testing.T) {
 
 func TestEnvFault_FiresAtNthArrival(t *testing.T) {
 	t.Parallel()
-	f, err := parseEnvFault("commit.before@2:crash")
+	f, err := fault.ParseSpec("commit.before@2:crash", FaultPoints())
 	if err != nil {
 		t.Fatal(err)
 	}
 	killed := 0
-	hook := f.hook(func() { killed++ })
+	hook := f.Func(func() { killed++ })
 	ctx := context.Background()
 	results := []error{
 		hook(ctx, &Fault{Point: FaultCommitAfter}),

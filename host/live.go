@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/superstep/superstep/internal/wait"
 	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/workflow"
@@ -289,7 +290,7 @@ func (h *Host) appendLive(r *run, frames []protocol.Frame) error {
 			}
 			final = !fits
 		}
-		if final || attempt >= h.cfg.CommitRetries || !sleepCtx(ctx, backoff) {
+		if final || attempt >= h.cfg.CommitRetries || !wait.Sleep(ctx, backoff) {
 			h.log.Error("host: publishing live events failed", "run_id", r.id, "seq", frames[0].Seq, "err", err)
 			return fmt.Errorf("host: publish live events of response %s: %w", r.responseID(), err)
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
-	"github.com/superstep/superstep/internal/pgtest"
+	"github.com/superstep/superstep/internal/testkit/pgtest"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/postgres"
 )

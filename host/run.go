@@ -434,18 +434,6 @@ func (h *Host) commitState(ctx context.Context, p *store.CommitParams, nextSeq i
 	return false, false
 }
 
-// sleepCtx waits d or until ctx ends; it reports whether d elapsed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // toStoreParts converts workflow checkpoint parts to store parts.
 func toStoreParts(ps []workflow.Part) []store.Part {
 	out := make([]store.Part, len(ps))

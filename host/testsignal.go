@@ -1,12 +1,9 @@
 package host
 
-import (
-	"testing"
-	"time"
-)
-
 // testSignal lets tests wait for something the host did instead of
-// sleeping. Its zero value does nothing, so production code signals freely.
+// sleeping (WaitOrTimeout, in export_test.go). Its zero value does nothing,
+// so production code signals freely. This file must not import testing:
+// the superstep command links package host.
 type testSignal[T any] struct {
 	ch chan T
 }
@@ -23,19 +20,6 @@ func (s *testSignal[T]) Signal(v T) {
 	case s.ch <- v:
 	default:
 	}
-}
-
-// WaitOrTimeout returns the next recorded value or fails the test.
-func (s *testSignal[T]) WaitOrTimeout(tb testing.TB) T {
-	tb.Helper()
-	select {
-	case v := <-s.ch:
-		return v
-	case <-time.After(10 * time.Second):
-		tb.Fatal("host: test signal not received within 10s")
-	}
-	var zero T
-	return zero
 }
 
 // testSignals are the host's test signals.

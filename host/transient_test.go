@@ -12,8 +12,8 @@ import (
 
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
-	"github.com/superstep/superstep/internal/pgtest"
-	"github.com/superstep/superstep/internal/tcpproxy"
+	"github.com/superstep/superstep/internal/testkit/pgtest"
+	"github.com/superstep/superstep/internal/testkit/tcpproxy"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/postgres"
 	"github.com/superstep/superstep/store/sqlite"

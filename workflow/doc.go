@@ -2,12 +2,12 @@
 // supersteps (bulk-synchronous, as in Pregel) with a checkpoint and a
 // commit hook at every boundary. It knows nothing of HTTP or storage.
 //
-// Names differ slightly from the sketch in PLAN.md ("Seam 2"): the last
-// committed step is Run.StepNumber (Step is the commit record type); typed
-// state reads use GetState[T]; executors with several message types use
-// Handlers and On; a requester receives an Answer after Run.Respond;
-// Workflow.AsExecutor makes a sub-workflow; Run.Send queues a further input
-// for the start executor (a follow-up turn of a completed run).
+// A few names to know first: the last committed step is Run.StepNumber
+// (Step is the commit record type); typed state reads use GetState[T];
+// executors with several message types use Handlers and On; a requester
+// receives an Answer after Run.Respond; Workflow.AsExecutor makes a
+// sub-workflow; Run.Send queues a further input for the start executor (a
+// follow-up turn of a completed run).
 //
 // # Building
 //

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/superstep/superstep/internal/invariants"
+	"github.com/superstep/superstep/internal/wait"
 )
 
 // DefaultMaxSupersteps is the limit used when RunOptions.MaxSupersteps is 0.
@@ -385,7 +385,7 @@ func (r *Run) execute(ctx context.Context, n int64, id string) execResult {
 			res.err = err
 			return res
 		}
-		if !sleep(ctx, policy.Backoff) {
+		if !wait.Sleep(ctx, policy.Backoff) {
 			res.err = ctx.Err()
 			return res
 		}
@@ -412,21 +412,6 @@ func (r *Run) attempt(c *Context, ex Executor) (err error) {
 		}
 	}
 	return c.buf.err
-}
-
-// sleep waits d or until ctx is done; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // advance builds the state after step n from the executors' results.

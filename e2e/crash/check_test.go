@@ -3,8 +3,8 @@ package crash
 import (
 	"context"
 
-	"github.com/superstep/superstep/internal/resumeclient"
-	"github.com/superstep/superstep/internal/verifytest"
+	"github.com/superstep/superstep/internal/testkit/resumeclient"
+	"github.com/superstep/superstep/internal/testkit/verifytest"
 	"github.com/superstep/superstep/verify"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/superstep/superstep/internal/resumeclient"
+	"github.com/superstep/superstep/internal/testkit/resumeclient"
 )
 
 // apiKey is the key the test's clients send.

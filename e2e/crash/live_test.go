@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/superstep/superstep/internal/pgtest"
-	"github.com/superstep/superstep/internal/proctest"
+	"github.com/superstep/superstep/internal/testkit/pgtest"
+	"github.com/superstep/superstep/internal/testkit/proctest"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/postgres"
 	"github.com/superstep/superstep/store/sqlite"

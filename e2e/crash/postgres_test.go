@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/superstep/superstep/internal/pgtest"
+	"github.com/superstep/superstep/internal/testkit/pgtest"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/postgres"
 )

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/superstep/superstep/internal/proctest"
+	"github.com/superstep/superstep/internal/testkit/proctest"
 )
 
 // addrPattern finds the listening address in the server's output: the

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/superstep/superstep/internal/resumeclient"
+	"github.com/superstep/superstep/internal/testkit/resumeclient"
 	"github.com/superstep/superstep/verify"
 )
 

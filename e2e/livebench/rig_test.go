@@ -26,7 +26,7 @@ import (
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/host"
-	"github.com/superstep/superstep/internal/pgtest"
+	"github.com/superstep/superstep/internal/testkit/pgtest"
 	"github.com/superstep/superstep/localmodel"
 	sresponses "github.com/superstep/superstep/responses"
 	"github.com/superstep/superstep/store"

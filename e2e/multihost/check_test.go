@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/superstep/superstep/internal/verifytest"
+	"github.com/superstep/superstep/internal/testkit/verifytest"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/verify"
 )

@@ -9,7 +9,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/superstep/superstep/internal/resumeclient"
+	"github.com/superstep/superstep/internal/testkit/resumeclient"
 	"github.com/superstep/superstep/verify"
 )
 

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/superstep/superstep/internal/pgtest"
-	"github.com/superstep/superstep/internal/proctest"
-	"github.com/superstep/superstep/internal/verifytest"
+	"github.com/superstep/superstep/internal/testkit/pgtest"
+	"github.com/superstep/superstep/internal/testkit/proctest"
+	"github.com/superstep/superstep/internal/testkit/verifytest"
 	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/postgres"

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/superstep/superstep/internal/resumeclient"
+	"github.com/superstep/superstep/internal/testkit/resumeclient"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/verify"
 )

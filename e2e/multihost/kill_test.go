@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/superstep/superstep/internal/resumeclient"
-	"github.com/superstep/superstep/internal/verifytest"
-	"github.com/superstep/superstep/internal/workpool"
+	"github.com/superstep/superstep/internal/testkit/resumeclient"
+	"github.com/superstep/superstep/internal/testkit/verifytest"
+	"github.com/superstep/superstep/internal/testkit/workpool"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/verify"
 )

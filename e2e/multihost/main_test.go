@@ -4,7 +4,7 @@ import (
 	"flag"
 	"testing"
 
-	"github.com/superstep/superstep/internal/proctest"
+	"github.com/superstep/superstep/internal/testkit/proctest"
 )
 
 var (

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/superstep/superstep/internal/wait"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/internal/noticehub"
 )
@@ -73,7 +74,7 @@ func (l *listener) run(ctx context.Context, conn *pgx.Conn) {
 		if conn == nil {
 			var err error
 			if conn, err = l.connect(ctx); err != nil {
-				if !sleepCtx(ctx, backoff) {
+				if !wait.Sleep(ctx, backoff) {
 					return
 				}
 				backoff = min(2*backoff, listenRetryMax)
@@ -117,17 +118,8 @@ func closeConn(conn *pgx.Conn) {
 	<-conn.PgConn().CleanupDone()
 }
 
-// sleepCtx sleeps for d; false when ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+// sleepCtx is wait.Sleep, under the name notify.go calls it by.
+var sleepCtx = wait.Sleep
 
 // register adds a waiter for responseID; the returned func removes it.
 func (l *listener) register(responseID string) (<-chan struct{}, func()) {

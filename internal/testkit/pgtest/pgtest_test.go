@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
-	"github.com/superstep/superstep/internal/pgtest"
+	"github.com/superstep/superstep/internal/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

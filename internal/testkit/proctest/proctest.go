@@ -8,6 +8,8 @@
 // Every process it starts has one goroutine that waits for it; the
 // goroutine ends when the process exits, so a test that kills or
 // terminates every process it started leaks nothing.
+//
+// It is a test harness (see internal/testkit): only tests import it.
 package proctest
 
 import (

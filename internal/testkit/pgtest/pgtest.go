@@ -5,6 +5,8 @@
 // A test that cannot reach the server fails when $CI is set (CI always has
 // PostgreSQL, so a missing one is a broken set-up, not a reason to pass)
 // and is skipped with the reason otherwise.
+//
+// It is a test harness (see internal/testkit): only tests import it.
 package pgtest
 
 import (

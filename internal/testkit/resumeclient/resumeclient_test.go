@@ -14,7 +14,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"go.uber.org/goleak"
 
-	"github.com/superstep/superstep/internal/resumeclient"
+	"github.com/superstep/superstep/internal/testkit/resumeclient"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,8 +1,9 @@
-//go:build drivercmp
-
 // Command drivercmp compares the SQLite drivers modernc.org/sqlite and
 // github.com/mattn/go-sqlite3 on the statements of a superstep commit; see
-// docs/sqlite-driver.md. Run: go run -tags drivercmp ./store/sqlite/internal/drivercmp [FULL|NORMAL|OFF]
+// docs/sqlite-driver.md. It lives in the bench module so that the main
+// module does not require modernc.org/sqlite. Run from bench/:
+//
+//	go run ./drivercmp [FULL|NORMAL|OFF]
 package main
 
 import (

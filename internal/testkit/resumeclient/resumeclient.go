@@ -4,6 +4,8 @@
 // with starting_after, possibly to another host, and records every event
 // it received as a verify.ClientView for package verify to check against
 // the response's log.
+//
+// It is a test harness (see internal/testkit): only tests import it.
 package resumeclient
 
 import (

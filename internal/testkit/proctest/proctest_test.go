@@ -17,7 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/superstep/superstep/internal/proctest"
+	"github.com/superstep/superstep/internal/testkit/proctest"
 )
 
 // helperEnv makes the test binary act as a tiny server instead of running

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/superstep/superstep/internal/workpool"
+	"github.com/superstep/superstep/internal/testkit/workpool"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/superstep/superstep/internal/verifytest"
+	"github.com/superstep/superstep/internal/testkit/verifytest"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/sqlite"
 	"github.com/superstep/superstep/verify"

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/superstep/superstep/internal/tcpproxy"
+	"github.com/superstep/superstep/internal/testkit/tcpproxy"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

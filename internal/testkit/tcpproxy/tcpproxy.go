@@ -3,6 +3,8 @@
 // as they are accepted, until the cut is over. Tests put it between a
 // store and PostgreSQL to make a real outage (connections reset, connects
 // failing) without touching the server.
+//
+// It is a test harness (see internal/testkit): only tests import it.
 package tcpproxy
 
 import (

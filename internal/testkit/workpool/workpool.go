@@ -3,6 +3,8 @@
 // say), remembers every workload it started so the test can check them
 // all at the end, and waits for them with a bound, so a workload that
 // hangs fails the test instead of stalling it.
+//
+// It is a test harness (see internal/testkit): only tests import it.
 package workpool
 
 import (

@@ -7,6 +7,8 @@
 // Workloads are named by metadata.workload in each create request
 // (resumeclient.NewParams sets it), so any response found in the database,
 // including one whose create reply a kill cut, has a known reference.
+//
+// It is a test harness (see internal/testkit): only tests import it.
 package verifytest
 
 import (
