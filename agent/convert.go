@@ -44,12 +44,13 @@ func ValueText(v any) string {
 
 // UpdateFromEvent maps a workflow event to an update: an Output becomes
 // text, except an Update of kind UpdateToolCall (an agent executor's own
-// tool call, see Executor), which stays a tool call; a RequestInfo becomes
-// a function call (see FunctionCall). Other events have no update.
+// tool call, see Executor) or UpdateFunctionCall (a call its agent asks the
+// caller to answer, see WithMemory), which stays as it is; a RequestInfo
+// becomes a function call (see FunctionCall). Other events have no update.
 func UpdateFromEvent(ev workflow.Event) (Update, bool) {
 	switch e := ev.(type) {
 	case workflow.Output:
-		if u, ok := e.Value.(Update); ok && u.Kind == UpdateToolCall {
+		if u, ok := e.Value.(Update); ok && (u.Kind == UpdateToolCall || u.Kind == UpdateFunctionCall) {
 			u.Source = e.ExecutorID
 			return u, true
 		}

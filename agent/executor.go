@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,6 +58,36 @@ func WithExecutorRetry(n int, backoff time.Duration) ExecutorOption {
 	return func(e *agentExecutor) { e.retry = workflow.RetryPolicy{Retries: max(n, 0), Backoff: backoff} }
 }
 
+// TurnError is the error that failed an agent executor's turn: Err is the
+// agent's own (a model call that failed, a tool's error), Executor the
+// executor it ran in. A host that hosts a plain agent shows Err, the
+// agent's words, rather than the workflow's wrapping of it.
+type TurnError struct {
+	Executor string
+	Err      error
+}
+
+func (e *TurnError) Error() string { return fmt.Sprintf("agent: executor %q: %v", e.Executor, e.Err) }
+
+// Unwrap returns Err.
+func (e *TurnError) Unwrap() error { return e.Err }
+
+// WithMemory makes the executor remember the conversation: it keeps its
+// inputs and the agent's replies in the run's shared state (MemoryKey(id))
+// and gives the agent the whole conversation at every turn, so an input
+// sent to the run later (workflow.Run.Send) continues it. A function call
+// the agent asks its caller to answer (UpdateFunctionCall) is then yielded
+// as an Update, which a host shows as a function_call item; the answer
+// comes back in a later input as a Message with its CallID. This is how a
+// host runs a plain agent as a one-executor workflow.
+func WithMemory() ExecutorOption {
+	return func(e *agentExecutor) { e.memory = true }
+}
+
+// MemoryKey is the shared-state key under which an executor with
+// WithMemory keeps its conversation (a []Message).
+func MemoryKey(executorID string) string { return "agent/memory/" + executorID }
+
 // agentExecutor runs an agent as a workflow executor; see Executor.
 type agentExecutor struct {
 	id          string
@@ -64,6 +95,7 @@ type agentExecutor struct {
 	handoffs    []HandoffTarget
 	handoffMode bool
 	sendConv    bool
+	memory      bool
 	retry       workflow.RetryPolicy
 }
 
@@ -148,7 +180,18 @@ type turnResult struct {
 // yields returns what Handle yields for the turn: the whole reply when the
 // agent called no tools (as always), else the texts between the calls
 // (consecutive texts joined like the reply) and the calls themselves.
-func (res *turnResult) yields(reply string) []any {
+func (res *turnResult) yields(reply string, each bool) []any {
+	if each { // one output per update, as the agent gave them
+		out := make([]any, 0, len(res.segments))
+		for _, u := range res.segments {
+			if u.Kind == UpdateText {
+				out = append(out, u.Text)
+			} else {
+				out = append(out, u)
+			}
+		}
+		return out
+	}
 	if res.calls == 0 {
 		return []any{reply}
 	}
@@ -180,16 +223,31 @@ func (e *agentExecutor) Handle(c *workflow.Context, msg any) error {
 	if err != nil {
 		return err
 	}
-	res, err := e.turn(c, in)
+	var before []Message
+	if e.memory {
+		if before, _, err = workflow.GetState[[]Message](c, MemoryKey(e.id)); err != nil {
+			return err
+		}
+	}
+	res, err := e.turn(c, append(slices.Clip(before), in...))
 	if err != nil {
 		return err
+	}
+	if e.memory {
+		conv := append(slices.Clip(before), in...)
+		for _, t := range res.texts {
+			conv = append(conv, Message{Role: RoleAssistant, Text: t})
+		}
+		if err := c.Set(MemoryKey(e.id), conv); err != nil {
+			return err
+		}
 	}
 	if err := e.record(c, res); err != nil {
 		return err
 	}
 	reply := strings.Join(res.texts, "\n\n")
 	if c.CanYield() && (reply != "" || res.handoff == "" || res.calls > 0) {
-		for _, v := range res.yields(reply) {
+		for _, v := range res.yields(reply, e.memory) {
 			if err := c.Yield(v); err != nil {
 				return err
 			}
@@ -219,7 +277,7 @@ func (e *agentExecutor) turn(c *workflow.Context, in []Message) (*turnResult, er
 	res := &turnResult{}
 	for u, err := range e.a.Run(ctx, nil, in) {
 		if err != nil {
-			return nil, fmt.Errorf("agent: executor %q: %w", e.id, err)
+			return nil, &TurnError{Executor: e.id, Err: err}
 		}
 		u.Source = e.id
 		switch u.Kind {
@@ -242,7 +300,12 @@ func (e *agentExecutor) turn(c *workflow.Context, in []Message) (*turnResult, er
 			}
 			res.reason = u.Reason
 		case UpdateFunctionCall:
-			return nil, fmt.Errorf("agent: executor %q: the agent asked for input (call %s %s), which an agent executor cannot answer", e.id, u.CallID, u.Name)
+			if !e.memory {
+				return nil, fmt.Errorf("agent: executor %q: the agent asked for input (call %s %s), which an agent executor without WithMemory cannot answer", e.id, u.CallID, u.Name)
+			}
+			// Yielded in order for the caller, who answers in the next input.
+			res.segments = append(res.segments, u)
+			res.calls++
 		default:
 			if err := c.EmitLive(u); err != nil {
 				return nil, err

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"slices"
 	"testing"
@@ -79,5 +80,74 @@ func TestStepUsage_Nested(t *testing.T) {
 	wantInc := agent.Incomplete{Reason: agent.ReasonContentFilter, ExecutorID: "sub", Step: 2}
 	if u != tokens(1110) || inc == nil || *inc != wantInc {
 		t.Fatalf("step 2: usage %+v, incomplete %+v; want %+v, %+v", u, inc, tokens(1110), wantInc)
+	}
+}
+
+// WithMemory: the executor gives the agent the whole conversation each
+// turn (restored from the checkpoint, so a new Run instance continues it),
+// yields each text as the agent gave it, and yields a function call the
+// agent asks its caller to answer instead of failing.
+func TestExecutor_WithMemory(t *testing.T) {
+	var seen [][]agent.Message
+	a := agent.AgentFunc(func(_ context.Context, _ *agent.Session, in []agent.Message) iter.Seq2[agent.Update, error] {
+		seen = append(seen, slices.Clone(in))
+		return func(yield func(agent.Update, error) bool) {
+			if in[len(in)-1].CallID == "" {
+				if yield(agent.Update{Kind: agent.UpdateText, Text: "one"}, nil) {
+					yield(agent.Update{Kind: agent.UpdateFunctionCall, CallID: "call_9", Name: "weather", Arguments: `{}`}, nil)
+				}
+				return
+			}
+			yield(agent.Update{Kind: agent.UpdateText, Text: "sunny: " + in[len(in)-1].Text}, nil)
+		}
+	})
+	wf, err := workflow.NewBuilder("conv").SetStart(agent.Executor("agent", a, agent.WithMemory())).Outputs("agent").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, run := runWorkflow(t, wf, []agent.Message{{Role: agent.RoleUser, Text: "hi"}})
+	var ups []agent.Update
+	for _, ev := range res.steps[0].Events {
+		if u, ok := agent.UpdateFromEvent(ev); ok {
+			ups = append(ups, u)
+		}
+	}
+	if len(ups) != 2 || ups[0].Text != "one" || ups[1].Kind != agent.UpdateFunctionCall || ups[1].CallID != "call_9" {
+		t.Fatalf("turn 1 updates %+v", ups)
+	}
+	parts, err := run.Checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := wf.Restore("run-1", parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Send([]agent.Message{{Role: agent.RoleTool, CallID: "call_9", Text: "20C"}}); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	err = again.Run(t.Context(), func(_ context.Context, s *workflow.Step) error {
+		for _, ev := range s.Events {
+			if o, ok := ev.(workflow.Output); ok {
+				out = append(out, agent.ValueText(o.Value))
+			}
+		}
+		return nil
+	}, nil)
+	if err != nil || !slices.Equal(out, []string{"sunny: 20C"}) {
+		t.Fatalf("turn 2: %q %v", out, err)
+	}
+	want := []agent.Message{{Role: agent.RoleUser, Text: "hi"}, {Role: agent.RoleAssistant, Text: "one"},
+		{Role: agent.RoleTool, CallID: "call_9", Text: "20C"}}
+	if len(seen) != 2 || !slices.Equal(seen[1], want) {
+		t.Fatalf("the agent saw %+v, want %+v", seen, want)
+	}
+
+	// Without memory, a function call fails the turn.
+	plain, _ := workflow.NewBuilder("plain").SetStart(agent.Executor("agent", a)).Outputs("agent").Build()
+	r, _ := plain.NewRun("r", "hi")
+	if err := r.Run(t.Context(), func(context.Context, *workflow.Step) error { return nil }, nil); !errors.Is(err, workflow.ErrExecutorFailed) {
+		t.Fatalf("without memory: %v", err)
 	}
 }

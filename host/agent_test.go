@@ -73,12 +73,17 @@ func TestHost_PlainAgent(t *testing.T) {
 }
 
 // blockingAgent blocks its first turn until ctx ends (the host is stopped
-// mid-turn); later turns echo the last message.
-type blockingAgent struct{ calls atomic.Int32 }
+// mid-turn), closing started when that turn begins; later turns echo the
+// last message.
+type blockingAgent struct {
+	calls   atomic.Int32
+	started chan struct{}
+}
 
 func (a *blockingAgent) Run(ctx context.Context, _ *agent.Session, in []agent.Message) iter.Seq2[agent.Update, error] {
 	return func(yield func(agent.Update, error) bool) {
 		if a.calls.Add(1) == 1 {
+			close(a.started)
 			<-ctx.Done()
 			yield(agent.Update{}, ctx.Err())
 			return
@@ -91,7 +96,7 @@ func TestHost_Recover_PlainAgentTurn(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "h.db")
 	s1 := openStore(t, path)
-	a := &blockingAgent{}
+	a := &blockingAgent{started: make(chan struct{})}
 	reg := func(t *testing.T, h *host.Host) {
 		if err := h.RegisterAgent("blocky", a); err != nil {
 			t.Fatal(err)
@@ -105,6 +110,7 @@ func TestHost_Recover_PlainAgentTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Stop the host mid-turn: nothing was committed, the turn is redone.
+	<-a.started
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := h1.Shutdown(ctx); err == nil {

@@ -102,10 +102,11 @@ func cutNetwork(err error) (string, bool) {
 	return prefix + what, true
 }
 
-// isFmtWrapper reports whether e was made by fmt.Errorf with %w.
+// isFmtWrapper reports whether e was made by fmt.Errorf with %w, or is
+// an agent's TurnError, which words its message the same way.
 func isFmtWrapper(e error) bool {
 	switch reflect.TypeOf(e).String() {
-	case "*fmt.wrapError", "*fmt.wrapErrors":
+	case "*fmt.wrapError", "*fmt.wrapErrors", "*agent.TurnError":
 		return true
 	}
 	return false

@@ -76,9 +76,6 @@ func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, er
 				Message: fmt.Sprintf("function_call_output (call_id %q) needs previous_response_id", it.CallID)}
 		}
 	}
-	if m.wf == nil {
-		return h.createAgentTurn(ctx, m, p, nil)
-	}
 	return h.createWorkflowRun(ctx, m, p)
 }
 
@@ -113,9 +110,6 @@ func (h *Host) createContinuation(ctx context.Context, m *model, p *CreateParams
 		return nil, &InputError{Param: "model", Code: "invalid_value", Message: fmt.Sprintf(
 			"model %q does not match model %q of previous response %s", m.ID, prev.Model, prev.ID)}
 	}
-	if m.wf == nil {
-		return h.createAgentTurn(ctx, m, p, sr)
-	}
 	cp, err := h.store.CheckpointGetLast(ctx, sr.ID)
 	if err != nil {
 		return nil, fmt.Errorf("host: load checkpoint of run %s: %w", sr.ID, err)
@@ -124,10 +118,7 @@ func (h *Host) createContinuation(ctx context.Context, m *model, p *CreateParams
 	if err != nil {
 		return nil, fmt.Errorf("host: restore run %s: %w", sr.ID, err)
 	}
-	if len(wr.Pending()) == 0 {
-		return nil, &ConflictError{Message: fmt.Sprintf("Response %s has no pending function calls (already answered).", prev.ID)}
-	}
-	if err := h.applyAnswers(ctx, sr.ID, wr, p.Input); err != nil {
+	if err := h.deliverInput(ctx, m, prev.ID, sr.ID, wr, p.Input); err != nil {
 		return nil, err
 	}
 	return h.createAndStart(ctx, m, p, &startSpec{runID: sr.ID, lastStep: cp.Step, lastParts: cp.Parts,
@@ -311,6 +302,22 @@ func toMessages(items []InputItem) []agent.Message {
 		}
 	}
 	return out
+}
+
+// deliverInput gives the input of a response continuing prevID to wr, the
+// run runID: a plain agent's conversation takes it as its next turn's
+// input; a workflow takes the answers to its pending requests.
+func (h *Host) deliverInput(ctx context.Context, m *model, prevID, runID string, wr *workflow.Run, input []InputItem) error {
+	if m.conversation {
+		if err := wr.Send(toMessages(input)); err != nil {
+			return &InputError{Param: "input", Code: "invalid_value", Message: err.Error()}
+		}
+		return nil
+	}
+	if len(wr.Pending()) == 0 {
+		return &ConflictError{Message: fmt.Sprintf("Response %s has no pending function calls (already answered).", prevID)}
+	}
+	return h.applyAnswers(ctx, runID, wr, input)
 }
 
 // applyAnswers delivers the function_call_output items of input to wr, the

@@ -18,8 +18,11 @@ const (
 // model is a registered workflow or agent.
 type model struct {
 	Model
-	wf    *workflow.Workflow // nil for a plain agent
-	agent agent.Agent        // nil for a native workflow
+	wf *workflow.Workflow
+	// conversation: the workflow hosts a plain agent (one executor with
+	// agent.WithMemory), so a completed response is continued by sending
+	// the new input to its run, not by answering pending requests.
+	conversation bool
 	// publication is the mode of requests that name none in their
 	// metadata ("" means PublicationCommitted).
 	publication string
@@ -60,12 +63,18 @@ func (h *Host) registerAgent(name string, a agent.Agent, opts []ModelOption) err
 	if a == nil {
 		return fmt.Errorf("host: register %q: nil agent", name)
 	}
-	m := &model{Model: Model{ID: name, Kind: KindAgent}, agent: a}
+	m := &model{Model: Model{ID: name, Kind: KindAgent}}
 	if wa, ok := a.(workflowAgent); ok {
 		if m.wf = wa.Workflow(); m.wf == nil {
 			return fmt.Errorf("host: register %q: agent returned a nil workflow", name)
 		}
+		return h.register(m, opts)
 	}
+	wf, err := conversationWorkflow(name, a)
+	if err != nil {
+		return fmt.Errorf("host: register %q: %w", name, err)
+	}
+	m.wf, m.conversation = wf, true
 	return h.register(m, opts)
 }
 
@@ -108,4 +117,17 @@ func (h *Host) lookupModel(name string) (*model, error) {
 		return nil, fmt.Errorf("%w: %q", ErrModelNotFound, name)
 	}
 	return m, nil
+}
+
+// conversationExecutor is the id of the one executor of a plain agent's
+// workflow.
+const conversationExecutor = "agent"
+
+// conversationWorkflow hosts a plain agent as a one-executor workflow: each
+// turn is one superstep of the executor, which keeps the conversation in
+// the run's state (agent.WithMemory). There is one run path: a plain agent
+// is committed, recovered, published live and cancelled as any workflow.
+func conversationWorkflow(name string, a agent.Agent) (*workflow.Workflow, error) {
+	ex := agent.Executor(conversationExecutor, a, agent.WithMemory())
+	return workflow.NewBuilder(name).SetStart(ex).Outputs(conversationExecutor).Build()
 }

@@ -192,9 +192,6 @@ func (h *Host) freshenLease(ctx context.Context, r *run) error {
 
 // resumeDriver returns the function that continues r from checkpoint cp.
 func (h *Host) resumeDriver(ctx context.Context, r *run, m *model, head *store.Response, cp *store.Checkpoint) (func(context.Context) error, error) {
-	if m.wf == nil {
-		return h.resumeAgentTurn(r, m, head, cp)
-	}
 	wr, err := m.wf.Restore(r.id, toWorkflowParts(cp.Parts))
 	if err != nil {
 		return nil, fmt.Errorf("host: restore run %s at step %d: %w", r.id, cp.Step, err)
@@ -209,8 +206,8 @@ func (h *Host) resumeDriver(ctx context.Context, r *run, m *model, head *store.R
 		if err != nil {
 			return nil, fmt.Errorf("host: answers of response %s: %w", head.ID, err)
 		}
-		if err := h.applyAnswers(ctx, r.id, wr, in); err != nil {
-			return nil, fmt.Errorf("host: re-deliver answers of response %s: %w", head.ID, err)
+		if err := h.deliverInput(ctx, m, head.PreviousResponseID, r.id, wr, in); err != nil {
+			return nil, fmt.Errorf("host: re-deliver the input of response %s: %w", head.ID, err)
 		}
 	}
 	return h.driveWorkflow(r, wr), nil

@@ -256,7 +256,7 @@ func (h *Host) commitStep(r *run, s *workflow.Step) error {
 	if inc != nil && inc.Reason != "" {
 		cut = &protocol.Incomplete{Executor: inc.ExecutorID, Reason: inc.Reason}
 	}
-	in := stepInput(s, usage, cut, time.Now())
+	in := stepInput(s, r.model.conversation, usage, cut, time.Now())
 	if s.Err != nil && in.Error != nil && in.Error.Message != s.Err.Error() {
 		h.log.Warn("host: run failed; the response shows what failed, the cause is here", "run_id", r.id,
 			"response_id", r.responseID(), "step", s.Number, "err", s.Err)

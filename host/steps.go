@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -17,8 +18,9 @@ import (
 // stepInput returns the projector's view of step s: its outputs, mapped
 // as agent.FromWorkflow maps them (agent.UpdateFromEvent), the response
 // status after it, the reply an agent cut short in it, and usage, the
-// tokens its agents used.
-func stepInput(s *workflow.Step, usage agent.Usage, inc *protocol.Incomplete, at time.Time) *protocol.Step {
+// tokens its agents used. For a plain agent (conversation), a failed turn
+// shows the agent's own error, not the workflow's wrapping of it.
+func stepInput(s *workflow.Step, conversation bool, usage agent.Usage, inc *protocol.Incomplete, at time.Time) *protocol.Step {
 	ps := &protocol.Step{Number: s.Number, Incomplete: inc, Usage: protocolUsage(usage), At: at}
 	for _, ev := range s.Events {
 		if u, ok := agent.UpdateFromEvent(ev); ok {
@@ -27,7 +29,7 @@ func stepInput(s *workflow.Step, usage agent.Usage, inc *protocol.Incomplete, at
 			}
 		}
 	}
-	ps.Status, ps.Error = stepStatus(s)
+	ps.Status, ps.Error = stepStatus(s, conversation)
 	return ps
 }
 
@@ -48,7 +50,7 @@ func output(u agent.Update) (protocol.Output, bool) {
 }
 
 // stepStatus maps a step's run status to the response status.
-func stepStatus(s *workflow.Step) (string, *protocol.Error) {
+func stepStatus(s *workflow.Step, conversation bool) (string, *protocol.Error) {
 	switch s.Status {
 	case workflow.Running:
 		return protocol.StatusInProgress, nil
@@ -58,7 +60,11 @@ func stepStatus(s *workflow.Step) (string, *protocol.Error) {
 	if s.Err == nil {
 		return protocol.StatusFailed, &protocol.Error{Code: "server_error", Message: "workflow failed"}
 	}
-	werr, _ := clientError(s.Err, false)
+	err := s.Err
+	if te, ok := errors.AsType[*agent.TurnError](err); ok && conversation {
+		err = te.Err
+	}
+	werr, _ := clientError(err, false)
 	return protocol.StatusFailed, werr
 }
 
