@@ -1,0 +1,58 @@
+package testkit_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/superstep/superstep"
+
+// goList returns the packages go list prints for pkg with the template's
+// field (Imports: direct; Deps: transitive).
+func goList(t *testing.T, field, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", "{{join ."+field+" \"\\n\"}}", mod+pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+// TestLayout holds the data flow of DESIGN §3 and docs/architecture.md:
+// the protocol package is a leaf (no I/O: no host, store or net/http,
+// nothing of ours at all); host imports no net/http and no HTTP package of
+// ours; workflow and store import none of the layers above them.
+func TestLayout(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		pkg, field string
+		ok         func(dep string) bool
+		why        string
+	}{
+		{"/protocol", "Deps", func(d string) bool { return !strings.HasPrefix(d, mod) && d != "net/http" },
+			"the protocol package depends on nothing of ours and does no HTTP"},
+		{"/host", "Imports", func(d string) bool { return d != "net/http" && !strings.HasPrefix(d, mod+"/responses") },
+			"host drives runs; HTTP is the responses package's"},
+		{"/workflow", "Deps", func(d string) bool {
+			return !strings.HasPrefix(d, mod) || d == mod+"/internal/invariants" || d == mod+"/internal/wait"
+		}, "the engine knows nothing of HTTP, storage, agents or the Responses API"},
+		{"/store", "Deps", func(d string) bool { return !strings.HasPrefix(d, mod) },
+			"the store interface knows nothing of workflows or the API"},
+		{"/store/sqlite", "Deps", func(d string) bool {
+			return !strings.HasPrefix(d, mod) || strings.HasPrefix(d, mod+"/store") || strings.HasPrefix(d, mod+"/internal/")
+		}, "a backend depends on the store package only"},
+		{"/store/postgres", "Deps", func(d string) bool {
+			return !strings.HasPrefix(d, mod) || strings.HasPrefix(d, mod+"/store") || strings.HasPrefix(d, mod+"/internal/")
+		}, "a backend depends on the store package only"},
+	} {
+		for _, d := range goList(t, c.field, c.pkg) {
+			if d == mod+c.pkg {
+				continue
+			}
+			if !c.ok(d) {
+				t.Errorf("%s depends on %s: %s", c.pkg, d, c.why)
+			}
+		}
+	}
+}
