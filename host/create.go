@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -230,7 +229,9 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 func withStoredRequest(p *CreateParams) (*CreateParams, error) {
 	q := *p
 	if len(q.Request) == 0 {
-		q.Request = requestJSON(p)
+		q.Request = protocol.BuildRequest(&protocol.RequestParams{Model: p.Model, Input: p.Input, Metadata: p.Metadata,
+			Background: p.Background, Stream: p.Stream, Store: p.Store, Instructions: p.Instructions,
+			PreviousResponseID: p.PreviousResponseID})
 	}
 	in, err := protocol.ReadInput(q.Request)
 	if err != nil {
@@ -245,44 +246,6 @@ func withStoredRequest(p *CreateParams) (*CreateParams, error) {
 	}
 	q.Input = in
 	return &q, nil
-}
-
-// requestJSON builds the create request a library caller did not give, in
-// the wire format the HTTP API accepts (so that the one reader reads it
-// back as p.Input, with a message's empty role as "user").
-func requestJSON(p *CreateParams) []byte {
-	type message struct {
-		Type    string `json:"type"`
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	}
-	type output struct {
-		Type   string `json:"type"`
-		CallID string `json:"call_id"`
-		Output string `json:"output"`
-	}
-	input := make([]any, 0, len(p.Input))
-	for _, it := range p.Input {
-		switch it.Type {
-		case InputFunctionCallOutput:
-			input = append(input, output{Type: it.Type, CallID: it.CallID, Output: it.Output})
-		case InputMessage, "":
-			role := it.Role
-			if role == "" {
-				role = "user"
-			}
-			input = append(input, message{Type: InputMessage, Role: role, Content: it.Text})
-		default:
-			input = append(input, it) // the reader refuses it, as the HTTP API does
-		}
-	}
-	req := map[string]any{"model": p.Model, "input": input, "metadata": p.Metadata,
-		"background": p.Background, "stream": p.Stream, "store": p.Store, "instructions": p.Instructions}
-	if p.PreviousResponseID != "" {
-		req["previous_response_id"] = p.PreviousResponseID
-	}
-	data, _ := json.Marshal(req) // strings, bools and a string map always encode
-	return data
 }
 
 // toMessages converts input items to agent messages: the same mapping for

@@ -562,3 +562,25 @@ func TestProjectStep_OutputWithoutKind(t *testing.T) {
 		t.Fatal("no error")
 	}
 }
+
+// BuildRequest writes what the one reader reads back as the same items.
+func TestBuildRequest_RoundTrip(t *testing.T) {
+	in := []InputItem{{Type: InputMessage, Role: "user", Text: "hi"}, {Type: InputMessage, Text: "no role"},
+		{Type: InputFunctionCallOutput, CallID: "call_1", Output: `{"ok":true}`}}
+	got, err := ReadInput(BuildRequest(&RequestParams{Model: "m", Input: in, PreviousResponseID: "resp_p"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in[1].Role = "user"
+	if len(got) != len(in) {
+		t.Fatalf("read %+v", got)
+	}
+	for i := range in {
+		if got[i] != in[i] {
+			t.Fatalf("item %d: %+v, want %+v", i, got[i], in[i])
+		}
+	}
+	if _, err := ReadInput(BuildRequest(&RequestParams{Model: "m", Input: []InputItem{{Type: "bogus"}}})); err == nil {
+		t.Fatal("an unknown item type was read back")
+	}
+}

@@ -332,3 +332,55 @@ func truncate(s string, n int) string {
 	}
 	return strings.ToValidUTF8(s[:n], "") + "..."
 }
+
+// RequestParams are the fields of a create request BuildRequest writes.
+type RequestParams struct {
+	Model              string
+	Input              []InputItem
+	Metadata           map[string]string
+	Background         bool
+	Stream             bool
+	Store              bool
+	Instructions       *string
+	PreviousResponseID string
+}
+
+// BuildRequest writes the create request of p in the wire format the HTTP
+// API accepts, for a caller (a library user of the host) that has items
+// but no body: ReadInput reads it back as p.Input, with a message's empty
+// role as "user". An item of an unknown type is written as it is, so that
+// the reader refuses it as the HTTP API would.
+func BuildRequest(p *RequestParams) []byte {
+	type message struct {
+		Type    string `json:"type"`
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	type output struct {
+		Type   string `json:"type"`
+		CallID string `json:"call_id"`
+		Output string `json:"output"`
+	}
+	input := make([]any, 0, len(p.Input))
+	for _, it := range p.Input {
+		switch it.Type {
+		case InputFunctionCallOutput:
+			input = append(input, output{Type: it.Type, CallID: it.CallID, Output: it.Output})
+		case InputMessage, "":
+			role := it.Role
+			if role == "" {
+				role = "user"
+			}
+			input = append(input, message{Type: InputMessage, Role: role, Content: it.Text})
+		default:
+			input = append(input, it)
+		}
+	}
+	req := map[string]any{"model": p.Model, "input": input, "metadata": p.Metadata,
+		"background": p.Background, "stream": p.Stream, "store": p.Store, "instructions": p.Instructions}
+	if p.PreviousResponseID != "" {
+		req["previous_response_id"] = p.PreviousResponseID
+	}
+	data, _ := json.Marshal(req) // strings, bools and a string map always encode
+	return data
+}
