@@ -261,11 +261,11 @@ func (h *Host) commitStep(r *run, s *workflow.Step) error {
 		h.log.Warn("host: run failed; the response shows what failed, the cause is here", "run_id", r.id,
 			"response_id", r.responseID(), "step", s.Number, "err", s.Err)
 	}
-	c, err := protocol.ProjectStep(r.st, r.live, in)
+	c, err := protocol.ProjectStep(r.st, r.live, &in)
 	if err != nil {
 		return err
 	}
-	if err := h.commitLocked(r, toStoreParts(s.Checkpoint), c); err != nil {
+	if err := h.commitLocked(r, toStoreParts(s.Checkpoint), &c); err != nil {
 		return h.cancelledByStore(r, err)
 	}
 	if !r.finished && h.isDraining() {
@@ -301,7 +301,7 @@ func (h *Host) finishLocked(r *run, status string, e *protocol.Error) error {
 	if err != nil {
 		return err
 	}
-	return h.commitLocked(r, r.lastParts, c)
+	return h.commitLocked(r, r.lastParts, &c)
 }
 
 // commitLocked commits c, one step of r with checkpoint parts, and on

@@ -20,8 +20,8 @@ import (
 // status after it, the reply an agent cut short in it, and usage, the
 // tokens its agents used. For a plain agent (conversation), a failed turn
 // shows the agent's own error, not the workflow's wrapping of it.
-func stepInput(s *workflow.Step, conversation bool, usage agent.Usage, inc *protocol.Incomplete, at time.Time) *protocol.Step {
-	ps := &protocol.Step{Number: s.Number, Incomplete: inc, Usage: protocolUsage(usage), At: at}
+func stepInput(s *workflow.Step, conversation bool, usage agent.Usage, inc *protocol.Incomplete, at time.Time) protocol.Step {
+	ps := protocol.Step{Number: s.Number, Incomplete: inc, Usage: protocolUsage(usage), At: at}
 	for _, ev := range s.Events {
 		if u, ok := agent.UpdateFromEvent(ev); ok {
 			if o, ok := output(u); ok {

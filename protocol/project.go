@@ -98,18 +98,18 @@ type Commit struct {
 }
 
 // Terminal reports whether the commit ends the response.
-func (c *Commit) Terminal() bool { return IsTerminalStatus(c.Next.Response.Status) }
+func (c Commit) Terminal() bool { return IsTerminalStatus(c.Next.Response.Status) }
 
 // IsTerminalStatus reports whether a response in status ended.
 func IsTerminalStatus(status string) bool { return TerminalEventType(status) != "" }
 
 // Create returns the commit that creates a response: response.created
 // (sequence 0) carrying the new snapshot.
-func Create(p *NewResponseParams) (*Commit, error) {
+func Create(p *NewResponseParams) (Commit, error) {
 	resp := NewResponse(p)
 	seq := &Seq{}
 	if err := seq.Lifecycle(EventResponseCreated, resp); err != nil {
-		return nil, err
+		return Commit{}, err
 	}
 	return seal(seq, State{Response: resp, NextSeq: seq.Next}, false)
 }
@@ -118,11 +118,11 @@ func Create(p *NewResponseParams) (*Commit, error) {
 // published live so far (the zero Live in committed mode): its items are
 // closed by the step's outputs when they line up, and voided by a reset
 // when they do not.
-func ProjectStep(st State, live Live, s *Step) (*Commit, error) {
+func ProjectStep(st State, live Live, s *Step) (Commit, error) {
 	resp := st.Response.Clone()
 	seq := &Seq{Next: st.NextSeq}
 	if err := begin(seq, resp); err != nil {
-		return nil, err
+		return Commit{}, err
 	}
 	cut := -1
 	if inc := s.Incomplete; inc != nil && inc.Reason != "" {
@@ -136,7 +136,7 @@ func ProjectStep(st State, live Live, s *Step) (*Commit, error) {
 		err = appendOutputs(seq, resp, s.Outputs, cut)
 	}
 	if err != nil {
-		return nil, err
+		return Commit{}, err
 	}
 	usage := st.Usage
 	usage.Add(s.Usage)
@@ -146,7 +146,7 @@ func ProjectStep(st State, live Live, s *Step) (*Commit, error) {
 	}
 	if status != StatusInProgress {
 		if err := finish(seq, resp, status, s.At, s.Error, usage); err != nil {
-			return nil, err
+			return Commit{}, err
 		}
 	}
 	return seal(seq, State{Response: resp, NextSeq: seq.Next, Step: s.Number, Usage: usage}, usage != Usage{})
@@ -158,12 +158,12 @@ func ProjectStep(st State, live Live, s *Step) (*Commit, error) {
 // are closed first, as the log holds them: every item a client saw added is
 // done before the terminal event, and the snapshot holds what the stream
 // showed.
-func ProjectEnd(st State, live Live, status string, e *Error, at time.Time) (*Commit, error) {
+func ProjectEnd(st State, live Live, status string, e *Error, at time.Time) (Commit, error) {
 	resp := st.Response.Clone()
 	seq := &Seq{Next: st.NextSeq}
 	if status != StatusCancelled {
 		if err := begin(seq, resp); err != nil {
-			return nil, err
+			return Commit{}, err
 		}
 	}
 	if live.step == st.Step+1 {
@@ -174,13 +174,13 @@ func ProjectEnd(st State, live Live, status string, e *Error, at time.Time) (*Co
 			}
 			item, err := seq.MessageEnd(it.id, it.index, it.text, ItemIncomplete)
 			if err != nil {
-				return nil, err
+				return Commit{}, err
 			}
 			resp.Output = append(resp.Output, item)
 		}
 	}
 	if err := finish(seq, resp, status, at, e, st.Usage); err != nil {
-		return nil, err
+		return Commit{}, err
 	}
 	return seal(seq, State{Response: resp, NextSeq: seq.Next, Step: st.Step + 1, Usage: st.Usage}, st.Usage != Usage{})
 }
@@ -207,20 +207,20 @@ func finish(seq *Seq, resp *Response, status string, at time.Time, e *Error, usa
 }
 
 // seal makes the Commit of seq's frames, leading to next.
-func seal(seq *Seq, next State, withUsage bool) (*Commit, error) {
-	c := &Commit{Frames: seq.Frames, Next: next}
+func seal(seq *Seq, next State, withUsage bool) (Commit, error) {
+	c := Commit{Frames: seq.Frames, Next: next}
 	var err error
 	if c.Snapshot, err = json.Marshal(next.Response); err != nil {
-		return nil, fmt.Errorf("protocol: encode response snapshot: %w", err)
+		return Commit{}, fmt.Errorf("protocol: encode response snapshot: %w", err)
 	}
 	if next.Response.Error != nil {
 		if c.Error, err = json.Marshal(next.Response.Error); err != nil {
-			return nil, fmt.Errorf("protocol: encode response error: %w", err)
+			return Commit{}, fmt.Errorf("protocol: encode response error: %w", err)
 		}
 	}
 	if withUsage || next.Response.Usage != nil {
 		if c.Usage, err = json.Marshal(next.Usage); err != nil {
-			return nil, fmt.Errorf("protocol: encode usage: %w", err)
+			return Commit{}, fmt.Errorf("protocol: encode usage: %w", err)
 		}
 	}
 	return c, nil

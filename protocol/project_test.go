@@ -98,7 +98,7 @@ func want(t *testing.T, got []Frame, lines string) {
 	}
 }
 
-func step(t *testing.T, st State, live Live, s *Step) *Commit {
+func step(t *testing.T, st State, live Live, s *Step) Commit {
 	t.Helper()
 	c, err := ProjectStep(st, live, s)
 	if err != nil {
@@ -116,7 +116,7 @@ func liveEv(t *testing.T, st State, next int64, l Live, ev LiveEvent) ([]Frame, 
 	return fs, nl
 }
 
-func snapshot(t *testing.T, c *Commit) Response {
+func snapshot(t *testing.T, c Commit) Response {
 	t.Helper()
 	var r Response
 	if err := json.Unmarshal(c.Snapshot, &r); err != nil {
