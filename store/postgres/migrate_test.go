@@ -14,5 +14,5 @@ func latestVersion(t testing.TB) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ms[len(ms)-1].version
+	return ms[len(ms)-1].Version
 }
