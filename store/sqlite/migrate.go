@@ -37,13 +37,19 @@ func SchemaVersion() int {
 // version this build knows, then applies the pending migrations, each in
 // its own transaction together with the new user_version.
 func migrate(ctx context.Context, db *sql.DB, path string, pageSize int) error {
-	appID, version, tables, err := readHeader(ctx, db)
-	if err != nil {
-		return mapError("open "+path, err)
-	}
 	ms, err := migrations()
 	if err != nil {
 		return err
+	}
+	return migrateTo(ctx, db, path, pageSize, ms)
+}
+
+// migrateTo is migrate with the migrations ms, a prefix of migrations()
+// (tests build databases of an older schema version with it).
+func migrateTo(ctx context.Context, db *sql.DB, path string, pageSize int, ms []migration.Migration) error {
+	appID, version, tables, err := readHeader(ctx, db)
+	if err != nil {
+		return mapError("open "+path, err)
 	}
 	switch {
 	case appID == 0 && version == 0 && tables == 0:
