@@ -16,7 +16,7 @@ var migrationFS embed.FS
 
 // superstepTables are the tables of a superstep schema; finding any of them
 // without the version table means the schema is not superstep's.
-var superstepTables = []string{"runs", "responses", "events", "blobs", "checkpoints", "hosts"}
+var superstepTables = []string{"runs", "responses", "events", "event_records", "blobs", "checkpoints", "hosts"}
 
 // loadMigrations reads migration/NNN_name.up.sql in version order.
 func loadMigrations() ([]migration.Migration, error) {
@@ -34,6 +34,12 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	if err != nil {
 		return err
 	}
+	return migrateTo(ctx, pool, schema, ms)
+}
+
+// migrateTo is migrate with the migrations ms, a prefix of
+// loadMigrations() (tests build schemas of an older version with it).
+func migrateTo(ctx context.Context, pool *pgxpool.Pool, schema string, ms []migration.Migration) error {
 	latest := ms[len(ms)-1].Version
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('superstep.migrate.' || current_schema()))"); err != nil {
