@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/superstep/superstep/store"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -100,5 +103,69 @@ func TestDecodeRejectsCorrupt(t *testing.T) {
 				t.Fatalf("Decode: %v, want ErrCorrupt mentioning %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// record encodes events typ<first>..typ<last> with payloads naming them.
+func record(first, last int64) (store.EventRecord, []byte) {
+	var data []byte
+	for seq := first; seq <= last; seq++ {
+		data = Append(data, fmt.Sprintf("t%d", seq), fmt.Appendf(nil, "p%d", seq))
+	}
+	return store.EventRecord{FirstSeq: first, LastSeq: last, Step: 7}, data
+}
+
+func TestPage(t *testing.T) {
+	add := func(p *Page, first, last int64) bool {
+		t.Helper()
+		full, err := p.Add(record(first, last))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return full
+	}
+	got := func(p *Page) string {
+		var b strings.Builder
+		for _, ev := range p.Events {
+			fmt.Fprintf(&b, "%d:%s:%s:%d ", ev.Seq, ev.Type, ev.Payload, ev.Step)
+		}
+		return b.String()
+	}
+
+	// From inside a record, through the next; a record wholly before the
+	// page (the one holding the seq before it) adds nothing.
+	p := NewPage("r", 4, 10, 0)
+	if add(p, 0, 2) || add(p, 3, 5) || add(p, 6, 6) {
+		t.Fatal("page of 10 full after 3 events")
+	}
+	if s := got(p); s != "4:t4:p4:7 5:t5:p5:7 6:t6:p6:7 " {
+		t.Fatalf("page = %s", s)
+	}
+	// A gap (damage) shows in the seqs instead of being papered over.
+	if add(p, 9, 9); p.Events[len(p.Events)-1].Seq != 9 {
+		t.Fatalf("after a gap: %s", got(p))
+	}
+
+	// The limit ends the page inside a record.
+	p = NewPage("r", 1, 2, 0)
+	if !add(p, 0, 5) || got(p) != "1:t1:p1:7 2:t2:p2:7 " {
+		t.Fatalf("limited page = %s", got(p))
+	}
+	// MaxBytes: the event that reaches it is the last (payloads are 2
+	// bytes: 3 events reach 5).
+	p = NewPage("r", 0, 100, 5)
+	if add(p, 0, 1) || !add(p, 2, 5) || len(p.Events) != 3 {
+		t.Fatalf("byte-bounded page = %s", got(p))
+	}
+
+	for name, rec := range map[string]store.EventRecord{
+		"RangeLongerThanData": {FirstSeq: 0, LastSeq: 3},
+		"DataLongerThanRange": {FirstSeq: 0, LastSeq: 1},
+		"Reversed":            {FirstSeq: 2, LastSeq: 1},
+	} {
+		_, data := record(0, 2)
+		if _, err := NewPage("r", 0, 100, 0).Add(rec, data); !errors.Is(err, store.ErrCorrupt) {
+			t.Fatalf("%s: %v, want store.ErrCorrupt", name, err)
+		}
 	}
 }
