@@ -15,7 +15,10 @@ import (
 //     cancelled, CompletedAt nil), and an inactive run's head (when it
 //     still exists) is terminal with its terminal event committed;
 //   - each response's event log holds sequence numbers 0..NextSeq-1 with no
-//     gap, and no event or CommitStep lies beyond the run's LastStep;
+//     gap, and no event or CommitStep lies beyond the run's LastStep; when
+//     the store lists its log records (EventRecordLister), they start at 0,
+//     never overlap, leave no gap, end at NextSeq-1 and agree with the
+//     events' steps;
 //   - checkpoint history is ordered, each parent link points backwards (to
 //     the previous checkpoint or one pruned since), no checkpoint lies
 //     beyond LastStep, and the checkpoint of the last commit exists
@@ -143,6 +146,37 @@ func checkEvents(ctx context.Context, s Store, r *Run, resp *Response, bad func(
 	}
 	if next != resp.NextSeq {
 		bad("response %s: log holds %d events but NextSeq is %d", resp.ID, next, resp.NextSeq)
+	}
+	return checkRecords(ctx, s, r, resp, bad)
+}
+
+// checkRecords checks the records behind a response's log: contiguous
+// ranges from 0 to NextSeq-1, each with a step a commit could have written.
+func checkRecords(ctx context.Context, s Store, r *Run, resp *Response, bad func(string, ...any)) error {
+	l, ok := s.(EventRecordLister)
+	if !ok {
+		return nil
+	}
+	recs, err := l.EventRecords(ctx, resp.ID)
+	if err != nil {
+		return fmt.Errorf("store: check: response %s: list event records: %w", resp.ID, err)
+	}
+	next := int64(0)
+	for _, rec := range recs {
+		switch {
+		case rec.FirstSeq < next:
+			bad("response %s: event record [%d, %d] overlaps the records before it (up to %d)", resp.ID, rec.FirstSeq, rec.LastSeq, next-1)
+		case rec.FirstSeq > next:
+			bad("response %s: event record [%d, %d] leaves a gap after %d", resp.ID, rec.FirstSeq, rec.LastSeq, next-1)
+		case rec.LastSeq < rec.FirstSeq:
+			bad("response %s: event record [%d, %d] is empty or reversed", resp.ID, rec.FirstSeq, rec.LastSeq)
+		case rec.Step > r.LastStep || rec.Step < -1:
+			bad("response %s: event record [%d, %d] has step %d (LastStep %d)", resp.ID, rec.FirstSeq, rec.LastSeq, rec.Step, r.LastStep)
+		}
+		next = max(next, rec.LastSeq+1)
+	}
+	if next != resp.NextSeq {
+		bad("response %s: event records end at %d but NextSeq is %d", resp.ID, next-1, resp.NextSeq)
 	}
 	return nil
 }

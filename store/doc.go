@@ -15,6 +15,11 @@
 // resumes from its own last commit, found through the run record
 // (CheckpointGetLast), never from "the latest checkpoint" by time.
 //
+// Each write's events are one log record covering a contiguous range of
+// sequence numbers (one row in both backends; EventRecordLister lists
+// them); readers slice records by sequence number, so an event is still
+// addressed, listed and paged alone.
+//
 // Check verifies these invariants over a whole store; tests, crash tests and
 // `superstep check` share it.
 package store

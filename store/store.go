@@ -152,6 +152,26 @@ type Event struct {
 	Step int64
 }
 
+// EventRecord describes one record of a response's event log: the events
+// one write (ResponseCreate, a Commit, an EventAppend call) stored together
+// as one row. Records of a response cover 0..NextSeq-1 in order, without
+// gap or overlap; readers slice them by sequence number.
+type EventRecord struct {
+	FirstSeq int64
+	LastSeq  int64 // inclusive: the record holds LastSeq-FirstSeq+1 events
+	Step     int64 // the Step of each of its events
+}
+
+// EventRecordLister is implemented by stores that keep a response's events
+// in records covering sequence ranges (both backends), so that Check and
+// tests can verify the layout behind EventList. It is optional: callers
+// find it with a type assertion.
+type EventRecordLister interface {
+	// EventRecords returns the records of the response's log in sequence
+	// order (ErrNotFound for an unknown response).
+	EventRecords(ctx context.Context, responseID string) ([]EventRecord, error)
+}
+
 // EventInput is an event to be written; its sequence number is chosen by the
 // caller (the owner of the run) and checked by the store.
 type EventInput struct {

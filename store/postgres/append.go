@@ -138,31 +138,32 @@ func (a *appender) take(batch []*appendReq, r *appendReq) []*appendReq {
 
 // appendBatchSQL calls superstep_append_batch. Each call's time, which the
 // lease fence compares with the expiry, is its Now or else the database's
-// clock (callTime: NULL elements of $9).
-const appendBatchSQL = `SELECT o_code, o_detail FROM superstep_append_batch($1, $2, $3, $4, $5, $6, $7, $8,
-	ARRAY(SELECT coalesce(u.t, now()) FROM unnest($9::timestamptz[]) WITH ORDINALITY AS u(t, i) ORDER BY u.i), $10)`
+// clock (callTime: NULL elements of $8).
+const appendBatchSQL = `SELECT o_code, o_detail FROM superstep_append_batch($1, $2, $3, $4, $5, $6, $7,
+	ARRAY(SELECT coalesce(u.t, now()) FROM unnest($8::timestamptz[]) WITH ORDINALITY AS u(t, i) ORDER BY u.i), $9)`
 
 // write appends a batch in one transaction and answers each call.
 func (a *appender) write(batch []*appendReq) {
-	var runs, resps, types []string
-	var epochs, seqs []int64
-	var offsets, counts []int32
-	var payloads [][]byte
-	var nows []*time.Time
+	n := len(batch)
+	runs, resps := make([]string, 0, n), make([]string, 0, n)
+	epochs, firsts, sizes := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+	counts := make([]int32, 0, n)
+	datas := make([][]byte, 0, n)
+	nows := make([]*time.Time, 0, n)
 	for _, r := range batch {
+		// Each call's events are one record.
+		ev := encodeEvents(r.p.Events)
 		runs, epochs, resps = append(runs, r.p.RunID), append(epochs, r.p.Epoch), append(resps, r.p.ResponseID)
-		offsets, counts = append(offsets, int32(len(seqs))), append(counts, int32(len(r.p.Events)))
+		firsts, counts = append(firsts, ev.first), append(counts, int32(ev.count))
+		sizes, datas = append(sizes, ev.bytes), append(datas, ev.data)
 		nows = append(nows, r.at)
-		for _, ev := range r.p.Events {
-			seqs, types, payloads = append(seqs, ev.Seq), append(types, ev.Type), append(payloads, ev.Payload)
-		}
 	}
 	codes := make([]string, 0, len(batch))
 	details := make([]string, 0, len(batch))
 	// The batch is not cancelled by any one caller's ctx (see Store.write);
 	// the first call's ctx carries test-only values such as fault injectors.
 	err := a.s.write(batch[0].ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-		rows, err := conn.Query(ctx, appendBatchSQL, runs, epochs, resps, offsets, counts, seqs, types, payloads, nows, a.s.txChannel())
+		rows, err := conn.Query(ctx, appendBatchSQL, runs, epochs, resps, firsts, counts, sizes, datas, nows, a.s.txChannel())
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/internal/eventrec"
 )
 
 // commitSQL calls the migration's superstep_commit: one statement, so one
@@ -16,7 +17,7 @@ import (
 // lease fence compares with the expiry and which the commit records, is
 // the caller's Now or else the database's clock (callTime).
 const commitSQL = `SELECT o_next_seq, o_bytes FROM superstep_commit($1, $2, $3, $4, $5, $6, $7, $8, $9,
-	$10, $11, $12, $13, $14, $15, $16, $17, coalesce($18::timestamptz, now()), $19, $20, $21)`
+	$10, $11, $12, $13, $14, $15, $16, $17, $18, coalesce($19::timestamptz, now()), $20, $21, $22)`
 
 // Commit atomically writes one superstep: the checkpoint, the step's events
 // and the head response's status and snapshot, in one transaction made by
@@ -71,7 +72,7 @@ func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encod
 		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	}) error {
 		return q.QueryRow(ctx, commitSQL, p.RunID, p.Epoch, p.Step, p.ResponseID,
-			ev.seqs, ev.types, ev.payloads,
+			ev.first, ev.count, ev.bytes, ev.data,
 			enc.names, enc.hashes, enc.blobHashes, enc.blobData, enc.refHashes, enc.size,
 			string(p.Status), p.Snapshot, p.Error, p.Usage, callTime(p.Now), p.Status.Terminal(), s.txChannel(), failAt,
 		).Scan(&res.NextSeq, &res.BytesWritten)
@@ -156,18 +157,28 @@ func (s *Store) explainRefusal(ctx context.Context, responseID string, cancellin
 	return conflict
 }
 
-// encodedEvents are events as the arrays the SQL functions take.
+// encodedEvents are events as the SQL functions take them: one log record
+// (store/internal/eventrec) of count events from seq first, whose payloads
+// hold bytes bytes.
 type encodedEvents struct {
-	seqs     []int64
-	types    []string
-	payloads [][]byte
+	first, count, bytes int64
+	data                []byte
 }
 
 func encodeEvents(events []store.EventInput) *encodedEvents {
-	e := &encodedEvents{seqs: make([]int64, len(events)), types: make([]string, len(events)),
-		payloads: make([][]byte, len(events))}
-	for i, ev := range events {
-		e.seqs[i], e.types[i], e.payloads[i] = ev.Seq, ev.Type, ev.Payload
+	e := &encodedEvents{count: int64(len(events))}
+	if len(events) == 0 {
+		return e
+	}
+	e.first = events[0].Seq
+	size := 0
+	for _, ev := range events {
+		size += eventrec.Size(ev.Type, ev.Payload)
+		e.bytes += int64(len(ev.Payload))
+	}
+	e.data = make([]byte, 0, size)
+	for _, ev := range events {
+		e.data = eventrec.Append(e.data, ev.Type, ev.Payload)
 	}
 	return e
 }

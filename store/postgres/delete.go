@@ -31,7 +31,7 @@ func (s *Store) ResponseDelete(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "DELETE FROM events WHERE response_id = $1", id); err != nil {
+		if _, err := tx.Exec(ctx, "DELETE FROM event_records WHERE response_id = $1", id); err != nil {
 			return err
 		}
 		if tag.RowsAffected() == 0 {

@@ -13,8 +13,11 @@
 // A superstep commit is one call of the SQL function superstep_commit, sent
 // as one statement in autocommit mode: one round trip and one WAL flush. The
 // function updates the run conditional on the lease epoch and the step
-// (fencing), updates the response, appends the events, stores new checkpoint
-// parts and the checkpoint row; an error anywhere rolls all of it back.
+// (fencing), updates the response, appends the step's events as one log
+// record (one row of event_records covering their sequence range, encoded by
+// store/internal/eventrec), stores new checkpoint parts and the checkpoint
+// row; an error anywhere rolls all of it back. EventList slices records by
+// sequence number.
 // Checkpoint parts are content-addressed per run (sha256): the store
 // remembers the parts of each run's last commit and sends only the parts
 // that changed; unchanged parts are stored by reference. Once a write may
@@ -22,7 +25,8 @@
 // error means nothing was written (Options.WriteTimeout still bounds it).
 //
 // EventAppend calls (live publication) are group-committed: concurrent calls
-// are written in one transaction, each succeeding or failing alone.
+// are written in one transaction, each succeeding or failing alone, each as
+// one record.
 //
 // # Notifications
 //

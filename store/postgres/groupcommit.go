@@ -115,9 +115,7 @@ func (s *Store) newCommitReq(ctx context.Context, p *store.CommitParams, ev *enc
 	r.failAt, r.injected = commitFault(ctx)
 	_, r.reset = s.resumeFailed.Load(p.RunID)
 	r.size = len(p.Snapshot) + len(p.Error) + len(p.Usage)
-	for _, b := range ev.payloads {
-		r.size += len(b)
-	}
+	r.size += len(ev.data)
 	for _, b := range enc.blobData {
 		r.size += len(b)
 	}
@@ -266,7 +264,7 @@ func (r *commitReq) commitRow(ctx context.Context, q interface {
 func (r *commitReq) args(channel string) []any {
 	p, ev, enc := r.p, r.ev, r.enc
 	return []any{p.RunID, p.Epoch, p.Step, p.ResponseID,
-		ev.seqs, ev.types, ev.payloads,
+		ev.first, ev.count, ev.bytes, ev.data,
 		enc.names, enc.hashes, enc.blobHashes, enc.blobData, enc.refHashes, enc.size,
 		string(p.Status), p.Snapshot, p.Error, p.Usage, callTime(p.Now), p.Status.Terminal(), channel, r.failAt}
 }

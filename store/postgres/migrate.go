@@ -4,50 +4,26 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/superstep/superstep/store/internal/migration"
 )
 
 //go:embed migration/*.up.sql
 var migrationFS embed.FS
 
-// migration is one embedded schema change, applied once in version order.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // superstepTables are the tables of a superstep schema; finding any of them
 // without the version table means the schema is not superstep's.
-var superstepTables = []string{"runs", "responses", "events", "blobs", "checkpoints", "hosts"}
+var superstepTables = []string{"runs", "responses", "events", "event_records", "blobs", "checkpoints", "hosts"}
 
 // loadMigrations reads migration/NNN_name.up.sql in version order.
-func loadMigrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migration/*.up.sql")
+func loadMigrations() ([]migration.Migration, error) {
+	ms, err := migration.Load(migrationFS, "migration")
 	if err != nil {
-		return nil, fmt.Errorf("store/postgres: migrations: %w", err)
+		return nil, fmt.Errorf("store/postgres: %w", err)
 	}
-	var ms []migration
-	for _, path := range names {
-		base := strings.TrimSuffix(strings.TrimPrefix(path, "migration/"), ".up.sql")
-		num, name, _ := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if err != nil {
-			return nil, fmt.Errorf("store/postgres: migration %s: bad version: %w", path, err)
-		}
-		b, err := migrationFS.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("store/postgres: migration %s: %w", path, err)
-		}
-		ms = append(ms, migration{version: v, name: name, sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
 	return ms, nil
 }
 
@@ -58,7 +34,13 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	if err != nil {
 		return err
 	}
-	latest := ms[len(ms)-1].version
+	return migrateTo(ctx, pool, schema, ms)
+}
+
+// migrateTo is migrate with the migrations ms, a prefix of
+// loadMigrations() (tests build schemas of an older version with it).
+func migrateTo(ctx context.Context, pool *pgxpool.Pool, schema string, ms []migration.Migration) error {
+	latest := ms[len(ms)-1].Version
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('superstep.migrate.' || current_schema()))"); err != nil {
 			return fmt.Errorf("store/postgres: migrate: lock: %w", err)
@@ -71,14 +53,14 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 			return fmt.Errorf("store/postgres: schema %q is at version %d, newer than this superstep supports (%d): upgrade superstep", schema, current, latest)
 		}
 		for _, m := range ms {
-			if m.version <= current {
+			if m.Version <= current {
 				continue
 			}
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("store/postgres: migration %03d_%s: %w", m.version, m.name, err)
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("store/postgres: migration %03d_%s: %w", m.Version, m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, "INSERT INTO superstep_schema_version (version, name, applied_at) VALUES ($1, $2, now())", m.version, m.name); err != nil {
-				return fmt.Errorf("store/postgres: migration %03d_%s: record: %w", m.version, m.name, err)
+			if _, err := tx.Exec(ctx, "INSERT INTO superstep_schema_version (version, name, applied_at) VALUES ($1, $2, now())", m.Version, m.Name); err != nil {
+				return fmt.Errorf("store/postgres: migration %03d_%s: record: %w", m.Version, m.Name, err)
 			}
 		}
 		return nil

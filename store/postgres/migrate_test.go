@@ -1,10 +1,33 @@
 package postgres
 
-import "testing"
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
 
-// undoVersion4 undoes migration 4 (durable facts), for tests that build a
-// database of an older schema version from a new one.
-const undoVersion4 = "ALTER TABLE responses DROP COLUMN start_step; ALTER TABLE runs DROP COLUMN resume_failures, " +
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/superstep/superstep/store"
+)
+
+// undoVersion5 undoes migration 5 (event records) for tests that build a
+// schema of an older version from a new one: the events table comes back
+// empty and every log with it (next_seq 0), as those tests do not read
+// events, and the record-taking functions go (migration 5 drops the old
+// ones only if they exist). TestMigrateEventRecords builds a version-4
+// schema with events.
+const undoVersion5 = "DROP TABLE event_records; CREATE TABLE events (response_id text NOT NULL, seq bigint NOT NULL, " +
+	"type text NOT NULL, payload bytea, step bigint NOT NULL, PRIMARY KEY (response_id, seq)); " +
+	"DROP FUNCTION superstep_commit(text, bigint, bigint, text, bigint, bigint, bigint, bytea, text[], bytea[], bytea[], " +
+	"bytea[], bytea[], bigint, text, bytea, bytea, bytea, timestamptz, boolean, text, text); " +
+	"DROP FUNCTION superstep_append_batch(text[], bigint[], text[], bigint[], int[], bigint[], bytea[], timestamptz[], text); " +
+	"UPDATE responses SET next_seq = 0; "
+
+// undoVersion4 undoes migrations 5 and 4 (durable facts), for tests that
+// build a database of an older schema version from a new one.
+const undoVersion4 = undoVersion5 + "ALTER TABLE responses DROP COLUMN start_step; ALTER TABLE runs DROP COLUMN resume_failures, " +
 	"DROP COLUMN resume_error, DROP COLUMN resume_not_before; "
 
 // latestVersion is the version of the newest embedded migration.
@@ -14,5 +37,145 @@ func latestVersion(t testing.TB) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ms[len(ms)-1].version
+	return ms[len(ms)-1].Version
+}
+
+// migrateSchemaTo creates schema and migrates it to version with the
+// embedded migrations, as a build of that version would have, and returns
+// a pool on it (closed at cleanup).
+func migrateSchemaTo(t *testing.T, schema string, version int) *pgxpool.Pool {
+	t.Helper()
+	ctx := t.Context()
+	cfg, err := pgxpool.ParseConfig(testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := createSchema(ctx, cfg.ConnConfig, schema); err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrateTo(ctx, pool, schema, ms[:version]); err != nil {
+		t.Fatalf("migrate to version %d: %v", version, err)
+	}
+	return pool
+}
+
+// oldEvents are events as a version-4 schema held them, one row each:
+// payloads of every uvarint length class (1, 2 and 3 bytes), a NULL and
+// an empty payload, bytes that are not UTF-8, a type that is not ASCII and
+// an empty type, steps 0 and -1.
+func oldEvents(responseID string) []store.Event {
+	evs := []store.Event{
+		{Type: "response.created", Payload: []byte(`{"type":"response.created","sequence_number":0}`), Step: 0},
+		{Type: "response.output_text.delta", Payload: []byte{0, 1, 0xff, 0xfe, 0, '\n'}, Step: -1},
+		{Type: "héllo.wörld", Payload: []byte{}, Step: -1},
+		{Type: "null.payload", Payload: nil, Step: -1},
+		{Type: "", Payload: []byte("no type"), Step: 0},
+		{Type: strings.Repeat("t", 130), Payload: bytes.Repeat([]byte{0xab}, 200), Step: 0},
+		{Type: "big", Payload: bytes.Repeat([]byte("x\x00"), 20000), Step: 0},
+		{Type: "response.completed", Payload: []byte(`{"type":"response.completed"}`), Step: 0},
+	}
+	for i := range evs {
+		evs[i].ResponseID, evs[i].Seq = responseID, int64(i)
+	}
+	return evs
+}
+
+// TestMigrateEventRecords builds a version-4 schema (the migrations of
+// that version, then rows in its one-row-per-event layout), opens it with
+// this build, which migrates it to event records, and requires the same
+// events back, whole and sliced (a NULL payload stays nil, an empty one
+// empty), and store.Check to accept the layout.
+func TestMigrateEventRecords(t *testing.T) {
+	t.Parallel()
+	requireDB(t)
+	ctx := t.Context()
+	schema := newSchemaName(t)
+	pool := migrateSchemaTo(t, schema, 4)
+	want := map[string][]store.Event{"resp_a": oldEvents("resp_a"), "resp_b": oldEvents("resp_b")[:3]}
+	if _, err := pool.Exec(ctx, `INSERT INTO runs (id, model, head_response_id, last_step, active, created_at, updated_at)
+		VALUES ('run_a', 'm', 'resp_b', 0, false, now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"resp_a", "resp_b"} {
+		_, err := pool.Exec(ctx, `INSERT INTO responses (id, run_id, model, status, next_seq, created_at, updated_at, completed_at)
+			VALUES ($1, 'run_a', 'm', 'completed', $2, now(), now(), now())`, id, len(want[id]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range want[id] {
+			_, err := pool.Exec(ctx, "INSERT INTO events (response_id, seq, type, payload, step) VALUES ($1, $2, $3, $4, $5)",
+				id, ev.Seq, ev.Type, ev.Payload, ev.Step)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pool.Close()
+
+	s := openStore(t, schema, nil)
+	if v := schemaVersionOf(t, s); v != latestVersion(t) {
+		t.Fatalf("schema version %d after Open, want %d", v, latestVersion(t))
+	}
+	for id, evs := range want {
+		got, err := s.EventList(ctx, &store.EventListParams{ResponseID: id, After: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireEvents(t, got, evs, id+" after migration")
+		for after := int64(-1); after < int64(len(evs)); after++ {
+			got, err := s.EventList(ctx, &store.EventListParams{ResponseID: id, After: after, Limit: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireEvents(t, got, evs[after+1:min(after+3, int64(len(evs)))], fmt.Sprintf("%s after %d", id, after))
+		}
+		recs, err := s.EventRecords(ctx, id)
+		if err != nil || len(recs) != len(evs) {
+			t.Fatalf("%s: %d records (%v), want one per old row (%d)", id, len(recs), err, len(evs))
+		}
+	}
+	var old bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.tables
+		WHERE table_schema = current_schema() AND table_name = 'events')`).Scan(&old); err != nil || old {
+		t.Fatalf("events table still there (%v, %v)", old, err)
+	}
+	checkStore(t, s)
+}
+
+// schemaVersionOf reads the newest version recorded in s's schema.
+func schemaVersionOf(t *testing.T, s *Store) int {
+	t.Helper()
+	var v int
+	if err := s.pool.QueryRow(t.Context(), "SELECT max(version) FROM superstep_schema_version").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// requireEvents fails unless got equals want event by event, a nil
+// payload included.
+func requireEvents(t *testing.T, got, want []store.Event, what string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d events, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.ResponseID != w.ResponseID || g.Seq != w.Seq || g.Type != w.Type || g.Step != w.Step ||
+			!bytes.Equal(g.Payload, w.Payload) || (g.Payload == nil) != (w.Payload == nil) {
+			t.Fatalf("%s: event %d = {%s %d %q step %d, %d bytes, nil %v}, want {%s %d %q step %d, %d bytes, nil %v}", what, i,
+				g.ResponseID, g.Seq, g.Type, g.Step, len(g.Payload), g.Payload == nil,
+				w.ResponseID, w.Seq, w.Type, w.Step, len(w.Payload), w.Payload == nil)
+		}
+	}
 }

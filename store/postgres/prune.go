@@ -81,7 +81,7 @@ func (s *Store) pruneOne(ctx context.Context, tx pgx.Tx, id, runID string) error
 	if _, err := tx.Exec(ctx, "DELETE FROM responses WHERE id = $1", id); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, "DELETE FROM events WHERE response_id = $1", id); err != nil {
+	if _, err := tx.Exec(ctx, "DELETE FROM event_records WHERE response_id = $1", id); err != nil {
 		return err
 	}
 	if err := fixRunAfterDelete(ctx, tx, runID, id); err != nil {

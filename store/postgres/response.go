@@ -167,9 +167,8 @@ func insertResponse(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParam
 	}
 	if len(p.Events) > 0 {
 		ev := encodeEvents(p.Events)
-		_, err = tx.Exec(ctx, `INSERT INTO events (response_id, seq, type, payload, step)
-			SELECT $1, u.s, u.t, u.p, 0 FROM unnest($2::bigint[], $3::text[], $4::bytea[]) AS u(s, t, p)`,
-			r.ID, ev.seqs, ev.types, ev.payloads)
+		_, err = tx.Exec(ctx, `INSERT INTO event_records (response_id, first_seq, last_seq, step, bytes, data)
+			VALUES ($1, $2::bigint, $2::bigint + $3::bigint - 1, 0, $4, $5)`, r.ID, ev.first, ev.count, ev.bytes, ev.data)
 	}
 	return resp, err
 }

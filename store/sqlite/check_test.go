@@ -20,7 +20,10 @@ func TestCheckFindsCorruption(t *testing.T) {
 	cases := []struct {
 		name, damage, want string
 	}{
-		{"EventGap", "DELETE FROM events WHERE seq = 1", "where 1 was expected"},
+		{"EventGap", "DELETE FROM event_records WHERE first_seq = 1", "where 1 was expected"},
+		{"RecordRangeLongerThanData", "UPDATE event_records SET last_seq = last_seq + 1 WHERE first_seq = 1", "corrupt"},
+		{"RecordDataTruncated", "UPDATE event_records SET data = substr(data, 1, 3) WHERE first_seq = 3", "corrupt"},
+		{"RecordStepBeyondLastStep", "UPDATE event_records SET step = 7 WHERE first_seq = 3", "has step 7"},
 		{"NextSeqAhead", "UPDATE responses SET next_seq = next_seq + 1", "NextSeq"},
 		{"LastCheckpointMissing", "DELETE FROM checkpoints WHERE step = 2", "last commit"},
 		{"InlinePartTampered", "UPDATE checkpoints SET manifest = CAST(replace(CAST(manifest AS TEXT), 'step-2', 'step-9') AS BLOB) WHERE step = 2", "does not match its hash"},

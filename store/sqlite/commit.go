@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/superstep/superstep/internal/fault"
@@ -65,7 +64,7 @@ func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []ha
 	if err := fault.Point(ctx, "commit.checkpoint_inserted"); err != nil {
 		return err
 	}
-	if err := insertEvents(ctx, tx, respNum, p.Step, p.Events); err != nil {
+	if err := insertRecord(ctx, tx, respNum, p.Step, p.Events); err != nil {
 		return err
 	}
 	if err := fault.Point(ctx, "commit.events_inserted"); err != nil {
@@ -143,28 +142,6 @@ func checkWrite(ctx context.Context, tx *sql.Tx, runID string, epoch int64, resp
 	return run, nextSeq.Int64, respNum.Int64, nil
 }
 
-// insertEvents appends events to the log of the response numbered
-// respNum, written at step, with one multi-row INSERT per eventsPerInsert
-// events.
-func insertEvents(ctx context.Context, tx *sql.Tx, respNum, step int64, events []store.EventInput) error {
-	for len(events) > 0 {
-		n := min(len(events), eventsPerInsert)
-		q := "INSERT INTO events (k, step, type, payload) VALUES (?, ?, ?, ?)" + strings.Repeat(", (?, ?, ?, ?)", n-1)
-		args := make([]any, 0, 4*n)
-		for _, ev := range events[:n] {
-			args = append(args, logKey(respNum, ev.Seq), step, ev.Type, nonNil(ev.Payload))
-		}
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-			return mapError("insert events", err)
-		}
-		events = events[n:]
-	}
-	return nil
-}
-
-// eventsPerInsert caps the rows of one INSERT (4 variables each).
-const eventsPerInsert = 64
-
 // EventAppend appends events outside a commit (live publication), fenced
 // like Commit and group-committed with other writes. The events get Step
 // -1. Errors: store.ErrFenced, store.ErrConflict, store.ErrCancelled (the
@@ -176,7 +153,7 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) err
 		if err != nil {
 			return err
 		}
-		if err := insertEvents(ctx, tx, respNum, -1, p.Events); err != nil {
+		if err := insertRecord(ctx, tx, respNum, -1, p.Events); err != nil {
 			return err
 		}
 		if err := fault.Point(ctx, "append.events_inserted"); err != nil {
@@ -189,51 +166,4 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) err
 		}
 		return fault.Point(ctx, "append.response_updated")
 	})
-}
-
-// EventList returns the response's events with Seq > p.After, in order, at
-// most p.Limit (default store.EventListLimitDefault), ending once their
-// payloads reach p.MaxBytes when it is positive; store.ErrNotFound for an
-// unknown response.
-func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]store.Event, error) {
-	if err := s.checkOpen("event list"); err != nil {
-		return nil, err
-	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = store.EventListLimitDefault
-	}
-	tx, err := s.rdb.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, mapError("event list", err)
-	}
-	defer tx.Rollback()
-	var num int64
-	if err := tx.QueryRowContext(ctx, "SELECT num FROM responses WHERE id = ?", p.ResponseID).Scan(&num); err != nil {
-		return nil, mapError("event list "+p.ResponseID, err)
-	}
-	if p.After >= lowMax {
-		return nil, nil
-	}
-	rows, err := tx.QueryContext(ctx, "SELECT seq, step, type, payload FROM events WHERE k > ? AND k <= ? ORDER BY k LIMIT ?",
-		logKey(num, max(p.After, -1)), logKey(num, lowMax), limit)
-	if err != nil {
-		return nil, mapError("event list", err)
-	}
-	defer rows.Close()
-	var out []store.Event
-	size := 0
-	for rows.Next() {
-		ev := store.Event{ResponseID: p.ResponseID}
-		if err := rows.Scan(&ev.Seq, &ev.Step, &ev.Type, &ev.Payload); err != nil {
-			return nil, mapError("event list", err)
-		}
-		out = append(out, ev)
-		// SQLite steps the query row by row: stopping here reads no
-		// payload past the byte bound.
-		if size += len(ev.Payload); p.MaxBytes > 0 && size >= p.MaxBytes {
-			break
-		}
-	}
-	return out, mapError("event list", rows.Err())
 }

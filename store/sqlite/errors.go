@@ -24,6 +24,11 @@ var (
 	// ErrTooNew is returned when the database was written by a newer
 	// version of superstep (its schema version is unknown to this one).
 	ErrTooNew = errors.New("sqlite: database schema is newer than this superstep")
+	// ErrTooOld is returned by OpenReadOnly when the database's schema is
+	// older than this build's: reading it would need its old layout (the
+	// per-event rows before version 5), and a read-only open migrates
+	// nothing. Open migrates it.
+	ErrTooOld = errors.New("sqlite: database schema is older than this superstep; open it read-write once to migrate it")
 )
 
 // mapError is the one place where driver errors become store sentinels:
@@ -54,7 +59,7 @@ func mapError(op string, err error) error {
 func isOurs(err error) bool {
 	for _, target := range []error{
 		store.ErrNotFound, store.ErrFenced, store.ErrConflict, store.ErrCorrupt, store.ErrClosed,
-		store.ErrUnavailable, ErrLocked, ErrNotSuperstep, ErrTooNew, fault.ErrInjected, context.Canceled, context.DeadlineExceeded,
+		store.ErrUnavailable, ErrLocked, ErrNotSuperstep, ErrTooNew, ErrTooOld, fault.ErrInjected, context.Canceled, context.DeadlineExceeded,
 	} {
 		if errors.Is(err, target) {
 			return true

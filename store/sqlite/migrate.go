@@ -5,10 +5,9 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/superstep/superstep/store/internal/migration"
 )
 
 // applicationID marks a superstep database in the SQLite header
@@ -18,38 +17,12 @@ const applicationID = 0x53505354
 //go:embed migration/*.up.sql
 var migrationFS embed.FS
 
-// migration is one numbered schema change.
-type migration struct {
-	Version int
-	Name    string
-	SQL     string
-}
-
 // migrations returns the embedded migrations in version order; versions
-// are contiguous from 1.
-func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migration/*.up.sql")
+// are contiguous from 1 (store/internal/migration checks it).
+func migrations() ([]migration.Migration, error) {
+	ms, err := migration.Load(migrationFS, "migration")
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: migrations: %w", err)
-	}
-	var ms []migration
-	for _, name := range names {
-		base := strings.TrimPrefix(name, "migration/")
-		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: migration %s: bad version: %w", name, err)
-		}
-		b, err := migrationFS.ReadFile(name)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: migration %s: %w", name, err)
-		}
-		ms = append(ms, migration{Version: v, Name: base, SQL: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
-	for i, m := range ms {
-		if m.Version != i+1 {
-			return nil, fmt.Errorf("sqlite: migration %s: want version %d", m.Name, i+1)
-		}
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	return ms, nil
 }
@@ -64,13 +37,19 @@ func SchemaVersion() int {
 // version this build knows, then applies the pending migrations, each in
 // its own transaction together with the new user_version.
 func migrate(ctx context.Context, db *sql.DB, path string, pageSize int) error {
-	appID, version, tables, err := readHeader(ctx, db)
-	if err != nil {
-		return mapError("open "+path, err)
-	}
 	ms, err := migrations()
 	if err != nil {
 		return err
+	}
+	return migrateTo(ctx, db, path, pageSize, ms)
+}
+
+// migrateTo is migrate with the migrations ms, a prefix of migrations()
+// (tests build databases of an older schema version with it).
+func migrateTo(ctx context.Context, db *sql.DB, path string, pageSize int, ms []migration.Migration) error {
+	appID, version, tables, err := readHeader(ctx, db)
+	if err != nil {
+		return mapError("open "+path, err)
 	}
 	switch {
 	case appID == 0 && version == 0 && tables == 0:
@@ -120,10 +99,10 @@ func setWAL(ctx context.Context, db *sql.DB) error {
 }
 
 // applyMigration applies m and records its version in one transaction.
-func applyMigration(ctx context.Context, db *sql.DB, m migration) error {
+func applyMigration(ctx context.Context, db *sql.DB, m migration.Migration) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return mapError("migrate "+m.Name, err)
+		return mapError("migrate "+m.File, err)
 	}
 	defer tx.Rollback()
 	stmts := []string{
@@ -133,8 +112,8 @@ func applyMigration(ctx context.Context, db *sql.DB, m migration) error {
 	}
 	for _, q := range stmts {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return mapError("migrate "+m.Name, err)
+			return mapError("migrate "+m.File, err)
 		}
 	}
-	return mapError("migrate "+m.Name, tx.Commit())
+	return mapError("migrate "+m.File, tx.Commit())
 }

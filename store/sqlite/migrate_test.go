@@ -1,6 +1,148 @@
 package sqlite_test
 
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/sqlite"
+)
+
+// undoVersion5 undoes migration 5 (event records) for tests that build a
+// database of an older schema version from a new one: the events table
+// comes back empty and every log with it (next_seq 0), as those tests do
+// not read events; TestMigrateEventRecords builds a version-4 database with
+// events.
+const undoVersion5 = "DROP TABLE event_records; CREATE TABLE events (k INTEGER PRIMARY KEY, step INTEGER NOT NULL, " +
+	"type TEXT NOT NULL, payload BLOB NOT NULL, seq INTEGER GENERATED ALWAYS AS (k & 4294967295) VIRTUAL); " +
+	"UPDATE responses SET next_seq = 0; "
+
 // undoVersion4 undoes migration 4 (durable facts), for tests that build a
 // database of an older schema version from a new one.
-const undoVersion4 = "ALTER TABLE responses DROP COLUMN start_step; ALTER TABLE runs DROP COLUMN resume_failures; " +
+const undoVersion4 = undoVersion5 + "ALTER TABLE responses DROP COLUMN start_step; ALTER TABLE runs DROP COLUMN resume_failures; " +
 	"ALTER TABLE runs DROP COLUMN resume_error; ALTER TABLE runs DROP COLUMN resume_not_before; "
+
+// oldEvents are events as a version-4 database held them, one row each:
+// payloads of every uvarint length class the migration encodes (1, 2 and
+// 3 bytes), an empty payload, bytes that are not UTF-8 (NUL, 0xff), a
+// type that is not ASCII and an empty type, steps 0 and -1.
+func oldEvents(responseID string) []store.Event {
+	evs := []store.Event{
+		{Type: "response.created", Payload: []byte(`{"type":"response.created","sequence_number":0}`), Step: 0},
+		{Type: "response.output_text.delta", Payload: []byte{0, 1, 0xff, 0xfe, 0, '\n'}, Step: -1},
+		{Type: "héllo.wörld", Payload: []byte{}, Step: -1},
+		{Type: "", Payload: []byte("no type"), Step: 0},
+		{Type: strings.Repeat("t", 130), Payload: bytes.Repeat([]byte{0xab}, 200), Step: 0},
+		{Type: "big", Payload: bytes.Repeat([]byte("x\x00"), 20000), Step: 0},
+		{Type: "response.completed", Payload: []byte(`{"type":"response.completed"}`), Step: 0},
+	}
+	for i := range evs {
+		evs[i].ResponseID, evs[i].Seq = responseID, int64(i)
+	}
+	return evs
+}
+
+// TestMigrateEventRecords builds a version-4 database (the migrations of
+// that version, then rows in its one-row-per-event layout), opens it with
+// this build, which migrates it to event records, and requires the same
+// events back, whole and sliced, and store.Check to accept the layout.
+func TestMigrateEventRecords(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v4.db")
+	if err := sqlite.MigrateTo(ctx, path, 4); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two finished responses of one run (nums 1 and 2), so that the
+	// migration must keep each log under its own key range.
+	want := map[string][]store.Event{"resp_a": oldEvents("resp_a"), "resp_b": oldEvents("resp_b")[:3]}
+	stmts := []string{
+		`INSERT INTO runs (id, num, model, head_response_id, last_step, checkpoint_step, lease_owner, lease_epoch,
+			lease_expires_at, active, created_at, updated_at) VALUES ('run_a', 1, 'm', 'resp_b', 0, -1, '', 1, 0, 0, 1, 1)`,
+	}
+	for num, id := range []string{"resp_a", "resp_b"} {
+		stmts = append(stmts, fmt.Sprintf(`INSERT INTO responses (num, id, run_id, previous_response_id, model, owner, status,
+			next_seq, commit_step, cancel_requested, created_at, updated_at, completed_at)
+			VALUES (%d, '%s', 'run_a', '', 'm', '', 'completed', %d, 0, 0, 1, 1, 1)`, num+1, id, len(want[id])))
+	}
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for num, id := range []string{"resp_a", "resp_b"} {
+		for _, ev := range want[id] {
+			_, err := db.Exec("INSERT INTO events (k, step, type, payload) VALUES (?, ?, ?, ?)",
+				int64(num+1)<<32|ev.Seq, ev.Step, ev.Type, ev.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := sqlite.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatalf("open a version-4 database: %v", err)
+	}
+	defer s.Close()
+	for id, evs := range want {
+		got, err := s.EventList(ctx, &store.EventListParams{ResponseID: id, After: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireEvents(t, got, evs, id+" after migration")
+		for after := int64(-1); after < int64(len(evs)); after++ {
+			got, err := s.EventList(ctx, &store.EventListParams{ResponseID: id, After: after, Limit: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireEvents(t, got, evs[after+1:min(after+3, int64(len(evs)))], fmt.Sprintf("%s after %d", id, after))
+		}
+		recs, err := s.EventRecords(ctx, id)
+		if err != nil || len(recs) != len(evs) {
+			t.Fatalf("%s: %d records (%v), want one per old row (%d)", id, len(recs), err, len(evs))
+		}
+	}
+	if err := store.Check(ctx, s); err != nil {
+		t.Fatalf("Check after migration: %v", err)
+	}
+	ro, err := sql.Open("sqlite3", path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	var v, old int
+	if err := ro.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != sqlite.SchemaVersion() {
+		t.Fatalf("user_version %d (%v), want %d", v, err, sqlite.SchemaVersion())
+	}
+	if err := ro.QueryRow("SELECT count(*) FROM sqlite_master WHERE name = 'events'").Scan(&old); err != nil || old != 0 {
+		t.Fatalf("events table still there (%d, %v)", old, err)
+	}
+}
+
+// requireEvents fails unless got equals want event by event.
+func requireEvents(t *testing.T, got, want []store.Event, what string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d events, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.ResponseID != w.ResponseID || g.Seq != w.Seq || g.Type != w.Type || g.Step != w.Step || !bytes.Equal(g.Payload, w.Payload) {
+			t.Fatalf("%s: event %d = {%s %d %q step %d, %d bytes}, want {%s %d %q step %d, %d bytes}", what, i,
+				g.ResponseID, g.Seq, g.Type, g.Step, len(g.Payload), w.ResponseID, w.Seq, w.Type, w.Step, len(w.Payload))
+		}
+	}
+}

@@ -18,8 +18,8 @@ var ErrReadOnly = errors.New("sqlite: store opened read-only")
 // file), creates nothing, migrates nothing and releases no lease; reads
 // see the last committed state (WAL readers do not block the writer), and
 // every write fails with ErrReadOnly. A nil opts means the defaults.
-// Errors: ErrNotSuperstep, ErrTooNew, and the *fs.PathError of a missing
-// file.
+// Errors: ErrNotSuperstep, ErrTooNew, ErrTooOld (an older schema, which
+// only Open migrates), and the *fs.PathError of a missing file.
 func OpenReadOnly(ctx context.Context, path string, opts *Options) (*Store, error) {
 	o := opts.WithDefaults()
 	if err := o.validate(); err != nil {
@@ -59,6 +59,10 @@ func checkReadable(ctx context.Context, db *sql.DB, path string) error {
 		return fmt.Errorf("%w: %s (application_id %#x, schema version %d)", ErrNotSuperstep, path, appID, version)
 	case version > SchemaVersion():
 		return fmt.Errorf("%w: %s has schema version %d, this build knows up to %d", ErrTooNew, path, version, SchemaVersion())
+	case version < SchemaVersion():
+		// Reads would fail on the first table or column that changed
+		// (the event log's, since version 5) with a bare "no such table".
+		return fmt.Errorf("%w: %s has schema version %d, this build's is %d", ErrTooOld, path, version, SchemaVersion())
 	}
 	return nil
 }

@@ -89,4 +89,23 @@ func TestOpenReadOnly_Refuses(t *testing.T) {
 	if _, err := sqlite.OpenReadOnly(ctx, empty, nil); !errors.Is(err, sqlite.ErrNotSuperstep) {
 		t.Fatalf("empty file: %v", err)
 	}
+	// An older schema is not read in its old layout: the error says to
+	// migrate it, and the file stays at its version.
+	old := filepath.Join(dir, "v4.db")
+	if err := sqlite.MigrateTo(ctx, old, 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.OpenReadOnly(ctx, old, nil); !errors.Is(err, sqlite.ErrTooOld) {
+		t.Fatalf("version-4 file: %v, want ErrTooOld", err)
+	}
+	s, err := sqlite.Open(ctx, old, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	ro, err := sqlite.OpenReadOnly(ctx, old, nil)
+	if err != nil {
+		t.Fatalf("read-only open after Open migrated the file: %v", err)
+	}
+	ro.Close()
 }

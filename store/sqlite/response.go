@@ -123,7 +123,7 @@ func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, re
 	if err := fault.Point(ctx, "create.response_inserted"); err != nil {
 		return nil, err
 	}
-	if err := insertEvents(ctx, tx, num, 0, p.Events); err != nil {
+	if err := insertRecord(ctx, tx, num, 0, p.Events); err != nil {
 		return nil, err
 	}
 	return run, fault.Point(ctx, "create.events_inserted")
@@ -302,7 +302,7 @@ func deleteResponseTx(ctx context.Context, tx *sql.Tx, id string) error {
 	if err := tx.QueryRowContext(ctx, "SELECT run_id, num FROM responses WHERE id = ?", id).Scan(&runID, &num); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "DELETE FROM events WHERE k BETWEEN ? AND ?", logKey(num, 0), logKey(num, lowMax)); err != nil {
+	if _, err := tx.ExecContext(ctx, "DELETE FROM event_records WHERE k BETWEEN ? AND ?", logKey(num, 0), logKey(num, lowMax)); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM responses WHERE id = ?", id); err != nil {

@@ -3,7 +3,7 @@
 // point, Run, that a backend's own TestStore calls with a Harness. It
 // imports no backend.
 //
-// The suite is split into files by area (commit.go, concurrent.go, events.go, lease.go,
+// The suite is split into files by area (commit.go, concurrent.go, events.go, records.go, lease.go,
 // response.go, retention.go, fault.go, crash.go, hosts.go). The first t.Run
 // level names the method, the second the behaviour. Every subtest gets a store of
 // its own and ends with store.Check.
@@ -67,6 +67,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Crash", func(t *testing.T) { testCrash(t, h) })
 	t.Run("EventAppend", func(t *testing.T) { testEventAppend(t, h) })
 	t.Run("EventList", func(t *testing.T) { testEventList(t, h) })
+	t.Run("EventRecords", func(t *testing.T) { testEventRecords(t, h) })
 	t.Run("EventWait", func(t *testing.T) { testEventWait(t, h) })
 	t.Run("Fault", func(t *testing.T) { testFault(t, h) })
 	t.Run("HostRegistry", func(t *testing.T) { testHostRegistry(t, h) })
