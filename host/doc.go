@@ -1,25 +1,33 @@
-// Package host drives workflow runs durably behind the Responses API: it
-// creates responses, runs supersteps, commits each one through the store
-// before publishing its events, cancels, recovers unfinished runs and keeps
-// their leases.
+// Package host drives workflow runs durably: it creates responses, runs
+// supersteps, commits each one through the store before anyone can read
+// it, cancels, recovers unfinished runs and keeps their leases. It does no
+// HTTP (package responses does) and builds no frame or Response object:
+// what a superstep means for the stream is the projector's (package
+// protocol); host decides when it is durable.
 //
 // # Lifecycle of a response
 //
 // Create validates the request, then writes the response record, its
 // response.created event (sequence 0), the run's step-0 checkpoint and the
 // lease in one store call, and returns. A goroutine owned by the Host then
-// drives the run: the workflow's commit hook turns each superstep's outputs
-// into message items and its requests for input into function_call items,
-// and commits them with the checkpoint in one store.Commit (fenced by the
-// lease epoch, retried with backoff on transient errors). Readers (Events,
-// Wait) only ever read the durable log, so nothing is shown before its
-// commit. The first commit carries response.in_progress; the last one the
-// terminal event (response.completed — also when the run idles with
-// pending requests —, response.failed, or response.cancelled).
+// drives the run: the workflow's commit hook hands each superstep to the
+// projector (protocol.ProjectStep, through the adapter in steps.go), which
+// makes message items of its outputs and function_call items of its
+// requests for input, and commits the frames and the next snapshot with the
+// checkpoint in one store.Commit (fenced by the lease epoch, retried with
+// backoff on transient errors). Readers (Events, Wait) read the durable
+// log, so nothing is shown before its commit. The first commit carries
+// response.in_progress; the last one the terminal event
+// (response.completed — also when the run idles with pending requests —,
+// response.incomplete, response.failed, or response.cancelled).
 //
 // A follow-up Create naming previous_response_id answers the pending
 // requests with function_call_output items and continues the same run
-// from its checkpoint under a new response.
+// from its checkpoint under a new response. A plain agent (RegisterAgent
+// of an agent that is not workflow-backed) is hosted as a one-executor
+// workflow whose executor keeps the conversation in the run's state
+// (agent.WithMemory): there is one run path, and a follow-up of a
+// completed response sends its input to the run as the next turn.
 //
 // # Publication modes
 //
@@ -35,9 +43,7 @@
 // committed (crash, hand-over, failed attempt), a reset
 // response.in_progress carrying the last committed output is appended
 // before it re-runs: the log stays append-only and every reader, resuming
-// anywhere, sees the same history. A plain agent's turn (RegisterAgent of
-// an agent that is not workflow-backed) is published live the same way,
-// its whole turn being one superstep.
+// anywhere, sees the same history.
 //
 // # Recovery and fencing
 //
@@ -73,10 +79,10 @@
 // In-memory state changes only after a commit succeeded. Every failure is
 // logged and counted in superstep_host_failures_total{op}.
 //
-// Tests inject failures at named points (FaultPoint) through
-// Config.Test.FaultFunc; a binary built with -tags faults also reads one
-// from the SUPERSTEP_HOST_FAULT environment variable (see FaultEnv),
-// including "crash", which kills the process at the point.
+// Tests inject failures at named points (FaultPoint, on internal/fault)
+// through Config.Test.FaultFunc; a binary built with -tags faults also
+// reads one from the SUPERSTEP_HOST_FAULT environment variable (see
+// FaultEnv), including "crash", which kills the process at the point.
 //
 // # Storage
 //
@@ -99,5 +105,5 @@
 // hand-over: executors' external effects are at-least-once. Executors get a
 // stable key per run, superstep and executor (workflow.Context's
 // IdempotencyKey) to pass to systems that deduplicate. A plain agent's turn
-// is one step: a crash mid-turn re-runs the whole turn.
+// is one superstep: a crash mid-turn re-runs the whole turn.
 package host

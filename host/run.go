@@ -65,6 +65,14 @@ type run struct {
 	startStep int64
 }
 
+// runInfo is what a run's driver tells its executors about the response
+// they work for (as a workflow.Invocation).
+type runInfo struct {
+	ResponseID string
+	// Metadata is the request metadata of that response. Do not modify it.
+	Metadata map[string]string
+}
+
 // responseID returns the run's head response id.
 func (r *run) responseID() string { return r.info.ResponseID }
 
