@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/superstep/superstep/protocol"
 )
 
 // Outcome is what a finished response amounts to: its final status and one
@@ -127,14 +129,9 @@ func ItemOutcome(item []byte) (text, itemType string, err error) {
 	return it.text(), it.Type, nil
 }
 
-// IsTerminal reports whether an event type ends a response's stream.
-func IsTerminal(eventType string) bool {
-	switch eventType {
-	case "response.completed", "response.failed", "response.incomplete", "response.cancelled":
-		return true
-	}
-	return false
-}
+// IsTerminal reports whether an event type ends a response's stream: the
+// one set, protocol.IsTerminal.
+func IsTerminal(eventType string) bool { return protocol.IsTerminal(eventType) }
 
 // jsonEqual reports whether a and b are the same JSON text up to
 // insignificant whitespace.
