@@ -1,0 +1,56 @@
+package protocol
+
+import (
+	"testing"
+	"time"
+)
+
+// BenchmarkProjectStep measures the projector's share of a superstep's
+// commit: one message item and the step's frames, snapshot and record
+// fields encoded, on top of a response that already holds 10 items.
+func BenchmarkProjectStep(b *testing.B) {
+	st := benchState(b, 10)
+	s := &Step{Number: 11, Status: StatusInProgress, At: time.Unix(1, 0),
+		Outputs: []Output{{Kind: OutputMessage, Executor: "w", Text: "a short reply of about fifty bytes, as W1 writes"}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ProjectStep(st, Live{}, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkProjectLive measures one live text delta (the token path).
+func BenchmarkProjectLive(b *testing.B) {
+	st := benchState(b, 10)
+	fs, live, err := ProjectLive(st, st.NextSeq, Live{}, &LiveEvent{Step: 11, Executor: "w", Stream: "w#1", Kind: LiveTextDelta, Text: "tok"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	next := fs[len(fs)-1].Seq + 1
+	ev := &LiveEvent{Step: 11, Executor: "w", Stream: "w#1", Kind: LiveTextDelta, Text: "en "}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := ProjectLive(st, next, live, ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchState returns a response in progress with n message items.
+func benchState(b *testing.B, n int) State {
+	c, err := Create(&NewResponseParams{ID: "resp_bench", Model: "m", Status: StatusInProgress, CreatedAt: time.Unix(1, 0)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := c.Next
+	for i := 1; i <= n; i++ {
+		c, err := ProjectStep(st, Live{}, &Step{Number: int64(i), Status: StatusInProgress,
+			Outputs: []Output{{Kind: OutputMessage, Executor: "w", Text: "earlier item"}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		st = c.Next
+	}
+	return st
+}
