@@ -57,12 +57,20 @@ const (
 )
 
 // Message is one input item. With CallID set it is the output of a function
-// call, i.e. the answer to a request for input, and Text is that output.
+// call, i.e. the answer to a request for input, and Text is that output;
+// with CallID and Name set (Role RoleAssistant) it is the function call
+// itself, as an earlier turn made it (a client replaying the conversation
+// sends it back), with its Arguments.
 type Message struct {
-	Role   Role   `json:"role"`
-	Text   string `json:"text"`
-	CallID string `json:"call_id,omitempty"`
+	Role      Role   `json:"role"`
+	Text      string `json:"text"`
+	CallID    string `json:"call_id,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
 }
+
+// IsCall reports whether m is a function call an assistant made.
+func (m Message) IsCall() bool { return m.Name != "" && m.CallID != "" }
 
 // UpdateKind says what an Update carries.
 type UpdateKind string

@@ -50,14 +50,30 @@ type modelReply struct {
 	usage  Usage
 }
 
-// fromMessages converts input messages to conversation items. Outputs of
-// function calls the model did not make in this conversation (CallID set)
-// become user text, since the model has no call to pair them with.
+// fromMessages converts input messages to conversation items. A function
+// call an assistant made (a replayed conversation) joins the assistant item
+// before it, as the model API pairs calls with their outputs; the output of
+// such a call is a tool result. Outputs of function calls the model did
+// not make in this conversation become user text, since the model has no
+// call to pair them with.
 func fromMessages(in []Message) []convItem {
 	out := make([]convItem, 0, len(in))
+	calls := map[string]bool{}
 	for _, m := range in {
 		role := m.Role
 		switch {
+		case m.IsCall():
+			calls[m.CallID] = true
+			c := toolCall{ID: m.CallID, Name: m.Name, Args: m.Arguments}
+			if n := len(out); n > 0 && out[n-1].role == RoleAssistant {
+				out[n-1].calls = append(out[n-1].calls, c)
+			} else {
+				out = append(out, convItem{role: RoleAssistant, calls: []toolCall{c}})
+			}
+			continue
+		case m.CallID != "" && calls[m.CallID]:
+			out = append(out, convItem{role: RoleTool, callID: m.CallID, text: m.Text})
+			continue
 		case m.CallID != "":
 			out = append(out, convItem{role: RoleUser, text: "Output of call " + m.CallID + ": " + m.Text})
 			continue

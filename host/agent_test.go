@@ -136,3 +136,58 @@ func TestHost_Recover_PlainAgentTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Stateless replay: a request without previous_response_id whose input is
+// the conversation so far (user message, the assistant's function call and
+// its output) starts a turn that sees all of it, the call paired with its
+// output; an output answering no call in the input is refused and nothing
+// is stored.
+func TestHost_StatelessReplay(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &setupOpts{noReg: true})
+	var seen atomic.Value
+	rec := agent.AgentFunc(func(_ context.Context, _ *agent.Session, in []agent.Message) iter.Seq2[agent.Update, error] {
+		seen.Store(slices.Clone(in))
+		return func(yield func(agent.Update, error) bool) {
+			yield(agent.Update{Kind: agent.UpdateText, Text: "It is 20C."}, nil)
+		}
+	})
+	if err := b.host.RegisterAgent("rec", rec); err != nil {
+		t.Fatal(err)
+	}
+	input := []host.InputItem{
+		{Type: host.InputMessage, Role: "user", Text: "weather?"},
+		{Type: "reasoning"},
+		{Type: "function_call", CallID: "call_1", Name: "weather", Arguments: `{"city":"Paris"}`},
+		{Type: host.InputFunctionCallOutput, CallID: "call_1", Output: "20C"},
+	}
+	r, err := b.host.Create(testCtx(t), &host.CreateParams{Model: "rec", Store: true, Input: input})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, b.host, r.ID, -1)
+	if got := outputs(evs); !slices.Equal(got, []string{"It is 20C."}) {
+		t.Fatalf("outputs %q", got)
+	}
+	want := []agent.Message{{Role: agent.RoleUser, Text: "weather?"},
+		{Role: agent.RoleAssistant, CallID: "call_1", Name: "weather", Arguments: `{"city":"Paris"}`},
+		{Role: agent.RoleTool, CallID: "call_1", Text: "20C"}}
+	if got, _ := seen.Load().([]agent.Message); !slices.Equal(got, want) {
+		t.Fatalf("the agent saw %+v, want %+v", got, want)
+	}
+
+	before, err := b.store.RunList(testCtx(t), &store.RunListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.host.Create(testCtx(t), &host.CreateParams{Model: "rec", Store: true,
+		Input: []host.InputItem{{Type: host.InputFunctionCallOutput, CallID: "call_9", Output: "x"}}})
+	var ie *host.InputError
+	if !errors.As(err, &ie) || ie.Param != "input" || !strings.Contains(ie.Message, "call_9") {
+		t.Fatalf("a stray output: %v", err)
+	}
+	after, err := b.store.RunList(testCtx(t), &store.RunListParams{})
+	if err != nil || len(after) != len(before) {
+		t.Fatalf("a refused request stored something: %d runs before, %d after (%v)", len(before), len(after), err)
+	}
+}

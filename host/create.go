@@ -69,11 +69,8 @@ func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, er
 	if p.PreviousResponseID != "" {
 		return h.createContinuation(ctx, m, p)
 	}
-	for _, it := range p.Input {
-		if it.Type == InputFunctionCallOutput {
-			return nil, &InputError{Param: "input", Code: "invalid_value",
-				Message: fmt.Sprintf("function_call_output (call_id %q) needs previous_response_id", it.CallID)}
-		}
+	if err := replayedCalls(p.Input); err != nil {
+		return nil, err
 	}
 	return h.createWorkflowRun(ctx, m, p)
 }
@@ -249,13 +246,17 @@ func withStoredRequest(p *CreateParams) (*CreateParams, error) {
 }
 
 // toMessages converts input items to agent messages: the same mapping for
-// workflows hosted natively and agents.
+// workflows hosted natively and agents. Reasoning items carry nothing a
+// hosted model reads back.
 func toMessages(items []InputItem) []agent.Message {
 	out := make([]agent.Message, 0, len(items))
 	for _, it := range items {
 		switch it.Type {
 		case InputFunctionCallOutput:
 			out = append(out, agent.Message{Role: agent.RoleTool, Text: it.Output, CallID: it.CallID})
+		case protocol.InputFunctionCall:
+			out = append(out, agent.Message{Role: agent.RoleAssistant, CallID: it.CallID, Name: it.Name, Arguments: it.Arguments})
+		case protocol.InputReasoning:
 		default:
 			role := agent.Role(it.Role)
 			if role == "" {
@@ -265,6 +266,29 @@ func toMessages(items []InputItem) []agent.Message {
 		}
 	}
 	return out
+}
+
+// replayedCalls checks the function_call_output items of a request without
+// previous_response_id: each must answer a function_call item earlier in
+// the same input (a client that keeps the conversation itself replays it
+// whole, as the AI SDK's and LangChain's tool loops and OpenAI's
+// function-calling guide do). An output with no such call would answer a
+// call the server does not know: use previous_response_id for that.
+func replayedCalls(input []InputItem) error {
+	calls := map[string]bool{}
+	for _, it := range input {
+		switch it.Type {
+		case protocol.InputFunctionCall:
+			calls[it.CallID] = true
+		case InputFunctionCallOutput:
+			if !calls[it.CallID] {
+				return &InputError{Param: "input", Code: "invalid_value", Message: fmt.Sprintf(
+					"function_call_output (call_id %q) answers no function_call earlier in the input; "+
+						"send the call with it, or continue the response that made it with previous_response_id", it.CallID)}
+			}
+		}
+	}
+	return nil
 }
 
 // deliverInput gives the input of a response continuing prevID to wr, the

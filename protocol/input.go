@@ -7,26 +7,36 @@ import (
 	"strings"
 )
 
-// Input item types a create request may hold.
+// Input item types a create request may hold. A client that keeps the
+// conversation itself (stateless replay) sends earlier output items back:
+// assistant messages, function_call items and reasoning items.
 const (
 	InputMessage            = "message"
 	InputFunctionCallOutput = "function_call_output"
+	InputFunctionCall       = "function_call"
+	InputReasoning          = "reasoning"
 )
 
 // InputItem is one input item of a create request, normalised: a message
-// (Role, Text) or a function_call_output (CallID, Output).
+// (Role, Text), a function_call_output (CallID, Output), a function_call
+// an earlier response made (CallID, Name, Arguments), or a reasoning item
+// (kept only as a place in the conversation: its content is the model's,
+// and no hosted model reads it back).
 type InputItem struct {
-	Type   string `json:"type"`              // "message" or "function_call_output"
-	Role   string `json:"role,omitempty"`    // message: "user", "system", "developer", "assistant"
-	Text   string `json:"text,omitempty"`    // message text
-	CallID string `json:"call_id,omitempty"` // function_call_output
-	Output string `json:"output,omitempty"`  // function_call_output (JSON text or plain string)
+	Type      string `json:"type"`                // one of the Input* item types
+	Role      string `json:"role,omitempty"`      // message: "user", "system", "developer", "assistant"
+	Text      string `json:"text,omitempty"`      // message text
+	CallID    string `json:"call_id,omitempty"`   // function_call_output, function_call
+	Output    string `json:"output,omitempty"`    // function_call_output (JSON text or plain string)
+	Name      string `json:"name,omitempty"`      // function_call
+	Arguments string `json:"arguments,omitempty"` // function_call (JSON text)
 }
 
 // itemKeys are the fields of the input items the API defines; partKeys
 // those of their content parts. A case variant of one is refused.
 var (
-	itemKeys = []string{"type", "id", "status", "role", "content", "call_id", "output", "name", "arguments"}
+	itemKeys = []string{"type", "id", "status", "role", "content", "call_id", "output", "name", "arguments",
+		"summary", "encrypted_content"}
 	partKeys = []string{"type", "text", "annotations", "logprobs", "image_url", "file_id", "file_url",
 		"file_data", "filename", "detail"}
 )
@@ -193,10 +203,34 @@ func parseInputItem(raw []byte, param string) (InputItem, error) {
 		return parseMessage(fields, param)
 	case InputFunctionCallOutput:
 		return parseFunctionCallOutput(fields, param)
+	case InputFunctionCall:
+		return parseFunctionCall(fields, param)
+	case InputReasoning:
+		return InputItem{Type: InputReasoning}, nil
 	}
 	return InputItem{}, requestErr(param+".type", CodeUnsupportedValue,
-		"Invalid value for '%s.type': '%s' is not supported; supported input item types are 'message' and 'function_call_output'.",
+		"Invalid value for '%s.type': '%s' is not supported; supported input item types are 'message', 'function_call', 'function_call_output' and 'reasoning'.",
 		param, truncate(kind, 64))
+}
+
+// parseFunctionCall reads a function_call item an earlier response made,
+// sent back by a client that replays the conversation.
+func parseFunctionCall(fields map[string]json.RawMessage, param string) (InputItem, error) {
+	it := InputItem{Type: InputFunctionCall}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"call_id", &it.CallID}, {"name", &it.Name}, {"arguments", &it.Arguments}} {
+		v, err := optString(fields[f.key], param+"."+f.key)
+		if err != nil {
+			return InputItem{}, err
+		}
+		if v == nil || (*v == "" && f.key != "arguments") {
+			return InputItem{}, requestErr(param+"."+f.key, CodeMissingParam, "Missing required parameter: '%s.%s'.", param, f.key)
+		}
+		*f.dst = *v
+	}
+	return it, nil
 }
 
 // validRoles are the message roles the Responses API defines.

@@ -249,3 +249,45 @@ func compact(t *testing.T, v []byte) string {
 	}
 	return b.String()
 }
+
+// A client that keeps the conversation replays earlier output items: an
+// assistant message (with the id and status the API gave it), a
+// function_call and a reasoning item are read; the call needs its call_id
+// and name.
+func TestReadInput_ReplayedOutputItems(t *testing.T) {
+	body := `{"model":"m","input":[
+		{"role":"user","content":"weather in Paris?"},
+		{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"xyz"},
+		{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Let me look.","annotations":[]}]},
+		{"type":"function_call","id":"fc_1","status":"completed","call_id":"call_1","name":"weather","arguments":"{\"city\":\"Paris\"}"},
+		{"type":"function_call_output","call_id":"call_1","output":"20C"}]}`
+	got, err := ReadInput([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []InputItem{{Type: InputMessage, Role: "user", Text: "weather in Paris?"}, {Type: InputReasoning},
+		{Type: InputMessage, Role: "assistant", Text: "Let me look."},
+		{Type: InputFunctionCall, CallID: "call_1", Name: "weather", Arguments: `{"city":"Paris"}`},
+		{Type: InputFunctionCallOutput, CallID: "call_1", Output: "20C"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	// BuildRequest writes them so that the reader reads them back.
+	again, err := ReadInput(BuildRequest(&RequestParams{Model: "m", Input: want}))
+	if err != nil || !reflect.DeepEqual(again, want) {
+		t.Fatalf("round trip %+v %v", again, err)
+	}
+	for _, c := range []struct{ item, param string }{
+		{`{"type":"function_call","name":"f","arguments":"{}"}`, "input[0].call_id"},
+		{`{"type":"function_call","call_id":"c","arguments":"{}"}`, "input[0].name"},
+		{`{"type":"function_call","call_id":"c","name":"f"}`, "input[0].arguments"},
+		{`{"type":"function_call","call_id":"c","name":"f","arguments":{}}`, "input[0].arguments"},
+		{`{"type":"web_search_call","id":"ws_1"}`, "input[0].type"},
+	} {
+		_, err := ReadInput([]byte(`{"model":"m","input":[` + c.item + `]}`))
+		var re *RequestError
+		if !errors.As(err, &re) || re.Param != c.param {
+			t.Errorf("%s: %v, want an error on %s", c.item, err, c.param)
+		}
+	}
+}

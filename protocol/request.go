@@ -366,6 +366,15 @@ func BuildRequest(p *RequestParams) []byte {
 		switch it.Type {
 		case InputFunctionCallOutput:
 			input = append(input, output{Type: it.Type, CallID: it.CallID, Output: it.Output})
+		case InputFunctionCall:
+			input = append(input, struct {
+				Type      string `json:"type"`
+				CallID    string `json:"call_id"`
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			}{it.Type, it.CallID, it.Name, it.Arguments})
+		case InputReasoning:
+			input = append(input, map[string]any{"type": InputReasoning, "summary": []any{}})
 		case InputMessage, "":
 			role := it.Role
 			if role == "" {

@@ -25,6 +25,11 @@ type inputItem struct {
 	Content []contentPart `json:"content,omitempty"`
 	CallID  string        `json:"call_id,omitempty"`
 	Output  *string       `json:"output,omitempty"`
+	// Name and Arguments are a function_call's; Summary a reasoning
+	// item's (empty: its content is not kept).
+	Name      string  `json:"name,omitempty"`
+	Arguments *string `json:"arguments,omitempty"`
+	Summary   []any   `json:"summary,omitempty"`
 }
 
 type contentPart struct {
@@ -175,22 +180,26 @@ func badCursor(param, id string) error {
 // inputItemID is the stable id of the input item at index i of the
 // request of the response whose id ends in suffix.
 func inputItemID(in host.InputItem, suffix string, i int) string {
-	prefix := "msg_"
-	if in.Type == itemFunctionCallOutput {
-		prefix = "fco_"
-	}
-	return fmt.Sprintf("%s%s_%04d", prefix, suffix, i)
+	return fmt.Sprintf("%s%s_%04d", itemPrefix[in.Type], suffix, i)
 }
+
+// itemPrefix is the id prefix of each input item type.
+var itemPrefix = map[string]string{itemMessage: "msg_", itemFunctionCallOutput: "fco_",
+	protocol.InputFunctionCall: "fc_", protocol.InputReasoning: "rs_"}
 
 // cursorIndex returns the index an input item id names, or -1 when id is
 // not the id of an item among n of the response with suffix. The item's
 // type, which the prefix names, is checked against the item itself.
 func cursorIndex(id, suffix string, n int) int {
-	rest, ok := strings.CutPrefix(id, "msg_")
-	if !ok {
-		if rest, ok = strings.CutPrefix(id, "fco_"); !ok {
-			return -1
+	var rest string
+	ok := false
+	for _, p := range itemPrefix {
+		if rest, ok = strings.CutPrefix(id, p); ok {
+			break
 		}
+	}
+	if !ok {
+		return -1
 	}
 	digits, ok := strings.CutPrefix(rest, suffix+"_")
 	if !ok {
@@ -204,9 +213,15 @@ func cursorIndex(id, suffix string, n int) int {
 }
 
 func toInputItem(in host.InputItem, id string) inputItem {
-	if in.Type == itemFunctionCallOutput {
+	switch in.Type {
+	case itemFunctionCallOutput:
 		out := in.Output
 		return inputItem{ID: id, Type: in.Type, Status: "completed", CallID: in.CallID, Output: &out}
+	case protocol.InputFunctionCall:
+		args := in.Arguments
+		return inputItem{ID: id, Type: in.Type, Status: "completed", CallID: in.CallID, Name: in.Name, Arguments: &args}
+	case protocol.InputReasoning:
+		return inputItem{ID: id, Type: in.Type, Status: "completed", Summary: []any{}}
 	}
 	part := contentPart{Type: "input_text", Text: in.Text}
 	if in.Role == "assistant" {
