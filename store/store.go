@@ -73,6 +73,18 @@ type Response struct {
 	// items). Written by ResponseCreate, never changed. A durable fact, so
 	// recovery need not infer whether answers were absorbed.
 	StartStep int64
+	// Publication is how the response's events reach readers, as the host
+	// decided when it created the response ("committed" or "live"; the
+	// store treats it as an opaque short string). Written by
+	// ResponseCreate, never changed; "" for responses created before the
+	// store kept it. A durable fact, so recovery need not re-decide it.
+	Publication string
+	// Input is the response's normalised input items as the host read them
+	// from the request at create (opaque JSON; nil when absent, also for
+	// responses created before the store kept it). It is what recovery
+	// re-delivers to the workflow, so the host never re-parses Request.
+	// Written by ResponseCreate, never changed; nil stays nil.
+	Input []byte
 	// CancelRequested is set by ResponseCancel. From then on the response
 	// reads as cancelled (Status is StatusCancelled) and the only commit the
 	// store accepts for it is one with Status StatusCancelled (ErrCancelled
@@ -208,7 +220,7 @@ type CheckpointInfo struct {
 
 // ResponseCreateParams are the arguments of ResponseCreate.
 type ResponseCreateParams struct {
-	Response *Response // ID, Model, Owner, Status, Request, Snapshot; CreatedAt defaults to Now
+	Response *Response // ID, Model, Owner, Status, Request, Snapshot, Publication, Input; CreatedAt defaults to Now
 	// RunID names the run. Without Response.PreviousResponseID the run is
 	// created with Response as its head (ErrConflict when it exists). With
 	// it (a continuation) the run must exist, PreviousResponseID must be

@@ -3,22 +3,29 @@ package postgres
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/internal/eventrec"
 )
 
-// undoVersion5 undoes migration 5 (event records) for tests that build a
-// schema of an older version from a new one: the events table comes back
-// empty and every log with it (next_seq 0), as those tests do not read
-// events, and the record-taking functions go (migration 5 drops the old
-// ones only if they exist). TestMigrateEventRecords builds a version-4
-// schema with events.
-const undoVersion5 = "DROP TABLE event_records; CREATE TABLE events (response_id text NOT NULL, seq bigint NOT NULL, " +
+// undoVersion6 undoes migration 6 (response facts), for tests that build a
+// schema of an older version from a new one.
+const undoVersion6 = "ALTER TABLE responses DROP COLUMN publication, DROP COLUMN input; "
+
+// undoVersion5 undoes migrations 6 and 5 (event records) for tests that
+// build a schema of an older version from a new one: the events table
+// comes back empty and every log with it (next_seq 0), as those tests do
+// not read events, and the record-taking functions go (migration 5 drops
+// the old ones only if they exist). TestMigrateEventRecords builds a
+// version-4 schema with events.
+const undoVersion5 = undoVersion6 + "DROP TABLE event_records; CREATE TABLE events (response_id text NOT NULL, seq bigint NOT NULL, " +
 	"type text NOT NULL, payload bytea, step bigint NOT NULL, PRIMARY KEY (response_id, seq)); " +
 	"DROP FUNCTION superstep_commit(text, bigint, bigint, text, bigint, bigint, bigint, bytea, text[], bytea[], bytea[], " +
 	"bytea[], bytea[], bigint, text, bytea, bytea, bytea, timestamptz, boolean, text, text); " +
@@ -150,6 +157,93 @@ func TestMigrateEventRecords(t *testing.T) {
 		t.Fatalf("events table still there (%v, %v)", old, err)
 	}
 	checkStore(t, s)
+}
+
+// TestMigrateResponseFacts builds a version-5 schema (the migrations of
+// that version, then a run of two responses in its layout), opens it with
+// this build, which migrates it to version 6, and requires each response
+// to read Publication "" and Input nil with every other field as it was,
+// its events included. (The run has no checkpoints, so that its rows stay
+// few; store.Check would want those of the responses' CommitSteps.)
+func TestMigrateResponseFacts(t *testing.T) {
+	t.Parallel()
+	requireDB(t)
+	ctx := t.Context()
+	schema := newSchemaName(t)
+	pool := migrateSchemaTo(t, schema, 5)
+	at := func(us int64) time.Time { return time.UnixMicro(us).UTC() }
+	done := at(1_700_000_000_300_003)
+	want := []*store.Response{{
+		ID: "resp_a", RunID: "run_a", Model: "m", Owner: "key-1", Status: store.StatusCompleted,
+		Request: []byte(`{"model":"m","input":"hi"}`), Snapshot: []byte(`{"id":"resp_a","status":"completed"}`),
+		Error: []byte(`{"code":"x"}`), Usage: []byte(`{"total_tokens":3}`), NextSeq: 2, CommitStep: 2, StartStep: 0,
+		CreatedAt: at(1_700_000_000_100_001), UpdatedAt: at(1_700_000_000_200_002), CompletedAt: &done,
+	}, {
+		ID: "resp_b", RunID: "run_a", PreviousResponseID: "resp_a", Model: "m", Status: store.StatusCancelled,
+		NextSeq: 2, CommitStep: 3, StartStep: 2, CancelRequested: true,
+		CreatedAt: at(1_700_000_000_400_004), UpdatedAt: at(1_700_000_000_500_005), CompletedAt: &done,
+	}}
+	if _, err := pool.Exec(ctx, `INSERT INTO runs (id, model, head_response_id, last_step, active, created_at, updated_at)
+		VALUES ('run_a', 'm', 'resp_b', 3, false, now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range want {
+		_, err := pool.Exec(ctx, `INSERT INTO responses (id, run_id, previous_response_id, model, owner, status, request,
+			snapshot, error, usage, next_seq, commit_step, start_step, cancel_requested, created_at, updated_at, completed_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+			r.ID, r.RunID, r.PreviousResponseID, r.Model, r.Owner, string(r.Status), r.Request, r.Snapshot, r.Error, r.Usage,
+			r.NextSeq, r.CommitStep, r.StartStep, r.CancelRequested, r.CreatedAt, r.UpdatedAt, r.CompletedAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := eventrec.Append(eventrec.Append(nil, "response.created", []byte("{}")), "response.done", []byte("{}"))
+		if _, err := pool.Exec(ctx, `INSERT INTO event_records (response_id, first_seq, last_seq, step, bytes, data)
+			VALUES ($1, 0, 1, 0, 4, $2)`, r.ID, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool.Close()
+
+	s := openStore(t, schema, nil)
+	if v := schemaVersionOf(t, s); v != 6 || v != latestVersion(t) {
+		t.Fatalf("schema version %d after Open, want 6 (the latest, %d)", v, latestVersion(t))
+	}
+	listed, err := s.ResponseListByRun(ctx, "run_a")
+	if err != nil || len(listed) != len(want) {
+		t.Fatalf("ResponseListByRun: %d responses (%v), want %d", len(listed), err, len(want))
+	}
+	for i, w := range want {
+		got, err := s.ResponseGet(ctx, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireMigratedResponse(t, got, w, "ResponseGet")
+		requireMigratedResponse(t, listed[i], w, "ResponseListByRun")
+		evs, err := s.EventList(ctx, &store.EventListParams{ResponseID: w.ID, After: -1})
+		if err != nil || len(evs) != 2 || evs[0].Type != "response.created" || evs[1].Type != "response.done" {
+			t.Fatalf("%s: events %+v (%v) after migration", w.ID, evs, err)
+		}
+	}
+}
+
+// requireMigratedResponse fails unless got, a response written before
+// migration 6, reads Publication "" and Input nil and otherwise equals
+// want (times compared as instants).
+func requireMigratedResponse(t *testing.T, got, want *store.Response, what string) {
+	t.Helper()
+	if got.Publication != "" || got.Input != nil {
+		t.Fatalf("%s %s: Publication %q Input %q (nil %v), want \"\" and nil", what, got.ID, got.Publication, got.Input, got.Input == nil)
+	}
+	g, w := *got, *want
+	if !g.CreatedAt.Equal(w.CreatedAt) || !g.UpdatedAt.Equal(w.UpdatedAt) || (g.CompletedAt == nil) != (w.CompletedAt == nil) ||
+		(g.CompletedAt != nil && !g.CompletedAt.Equal(*w.CompletedAt)) {
+		t.Fatalf("%s %s: times %v %v %v, want %v %v %v", what, g.ID, g.CreatedAt, g.UpdatedAt, g.CompletedAt,
+			w.CreatedAt, w.UpdatedAt, w.CompletedAt)
+	}
+	g.CreatedAt, g.UpdatedAt, g.CompletedAt = w.CreatedAt, w.UpdatedAt, w.CompletedAt
+	if !reflect.DeepEqual(g, w) {
+		t.Fatalf("%s %s after migration:\n got  %+v\n want %+v", what, g.ID, g, w)
+	}
 }
 
 // schemaVersionOf reads the newest version recorded in s's schema.

@@ -35,13 +35,15 @@ func scanRun(row pgx.Row) (*store.Run, error) {
 // responseColumns are selected by every query that returns a response;
 // scanResponse reads them.
 const responseColumns = `id, run_id, previous_response_id, model, owner, status, request, snapshot,
-	error, usage, next_seq, commit_step, start_step, cancel_requested, created_at, updated_at, completed_at`
+	error, usage, next_seq, commit_step, start_step, publication, input, cancel_requested, created_at, updated_at,
+	completed_at`
 
 func scanResponse(row pgx.Row) (*store.Response, error) {
 	var r store.Response
 	var status string
 	err := row.Scan(&r.ID, &r.RunID, &r.PreviousResponseID, &r.Model, &r.Owner, &status, &r.Request,
-		&r.Snapshot, &r.Error, &r.Usage, &r.NextSeq, &r.CommitStep, &r.StartStep, &r.CancelRequested, &r.CreatedAt,
+		&r.Snapshot, &r.Error, &r.Usage, &r.NextSeq, &r.CommitStep, &r.StartStep, &r.Publication, &r.Input,
+		&r.CancelRequested, &r.CreatedAt,
 		&r.UpdatedAt, &r.CompletedAt)
 	if err != nil {
 		return nil, err

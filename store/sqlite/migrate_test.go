@@ -6,19 +6,26 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/internal/eventrec"
 	"github.com/superstep/superstep/store/sqlite"
 )
 
-// undoVersion5 undoes migration 5 (event records) for tests that build a
-// database of an older schema version from a new one: the events table
-// comes back empty and every log with it (next_seq 0), as those tests do
-// not read events; TestMigrateEventRecords builds a version-4 database with
-// events.
-const undoVersion5 = "DROP TABLE event_records; CREATE TABLE events (k INTEGER PRIMARY KEY, step INTEGER NOT NULL, " +
+// undoVersion6 undoes migration 6 (response facts), for tests that build a
+// database of an older schema version from a new one.
+const undoVersion6 = "ALTER TABLE responses DROP COLUMN publication; ALTER TABLE responses DROP COLUMN input; "
+
+// undoVersion5 undoes migrations 6 and 5 (event records) for tests that
+// build a database of an older schema version from a new one: the events
+// table comes back empty and every log with it (next_seq 0), as those
+// tests do not read events; TestMigrateEventRecords builds a version-4
+// database with events.
+const undoVersion5 = undoVersion6 + "DROP TABLE event_records; CREATE TABLE events (k INTEGER PRIMARY KEY, step INTEGER NOT NULL, " +
 	"type TEXT NOT NULL, payload BLOB NOT NULL, seq INTEGER GENERATED ALWAYS AS (k & 4294967295) VIRTUAL); " +
 	"UPDATE responses SET next_seq = 0; "
 
@@ -130,6 +137,121 @@ func TestMigrateEventRecords(t *testing.T) {
 	if err := ro.QueryRow("SELECT count(*) FROM sqlite_master WHERE name = 'events'").Scan(&old); err != nil || old != 0 {
 		t.Fatalf("events table still there (%d, %v)", old, err)
 	}
+}
+
+// TestMigrateResponseFacts builds a version-5 database (the migrations of
+// that version, then a run of two responses in its layout), opens it with
+// this build, which migrates it to version 6, and requires each response
+// to read Publication "" and Input nil with every other field as it was,
+// its events included. (The run has no checkpoints, so that its rows stay
+// few; store.Check would want those of the responses' CommitSteps.)
+func TestMigrateResponseFacts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v5.db")
+	if err := sqlite.MigrateTo(ctx, path, 5); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := func(n int64) time.Time { return time.Unix(0, n).UTC() }
+	done := ns(1_700_000_000_300_000_003)
+	want := []*store.Response{{
+		ID: "resp_a", RunID: "run_a", Model: "m", Owner: "key-1", Status: store.StatusCompleted,
+		Request: []byte(`{"model":"m","input":"hi"}`), Snapshot: []byte(`{"id":"resp_a","status":"completed"}`),
+		Error: []byte(`{"code":"x"}`), Usage: []byte(`{"total_tokens":3}`), NextSeq: 2, CommitStep: 2, StartStep: 0,
+		CreatedAt: ns(1_700_000_000_100_000_001), UpdatedAt: ns(1_700_000_000_200_000_002), CompletedAt: &done,
+	}, {
+		ID: "resp_b", RunID: "run_a", PreviousResponseID: "resp_a", Model: "m", Status: store.StatusCancelled,
+		NextSeq: 2, CommitStep: 3, StartStep: 2, CancelRequested: true,
+		CreatedAt: ns(1_700_000_000_400_000_004), UpdatedAt: ns(1_700_000_000_500_000_005), CompletedAt: &done,
+	}}
+	if _, err := db.Exec(`INSERT INTO runs (id, num, model, head_response_id, last_step, checkpoint_step, lease_owner,
+		lease_epoch, lease_expires_at, active, created_at, updated_at, resume_failures, resume_error, resume_not_before)
+		VALUES ('run_a', 1, 'm', 'resp_b', 3, -1, '', 1, 0, 0, 1, 1, 0, '', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range want {
+		num := int64(i + 1)
+		_, err := db.Exec(`INSERT INTO responses (num, id, run_id, previous_response_id, model, owner, status, request,
+			snapshot, error, usage, next_seq, commit_step, start_step, cancel_requested, created_at, updated_at, completed_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			num, r.ID, r.RunID, r.PreviousResponseID, r.Model, r.Owner, r.Status, r.Request, r.Snapshot, r.Error, r.Usage,
+			r.NextSeq, r.CommitStep, r.StartStep, r.CancelRequested, r.CreatedAt.UnixNano(), r.UpdatedAt.UnixNano(),
+			r.CompletedAt.UnixNano())
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := eventrec.Append(eventrec.Append(nil, "response.created", []byte("{}")), "response.done", []byte("{}"))
+		if _, err := db.Exec("INSERT INTO event_records (k, last_seq, step, data) VALUES (?, 1, 0, ?)", num<<32, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := sqlite.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatalf("open a version-5 database: %v", err)
+	}
+	defer s.Close()
+	if v := userVersion(t, path); v != 6 || v != sqlite.SchemaVersion() {
+		t.Fatalf("user_version %d after Open, want 6 (this build's %d)", v, sqlite.SchemaVersion())
+	}
+	listed, err := s.ResponseListByRun(ctx, "run_a")
+	if err != nil || len(listed) != len(want) {
+		t.Fatalf("ResponseListByRun: %d responses (%v), want %d", len(listed), err, len(want))
+	}
+	for i, w := range want {
+		got, err := s.ResponseGet(ctx, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireMigratedResponse(t, got, w, "ResponseGet")
+		requireMigratedResponse(t, listed[i], w, "ResponseListByRun")
+		evs, err := s.EventList(ctx, &store.EventListParams{ResponseID: w.ID, After: -1})
+		if err != nil || len(evs) != 2 || evs[0].Type != "response.created" || evs[1].Type != "response.done" {
+			t.Fatalf("%s: events %+v (%v) after migration", w.ID, evs, err)
+		}
+	}
+}
+
+// requireMigratedResponse fails unless got, a response written before
+// migration 6, reads Publication "" and Input nil and otherwise equals
+// want (times compared as instants).
+func requireMigratedResponse(t *testing.T, got, want *store.Response, what string) {
+	t.Helper()
+	if got.Publication != "" || got.Input != nil {
+		t.Fatalf("%s %s: Publication %q Input %q (nil %v), want \"\" and nil", what, got.ID, got.Publication, got.Input, got.Input == nil)
+	}
+	g, w := *got, *want
+	if !g.CreatedAt.Equal(w.CreatedAt) || !g.UpdatedAt.Equal(w.UpdatedAt) || (g.CompletedAt == nil) != (w.CompletedAt == nil) ||
+		(g.CompletedAt != nil && !g.CompletedAt.Equal(*w.CompletedAt)) {
+		t.Fatalf("%s %s: times %v %v %v, want %v %v %v", what, g.ID, g.CreatedAt, g.UpdatedAt, g.CompletedAt,
+			w.CreatedAt, w.UpdatedAt, w.CompletedAt)
+	}
+	g.CreatedAt, g.UpdatedAt, g.CompletedAt = w.CreatedAt, w.UpdatedAt, w.CompletedAt
+	if !reflect.DeepEqual(g, w) {
+		t.Fatalf("%s %s after migration:\n got  %+v\n want %+v", what, g.ID, g, w)
+	}
+}
+
+// userVersion reads the schema version of the database at path.
+func userVersion(t *testing.T, path string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite3", path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v int
+	if err := db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // requireEvents fails unless got equals want event by event.

@@ -302,6 +302,88 @@ func testResponse(t *testing.T, h Harness) {
 		requireContinueError(t, err, store.ContinueGone, "continuing a run that does not exist")
 		CreateResponse(b.ctx, t, b.s, &ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
 	})
+
+	// Publication and Input are written by ResponseCreate and never
+	// changed: commits, live appends, a cancel, checkpoint retention and
+	// the terminal commit keep them; a response created without them
+	// reads "" and nil, and an empty Input stays empty (not nil).
+	t.Run("CreateFactsKeptAsWritten", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		const input = `[{"type":"message","role":"user","content":[{"type":"input_text","text":"héllo"}]}]`
+		p := ResponseParams(nil)
+		p.Response.Publication, p.Response.Input = "live", []byte(input)
+		c, err := b.s.ResponseCreate(b.ctx, p)
+		requireNoError(t, err, "ResponseCreate")
+		requireCreateFacts(t, c.Response, "live", []byte(input), "the create's result")
+		p.Response.Input[0] = 'X' // the store kept its own copy, or read it back
+		check := func(id, pub string, input []byte, what string) {
+			t.Helper()
+			got, err := b.s.ResponseGet(b.ctx, id)
+			requireNoError(t, err, "ResponseGet "+what)
+			requireCreateFacts(t, got, pub, input, "ResponseGet "+what)
+			resps, err := b.s.ResponseListByRun(b.ctx, got.RunID)
+			requireNoError(t, err, "ResponseListByRun "+what)
+			for _, r := range resps {
+				if r.ID == id {
+					requireCreateFacts(t, r, pub, input, "ResponseListByRun "+what)
+					return
+				}
+			}
+			t.Fatalf("ResponseListByRun %s: %s not listed", what, id)
+		}
+		check(c.Response.ID, "live", []byte(input), "after create")
+
+		cp := NextCommit(b.ctx, t, b.s, c.Run.ID, nil)
+		cp.PruneKeep = 1
+		_, err = b.s.Commit(b.ctx, cp)
+		requireNoError(t, err, "Commit")
+		check(c.Response.ID, "live", []byte(input), "after a commit (pruning checkpoints)")
+		got, err := b.s.ResponseGet(b.ctx, c.Response.ID)
+		requireNoError(t, err, "ResponseGet")
+		requireNoError(t, b.s.EventAppend(b.ctx, appendParams(c, got.NextSeq, 2)), "EventAppend")
+		check(c.Response.ID, "live", []byte(input), "after an EventAppend")
+		Commit(b.ctx, t, b.s, c.Run.ID, nil)
+		_, err = b.s.CheckpointPrune(b.ctx, &store.CheckpointPruneParams{RunID: c.Run.ID, KeepLast: 1})
+		requireNoError(t, err, "CheckpointPrune")
+		check(c.Response.ID, "live", []byte(input), "after CheckpointPrune")
+		cancelled, err := b.s.ResponseCancel(b.ctx, c.Response.ID)
+		requireNoError(t, err, "ResponseCancel")
+		requireCreateFacts(t, cancelled, "live", []byte(input), "ResponseCancel's result")
+		check(c.Response.ID, "live", []byte(input), "after ResponseCancel")
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCancelled})
+		check(c.Response.ID, "live", []byte(input), "after the terminal commit")
+		again, err := b.s.ResponseCancel(b.ctx, c.Response.ID)
+		requireNoError(t, err, "ResponseCancel of the finished response")
+		requireCreateFacts(t, again, "live", []byte(input), "ResponseCancel's result once finished")
+
+		// A continuation created without them; the first keeps its own.
+		cont := CreateResponse(b.ctx, t, b.s, &ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
+		requireCreateFacts(t, cont.Response, "", nil, "the continuation's create result")
+		check(cont.Response.ID, "", nil, "of a response created without them")
+		check(c.Response.ID, "live", []byte(input), "of the first response after a continuation")
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+		check(cont.Response.ID, "", nil, "of a response created without them, after its terminal commit")
+
+		// An empty Input is not an absent one.
+		p = ResponseParams(&ResponseOpts{RunID: c.Run.ID, PreviousResponseID: cont.Response.ID})
+		p.Response.Publication, p.Response.Input = "committed", []byte{}
+		e, err := b.s.ResponseCreate(b.ctx, p)
+		requireNoError(t, err, "ResponseCreate with an empty Input")
+		requireCreateFacts(t, e.Response, "committed", []byte{}, "the create's result (empty Input)")
+		check(e.Response.ID, "committed", []byte{}, "of a response created with an empty Input")
+		requireNoError(t, store.Check(b.ctx, b.s), "Check")
+	})
+}
+
+// requireCreateFacts fails the test unless r's Publication and Input are
+// pub and input, nil (absent) told apart from empty.
+func requireCreateFacts(t testing.TB, r *store.Response, pub string, input []byte, what string) {
+	t.Helper()
+	if r.Publication != pub || !bytes.Equal(r.Input, input) || (r.Input == nil) != (input == nil) {
+		t.Fatalf("%s: Publication %q Input %q (nil %v), want %q %q (nil %v)", what,
+			r.Publication, r.Input, r.Input == nil, pub, input, input == nil)
+	}
 }
 
 // requireContinueError fails the test unless err is a store.ContinueError
