@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -189,9 +190,21 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 	if capped && slot == 0 {
 		owner = "" // queued: any host with capacity claims it
 	}
+	// The durable facts recovery reads instead of re-deriving them: the
+	// publication mode decided now (the model's default may change before
+	// a recovery) and the input as read now (the reader may change).
+	mode, err := publicationMode(p.Metadata, m.publication)
+	if err != nil {
+		return nil, err
+	}
+	input, err := json.Marshal(p.Input)
+	if err != nil {
+		return nil, fmt.Errorf("host: encode input: %w", err)
+	}
 	res, err := h.store.ResponseCreate(ctx, &store.ResponseCreateParams{
 		Response: &store.Response{ID: snap.ID, PreviousResponseID: p.PreviousResponseID, Model: m.ID,
-			Owner: p.Owner, Status: store.Status(status), Request: p.Request, Snapshot: c.Snapshot, CreatedAt: now},
+			Owner: p.Owner, Status: store.Status(status), Request: p.Request, Snapshot: c.Snapshot, CreatedAt: now,
+			Publication: mode, Input: input},
 		RunID: sp.runID, Checkpoint: sp.checkpoint, Events: toEventInputs(c.Frames),
 		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration}) // the lease on the store's clock
 	if err != nil {
@@ -350,14 +363,23 @@ func (h *Host) applyAnswers(ctx context.Context, runID string, wr *workflow.Run,
 	return nil
 }
 
-// storedInput returns the input items of a stored request, read by the
-// one reader the HTTP parser uses, so that recovery redoes exactly the work
-// the request asked for: re-deliver answers, re-run an agent turn. A
-// stored request the reader refuses is an error, never a guess.
-func storedInput(request []byte) ([]InputItem, error) {
-	in, err := protocol.ReadInput(request)
+// storedInput returns the input items of a stored response as the host
+// read them at create (store.Response.Input), so that recovery redoes
+// exactly the work the request asked for: re-deliver answers or a
+// conversation's input. A response stored before the record kept them is
+// read from its request by the one reader the HTTP parser uses. Input the
+// host cannot read is an error, never a guess.
+func storedInput(resp *store.Response) ([]InputItem, error) {
+	if resp.Input != nil {
+		var in []InputItem
+		if err := json.Unmarshal(resp.Input, &in); err != nil {
+			return nil, fmt.Errorf("host: read the stored input of response %s: %w: %w", resp.ID, store.ErrCorrupt, err)
+		}
+		return in, nil
+	}
+	in, err := protocol.ReadInput(resp.Request)
 	if err != nil {
-		return nil, fmt.Errorf("host: read the stored request: %w", err)
+		return nil, fmt.Errorf("host: read the stored request of response %s: %w", resp.ID, err)
 	}
 	return in, nil
 }

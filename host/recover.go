@@ -202,7 +202,7 @@ func (h *Host) resumeDriver(ctx context.Context, r *run, m *model, head *store.R
 	// answered id is a new question (a workflow may ask again with the same
 	// id), never one the stored answer was meant for.
 	if head.PreviousResponseID != "" && cp.Step == head.StartStep {
-		in, err := storedInput(head.Request)
+		in, err := storedInput(head)
 		if err != nil {
 			return nil, fmt.Errorf("host: answers of response %s: %w", head.ID, err)
 		}

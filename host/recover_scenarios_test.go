@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"database/sql"
 	"errors"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/verify"
+	"github.com/superstep/superstep/workflow"
 )
 
 // The recovery scenarios of DESIGN.md §2, each run for native hosting and
@@ -423,4 +425,97 @@ func TestHost_Recover_FreshHandleSameFile(t *testing.T) {
 		}
 		sc.check(map[string]verify.Outcome{r.ID: silentRef(10)}, c)
 	})
+}
+
+// The input a continuation carried is re-delivered after a crash from the
+// response's record (store.Response.Input, as the host read it at create),
+// not re-read from the raw request: here the stored request no longer reads
+// at all, and recovery still delivers the answer once.
+func TestHost_Recover_InputFromRecord(t *testing.T) {
+	t.Parallel()
+	sc := newScenario(t, host.Config{})
+	first := sc.create(examples.Approval, "deploy?", nil)
+	sc.waitDone(first.ID)
+	evs := collect(t, sc.host(), first.ID, -1)
+	fc := evs[len(evs)-1].Response.Output[0]
+	sc.arm(&faultRule{point: host.FaultCommitBefore, mode: modeCrash})
+	second, err := sc.host().Create(testCtx(t), &host.CreateParams{Model: examples.Approval, Store: true, PreviousResponseID: first.ID,
+		Input: []host.InputItem{{Type: host.InputFunctionCallOutput, CallID: fc.CallID, Output: "approve"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.track(second)
+	select {
+	case <-sc.crashFired:
+	case <-time.After(testTimeout):
+		t.Fatal("armed crash fault did not fire")
+	}
+	sc.stop(true)
+	sc.mark()
+	db, err := sql.Open("sqlite3", sc.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var input []byte
+	if err := db.QueryRow(`SELECT input FROM responses WHERE id = ?`, second.ID).Scan(&input); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(input), fc.CallID) {
+		t.Fatalf("the record's input %s does not hold the answer", input)
+	}
+	if _, err := db.Exec(`UPDATE responses SET request = '{"unreadable":' WHERE id = ?`, second.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sc.start()
+	sc.waitDone(second.ID)
+	sc.check(map[string]verify.Outcome{first.ID: approvalAsk,
+		second.ID: {Status: "completed", Output: []string{"approved"}}})
+}
+
+// The publication mode decided at create is in the response's record: a
+// response created live (the model's default then) is recovered live by a
+// host where the model is registered committed, so the superstep that
+// crashed streams its deltas again after the reset, as the client watching
+// expects.
+func TestHost_Recover_PublicationFromRecord(t *testing.T) {
+	t.Parallel()
+	incarnation := 0
+	sc := newScenarioWith(t, host.Config{}, func(t *testing.T, h *host.Host) {
+		incarnation++
+		var opts []host.ModelOption
+		if incarnation == 1 {
+			opts = append(opts, host.WithPublication(host.PublicationLive))
+		}
+		wf, err := workflow.NewBuilder("streamy").SetStart(streamABC()).Outputs("writer").Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.RegisterWorkflow("streamy", wf, opts...); err != nil {
+			t.Fatal(err)
+		}
+	})
+	sc.arm(&faultRule{point: host.FaultCommitBefore, mode: modeCrash, match: stepIs(1)})
+	r := sc.create("streamy", "go", nil)
+	sc.crashAtFault()
+	sc.waitDone(r.ID)
+	evs := collect(t, sc.host(), r.ID, -1)
+	rs := resets(evs)
+	if len(rs) != 1 {
+		t.Fatalf("%d resets: %s", len(rs), types(evs))
+	}
+	var after []event
+	for i, e := range evs {
+		if e.SequenceNumber == rs[0].SequenceNumber {
+			after = evs[i+1:]
+		}
+	}
+	if got := deltas(after); !slices.Equal(got, []string{"a ", "b ", "c"}) {
+		t.Fatalf("after the reset the superstep streamed %q, want it live again (%s)", got, types(evs))
+	}
+	if incarnation != 2 {
+		t.Fatalf("%d incarnations", incarnation)
+	}
 }

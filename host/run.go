@@ -121,8 +121,13 @@ func (h *Host) startRun(r *run, drive func(ctx context.Context) error) error {
 func (h *Host) newRun(m *model, rr *store.Response, snap *protocol.Response, runID string, lease store.Lease, lastStep int64, parts []store.Part) *run {
 	info := runInfo{ResponseID: rr.ID, Metadata: snap.Metadata}
 	ctx, cancel := context.WithCancelCause(h.runCtx)
-	// The metadata was validated at create; an unknown value cannot be here.
-	mode, _ := publicationMode(snap.Metadata, m.publication)
+	// The mode decided at create is in the record; a response stored
+	// before the record kept it gets it as it was decided then. (The
+	// metadata was validated at create: an unknown value cannot be here.)
+	mode := rr.Publication
+	if mode == "" {
+		mode, _ = publicationMode(snap.Metadata, m.publication)
+	}
 	r := &run{id: runID, model: m, epoch: lease.Epoch, leaseExpires: lease.ExpiresAt, info: info, ctx: ctx, cancel: cancel,
 		liveMode: mode == PublicationLive, done: make(chan struct{}),
 		st:        protocol.State{Response: snap, NextSeq: rr.NextSeq, Step: lastStep},

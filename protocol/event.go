@@ -116,7 +116,7 @@ type Seq struct {
 func (s *Seq) add(typ string, ev any) error {
 	data, err := json.Marshal(ev)
 	if err != nil {
-		return fmt.Errorf("wire: encode %s: %w", typ, err)
+		return fmt.Errorf("protocol: encode %s: %w", typ, err)
 	}
 	s.Frames = append(s.Frames, Frame{Type: typ, Seq: s.Next, Payload: data})
 	s.Next++

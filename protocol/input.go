@@ -66,10 +66,10 @@ func ReadInput(request []byte) ([]InputItem, error) {
 // only counts.
 func ScanInput(request []byte, plan func(n int) func(i int) bool, visit func(i int, it InputItem) error) (int, error) {
 	if !json.Valid(request) {
-		return 0, errors.New("wire: the request is not valid JSON")
+		return 0, errors.New("protocol: the request is not valid JSON")
 	}
 	if kind := JSONKind(request); kind != "an object" {
-		return 0, fmt.Errorf("wire: the request is %s, not an object", kind)
+		return 0, fmt.Errorf("protocol: the request is %s, not an object", kind)
 	}
 	var (
 		input []byte
@@ -151,7 +151,7 @@ func scanInput(raw []byte, want func(int) bool, visit func(int, InputItem) error
 		if want == nil || want(0) {
 			var text string
 			if err := json.Unmarshal(raw, &text); err != nil {
-				return 0, fmt.Errorf("wire: read input: %w", err)
+				return 0, fmt.Errorf("protocol: read input: %w", err)
 			}
 			if err := visit(0, InputItem{Type: InputMessage, Role: "user", Text: text}); err != nil {
 				return 0, err
@@ -288,7 +288,7 @@ func parseContent(raw json.RawMessage, param string) (string, error) {
 	case "a string":
 		var text string
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return "", fmt.Errorf("wire: read %s: %w", param, err)
+			return "", fmt.Errorf("protocol: read %s: %w", param, err)
 		}
 		return text, nil
 	case "an array":

@@ -62,7 +62,7 @@ func (it Item) MarshalJSON() ([]byte, error) {
 	case ItemFunctionCall:
 		return json.Marshal(functionCallJSON{it.ID, it.Type, it.Status, it.CallID, it.Name, it.Arguments})
 	}
-	return nil, fmt.Errorf("wire: unknown item type %q", it.Type)
+	return nil, fmt.Errorf("protocol: unknown item type %q", it.Type)
 }
 
 // ContentPart is an output_text content part.

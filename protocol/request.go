@@ -28,9 +28,9 @@ type RequestError struct {
 
 func (e *RequestError) Error() string {
 	if e.Param == "" {
-		return "wire: " + e.Message
+		return "protocol: " + e.Message
 	}
-	return fmt.Sprintf("wire: %s (param %s)", e.Message, e.Param)
+	return fmt.Sprintf("protocol: %s (param %s)", e.Message, e.Param)
 }
 
 func requestErr(param, code, format string, args ...any) *RequestError {

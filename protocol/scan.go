@@ -11,7 +11,7 @@ import (
 // members and an array's elements as sub-slices of the input, and skipping
 // an item of a large request costs neither a copy nor an allocation.
 
-var errNotValid = errors.New("wire: JSON walked before it was validated")
+var errNotValid = errors.New("protocol: JSON walked before it was validated")
 
 // skipSpace returns the index of the first non-space byte at or after i.
 func skipSpace(b []byte, i int) int {
