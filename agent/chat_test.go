@@ -138,6 +138,52 @@ func TestChatAgent_ToolLoop(t *testing.T) {
 	}
 }
 
+type tripArgs struct {
+	City  string    `json:"city"`
+	When  time.Time `json:"when"`
+	Stops []struct {
+		Name string `json:"name"`
+	} `json:"stops"`
+	Note string `json:"note,omitempty"`
+}
+
+// With metadata follow_tools, the local model calls the agent's first tool
+// unprompted, with arguments made up from the tool's schema that decode
+// into its Go type (a date-time for a time.Time), then answers with the
+// result.
+func TestChatAgent_LocalModelFollowsTools(t *testing.T) {
+	for _, api := range apis {
+		t.Run(string(api), func(t *testing.T) {
+			var got []tripArgs
+			plan := agent.MustTool("plan_trip", "", func(_ context.Context, in tripArgs) (string, error) {
+				got = append(got, in)
+				return fmt.Sprintf("%s on %s, %d stops", in.City, in.When.Format(time.DateOnly), len(in.Stops)), nil
+			})
+			weather := agent.MustTool("get_weather", "", func(context.Context, weatherArgs) (string, error) {
+				t.Error("get_weather called")
+				return "", nil
+			})
+			a := newChat(t, localURL(t, nil), api, func(o *agent.Options) {
+				o.Tools = []*agent.Tool{plan, weather}
+				o.Metadata = map[string]string{"follow_tools": "true"}
+			})
+			us, err := collect(t, a, nil, user("somewhere warm"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := kinds(us); !strings.HasPrefix(got, "tool_call tool_result text_delta") || !strings.HasSuffix(got, "text done") {
+				t.Fatalf("updates: %s", got)
+			}
+			if us[0].Name != "plan_trip" || us[0].Arguments != `{"city":"x","stops":[],"when":"1970-01-01T00:00:00Z"}` {
+				t.Fatalf("call %+v", us[0])
+			}
+			if txt := us[len(us)-2].Text; txt != "Tool plan_trip returned: x on 1970-01-01, 0 stops" || len(got) != 1 {
+				t.Fatalf("final text %q, tool ran %d times", txt, len(got))
+			}
+		})
+	}
+}
+
 func TestChatAgent_ToolCallLimit(t *testing.T) {
 	for _, api := range apis {
 		t.Run(string(api), func(t *testing.T) {

@@ -35,7 +35,8 @@
 // the idempotency key (agent.IdempotencyKey) is the same when a superstep
 // re-runs after a crash. The request metadata keys ModelMetadataKeys
 // (token_delay_ms, reply, finish_reason, tool_call, tool_arguments,
-// tool_calls; "<agent>.<key>", e.g. "reviewer.reply", for one agent only)
+// tool_calls, follow_tools; "<agent>.<key>", e.g. "reviewer.reply", for
+// one agent only)
 // are passed on to the model server, where they script the local model;
 // with it the output is deterministic: for input X the writer replies
 // "Echo: X" and the reviewer "Echo: " + ReviewPrompt + "Echo: X".

@@ -41,7 +41,7 @@ const ReviewPrompt = "Draft to review:\n\n"
 // sets a key for that agent only and wins over the plain key. Other
 // metadata, and these keys when the request does not set them, is not sent,
 // so a real model server sees no metadata from an ordinary request.
-var ModelMetadataKeys = []string{"reply", "token_delay_ms", "finish_reason", "tool_call", "tool_arguments", "tool_calls"}
+var ModelMetadataKeys = []string{"reply", "token_delay_ms", "finish_reason", "tool_call", "tool_arguments", "tool_calls", "follow_tools"}
 
 // LLMOptions configure the LLM demos. BaseURL or APIKey must be set: the
 // demos call a real OpenAI-compatible model server.

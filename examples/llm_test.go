@@ -171,6 +171,31 @@ func TestLLM_Tools(t *testing.T) {
 	}
 }
 
+// TestLLM_FollowTools: with metadata follow_tools the local model calls
+// calculate on any input, with arguments made up from CalcArgs' schema
+// (a 1, op "x", b 1: "x" is a multiplication), then reports the result.
+func TestLLM_FollowTools(t *testing.T) {
+	for _, api := range []agent.API{agent.APIChatCompletions, agent.APIResponses} {
+		t.Run(string(api), func(t *testing.T) {
+			m := newModelServer(t)
+			wfs, err := examples.LLMWorkflows(m.options(api, filepath.Join(t.TempDir(), "journal")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := runLLM(t, agent.FromWorkflow(wfs[examples.Tools]), nil, map[string]string{"follow_tools": "true"},
+				[]agent.Message{{Role: agent.RoleUser, Text: "what is one times one?"}})
+			if want := []string{`call calculate({"a":1,"b":1,"op":"x"})`, "Tool calculate returned: 1"}; err != nil || !slices.Equal(got, want) {
+				t.Fatalf("outputs %q, %v; want %q", got, err, want)
+			}
+			for _, md := range m.metadata() {
+				if md["follow_tools"] != "true" {
+					t.Fatalf("model request metadata %v: follow_tools not passed on", md)
+				}
+			}
+		})
+	}
+}
+
 func TestLLM_ModelDown(t *testing.T) {
 	m := newModelServer(t)
 	o := m.options("", "")

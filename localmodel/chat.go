@@ -15,6 +15,7 @@ type chatRequest struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	Tools               []chatTool        `json:"tools"`
+	ToolChoice          json.RawMessage   `json:"tool_choice"`
 	MaxTokens           int               `json:"max_tokens"`
 	MaxCompletionTokens int               `json:"max_completion_tokens"`
 	Metadata            map[string]string `json:"metadata"`
@@ -30,7 +31,8 @@ type chatMessage struct {
 type chatTool struct {
 	Type     string `json:"type"`
 	Function struct {
-		Name string `json:"name"`
+		Name       string          `json:"name"`
+		Parameters json.RawMessage `json:"parameters"`
 	} `json:"function"`
 }
 
@@ -66,7 +68,7 @@ func contentText(raw json.RawMessage) string {
 }
 
 // normalise converts a Chat Completions request for the script.
-func (c *chatRequest) normalise() *request {
+func (c *chatRequest) normalise() (*request, error) {
 	req := &request{model: c.Model, metadata: c.Metadata, stream: c.Stream, maxTokens: c.MaxCompletionTokens}
 	if req.maxTokens == 0 {
 		req.maxTokens = c.MaxTokens
@@ -84,9 +86,13 @@ func (c *chatRequest) normalise() *request {
 		}
 	}
 	for _, t := range c.Tools {
-		req.tools = append(req.tools, t.Function.Name)
+		if (t.Type == "function" || t.Type == "") && t.Function.Name != "" {
+			req.tools = append(req.tools, tool{name: t.Function.Name, params: t.Function.Parameters})
+		}
 	}
-	return req
+	var err error
+	req.choice, err = parseToolChoice(c.ToolChoice, req.tools)
+	return req, err
 }
 
 // chat serves POST /v1/chat/completions.
@@ -99,7 +105,11 @@ func (h *handler) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "localmodel: messages must not be empty")
 		return
 	}
-	req := body.normalise()
+	req, err := body.normalise()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	rep := h.opts.plan(req)
 	id := h.nextID("chatcmpl-local")
 	if !body.Stream {

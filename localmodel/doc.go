@@ -15,19 +15,44 @@
 //
 // # The script
 //
-// Each request is answered from its last message and its metadata (the
-// request's "metadata" object, string values):
+// Each request is answered from its last message, its function tools
+// (tools of other types are ignored), its tool_choice and its metadata
+// (the request's "metadata" object, string values). The reply is a call of
+// one tool (call id "call_<n>", n counting the request's tool calls) or a
+// text:
 //
-//   - If metadata "tool_call" names one of the request's tools, or the last
-//     user message mentions one of the tools by name, and fewer than
-//     metadata "tool_calls" (default 1) tool results follow that user
-//     message, the reply is a call of that tool (call id "call_<n>", n
-//     counting the request's tool calls) whose arguments are metadata
-//     "tool_arguments", or the first JSON object in the user message, or "{}".
-//   - Otherwise, if the last message is a tool result (role "tool", or a
-//     function_call_output item), the reply is "Tool <name> returned: <output>".
-//   - Otherwise the reply is metadata "reply", or Options.Reply(last user
-//     text), or by default "Echo: <last user text>".
+//   - tool_choice "none": never a call.
+//   - tool_choice naming a function ({"type":"function","name":...} or
+//     {"type":"function","function":{"name":...}}): a call of that tool,
+//     whatever the last message (as with a real model, a client that
+//     loops on tool calls must drop the tool_choice after the first one).
+//   - tool_choice "required": a call, whatever the last message, of the
+//     tool metadata "tool_call" names or the last user message mentions,
+//     else of the first tool offered.
+//   - tool_choice "auto" or none given: a call if fewer than metadata
+//     "tool_calls" (default 1) tool results follow the last user message,
+//     of the tool metadata "tool_call" names, else of the first tool the
+//     last user message mentions by name, else, with metadata
+//     "follow_tools" = "true", of the first tool offered. follow_tools is
+//     opt-in, so that an unscripted message offered tools is echoed as it
+//     always was: with it, a request offering tools gets a call of the
+//     first one, then, once the result is in, a text reply.
+//
+// A call's arguments are metadata "tool_arguments"; else, when metadata
+// "tool_call" names the tool or the last user message mentions it, the
+// first JSON object in that message; else a deterministic minimal value
+// valid for the tool's parameters schema: its required properties only,
+// strings "x" (or a value of their format), numbers and integers 1 moved
+// into their bounds, booleans true, enums their first value, arrays of
+// minItems items, objects recursively; "{}" for a schema that is not an
+// object schema. A tool_choice that names a tool the request does not
+// offer, "required" without function tools, or a tool_choice type other
+// than function is answered with status 400.
+//
+// Otherwise the reply is a text: if the last message is a tool result
+// (role "tool", or a function_call_output item), "Tool <name> returned:
+// <output>"; else metadata "reply", or Options.Reply(last user text), or
+// by default "Echo: <last user text>".
 //
 // Text is split into tokens at spaces (a token is a word with its leading
 // space). One token is written every token_delay_ms milliseconds (metadata

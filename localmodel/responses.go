@@ -11,14 +11,16 @@ type respRequest struct {
 	Input           json.RawMessage   `json:"input"`
 	Instructions    *string           `json:"instructions"`
 	Tools           []respTool        `json:"tools"`
+	ToolChoice      json.RawMessage   `json:"tool_choice"`
 	Stream          bool              `json:"stream"`
 	MaxOutputTokens int               `json:"max_output_tokens"`
 	Metadata        map[string]string `json:"metadata"`
 }
 
 type respTool struct {
-	Type string `json:"type"`
-	Name string `json:"name"`
+	Type       string          `json:"type"`
+	Name       string          `json:"name"`
+	Parameters json.RawMessage `json:"parameters"`
 }
 
 type respItem struct {
@@ -32,7 +34,7 @@ type respItem struct {
 }
 
 // normalise converts a Responses API request for the script.
-func (b *respRequest) normalise() *request {
+func (b *respRequest) normalise() (*request, error) {
 	req := &request{model: b.Model, metadata: b.Metadata, stream: b.Stream, maxTokens: b.MaxOutputTokens}
 	if b.Instructions != nil {
 		req.turns = append(req.turns, turn{role: "system", text: *b.Instructions})
@@ -57,9 +59,13 @@ func (b *respRequest) normalise() *request {
 		}
 	}
 	for _, t := range b.Tools {
-		req.tools = append(req.tools, t.Name)
+		if (t.Type == "function" || t.Type == "") && t.Name != "" {
+			req.tools = append(req.tools, tool{name: t.Name, params: t.Parameters})
+		}
 	}
-	return req
+	var err error
+	req.choice, err = parseToolChoice(b.ToolChoice, req.tools)
+	return req, err
 }
 
 // responses serves POST /v1/responses.
@@ -68,9 +74,13 @@ func (h *handler) responses(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &body) {
 		return
 	}
-	req := body.normalise()
+	req, err := body.normalise()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	rep := h.opts.plan(req)
-	rs := &respState{id: h.nextID("resp_local"), req: req, rep: rep}
+	rs := &respState{id: h.nextID("resp_local"), req: req, rep: rep, toolChoice: body.ToolChoice}
 	if !body.Stream {
 		writeJSON(w, http.StatusOK, rs.response(rs.finalStatus(), []any{rs.item(rs.itemStatus(), rep.text())}))
 		return
@@ -80,10 +90,11 @@ func (h *handler) responses(w http.ResponseWriter, r *http.Request) {
 
 // respState builds the Response objects and events of one reply.
 type respState struct {
-	id  string
-	req *request
-	rep *reply
-	seq int
+	id         string
+	req        *request
+	rep        *reply
+	toolChoice json.RawMessage // the request's, echoed in the Response
+	seq        int
 }
 
 func (rs *respState) itemID() string {
@@ -137,6 +148,9 @@ func (rs *respState) response(status string, output []any) map[string]any {
 		"output": output, "error": nil, "incomplete_details": nil, "instructions": nil, "metadata": md,
 		"tools": []any{}, "tool_choice": "auto", "parallel_tool_calls": true, "temperature": 1, "top_p": 1,
 		"usage": nil,
+	}
+	if rs.req.choice.mode != "auto" {
+		r["tool_choice"] = rs.toolChoice
 	}
 	switch status {
 	case "incomplete":

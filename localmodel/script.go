@@ -1,8 +1,12 @@
 package localmodel
 
 import (
+	"cmp"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,10 +33,60 @@ type turn struct {
 type request struct {
 	model     string
 	turns     []turn
-	tools     []string
+	tools     []tool // the function tools offered, in order
+	choice    toolChoice
 	maxTokens int
 	metadata  map[string]string
 	stream    bool
+}
+
+// tool is a function tool a request offers.
+type tool struct {
+	name   string
+	params json.RawMessage // its parameters' JSON Schema
+}
+
+// toolChoice is a request's tool_choice: mode "auto" (also when the request
+// has none), "none", "required" or "function" (call the tool name).
+type toolChoice struct {
+	mode string
+	name string
+}
+
+// parseToolChoice reads a tool_choice of either API: "none", "auto",
+// "required", or a function named as {"type":"function","name":...}
+// (Responses) or {"type":"function","function":{"name":...}} (Chat
+// Completions). The choice must fit the tools offered.
+func parseToolChoice(raw json.RawMessage, tools []tool) (toolChoice, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return toolChoice{mode: "auto"}, nil
+	}
+	var c toolChoice
+	var obj struct {
+		Type     string `json:"type"`
+		Name     string `json:"name"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if json.Unmarshal(raw, &c.mode) == nil {
+		if c.mode != "none" && c.mode != "auto" && c.mode != "required" {
+			return c, fmt.Errorf("localmodel: tool_choice %q is not none, auto or required", c.mode)
+		}
+	} else if err := json.Unmarshal(raw, &obj); err != nil {
+		return c, fmt.Errorf("localmodel: invalid tool_choice: %w", err)
+	} else if obj.Type != "function" {
+		return c, fmt.Errorf("localmodel: tool_choice of type %q is not supported (only function)", obj.Type)
+	} else {
+		c.mode, c.name = "function", cmp.Or(obj.Name, obj.Function.Name)
+		if !slices.ContainsFunc(tools, func(t tool) bool { return t.name == c.name }) {
+			return c, fmt.Errorf("localmodel: tool_choice names function %q, which the request's tools do not offer", c.name)
+		}
+	}
+	if c.mode == "required" && len(tools) == 0 {
+		return c, errors.New(`localmodel: tool_choice "required" without function tools`)
+	}
+	return c, nil
 }
 
 // reply is the scripted answer to a request.
@@ -83,7 +137,7 @@ func (o *Options) plan(req *request) *reply {
 	if name := pickTool(req); name != "" {
 		r.toolName, r.callID = name, "call_"+strconv.Itoa(calls+1)
 		r.finish = finishToolCalls
-		r.tokens = chunkArgs(toolArgs(req, lastUser(req)))
+		r.tokens = chunkArgs(toolArgs(req, name))
 	} else if last.role == "tool" {
 		r.tokens = tokenize("Tool " + last.toolName + " returned: " + last.text)
 	} else {
@@ -103,11 +157,20 @@ func lastUser(req *request) turn {
 	return turn{}
 }
 
-// pickTool returns the tool the request should call next, or "": the tool
-// metadata "tool_call" names or the last user message mentions, as long as
-// fewer than metadata "tool_calls" (default 1) tool results follow that
-// user message.
+// pickTool returns the tool the request should call next, or "" for a
+// text reply; see the package doc.
 func pickTool(req *request) string {
+	switch req.choice.mode {
+	case "none":
+		return ""
+	case "function":
+		return req.choice.name
+	case "required":
+		if name := mentionedTool(req, lastUser(req).text); name != "" {
+			return name
+		}
+		return req.tools[0].name
+	}
 	at := -1
 	for i, t := range req.turns {
 		if t.role == "user" {
@@ -130,33 +193,49 @@ func pickTool(req *request) string {
 	if results >= want {
 		return ""
 	}
-	return mentionedTool(req, req.turns[at].text)
+	if name := mentionedTool(req, req.turns[at].text); name != "" {
+		return name
+	}
+	if req.metadata["follow_tools"] == "true" && len(req.tools) > 0 {
+		return req.tools[0].name
+	}
+	return ""
 }
 
 // mentionedTool returns the tool named by metadata or mentioned in text.
 func mentionedTool(req *request, text string) string {
 	if name := req.metadata["tool_call"]; name != "" {
 		for _, t := range req.tools {
-			if t == name {
+			if t.name == name {
 				return name
 			}
 		}
 	}
 	for _, t := range req.tools {
-		if t != "" && strings.Contains(text, t) {
-			return t
+		if t.name != "" && strings.Contains(text, t.name) {
+			return t.name
 		}
 	}
 	return ""
 }
 
-// toolArgs returns the scripted arguments of a tool call.
-func toolArgs(req *request, last turn) string {
+// toolArgs returns the arguments of a call of tool name: metadata
+// "tool_arguments"; else, when metadata "tool_call" names the tool or the
+// last user message mentions it, the first JSON object in that message;
+// else a minimal value valid for the tool's parameters schema.
+func toolArgs(req *request, name string) string {
 	if a := req.metadata["tool_arguments"]; a != "" {
 		return a
 	}
-	if m := jsonObject.FindString(last.text); m != "" && json.Valid([]byte(m)) {
-		return m
+	if user := lastUser(req).text; req.metadata["tool_call"] == name || strings.Contains(user, name) {
+		if m := jsonObject.FindString(user); m != "" && json.Valid([]byte(m)) {
+			return m
+		}
+	}
+	for _, t := range req.tools {
+		if t.name == name {
+			return schemaArguments(t.params)
+		}
 	}
 	return "{}"
 }
