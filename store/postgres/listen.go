@@ -118,9 +118,6 @@ func closeConn(conn *pgx.Conn) {
 	<-conn.PgConn().CleanupDone()
 }
 
-// sleepCtx is wait.Sleep, under the name notify.go calls it by.
-var sleepCtx = wait.Sleep
-
 // register adds a waiter for responseID; the returned func removes it.
 func (l *listener) register(responseID string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/superstep/superstep/internal/wait"
 )
 
 // notifier announces new events with NOTIFY after their transaction
@@ -62,7 +64,7 @@ func (n *notifier) run(ctx context.Context) {
 		select {
 		case <-n.kick:
 			n.flush(ctx)
-			if !sleepCtx(ctx, n.s.opts.NotifyInterval) {
+			if !wait.Sleep(ctx, n.s.opts.NotifyInterval) {
 				continue // ctx ended: the next select flushes and returns
 			}
 		case <-ctx.Done():
