@@ -228,8 +228,16 @@ type ResponseCreateParams struct {
 	// be the run's LastStep (its commit is the run's last: a later
 	// response that committed and was deleted left its state behind);
 	// otherwise a *ContinueError (matching ErrConflict) says which. A
-	// continuation never creates a run.
+	// continuation never creates a run, unless it is a branch.
 	RunID string
+	// Branch, with Response.PreviousResponseID, makes RunID a new run
+	// (ErrConflict when it exists) that continues the previous response's
+	// conversation from Checkpoint — the previous response's state, which
+	// the caller copied from its run — rather than the previous response's
+	// own run: a branch from an earlier response, or a second turn on a
+	// head whose run is busy. The previous response must still exist (a
+	// *ContinueError with ContinueGone otherwise).
+	Branch bool
 	// Checkpoint, if not nil, is written as the checkpoint at the run's
 	// current step (step 0 for a new run); ignored for an existing run.
 	Checkpoint []Part

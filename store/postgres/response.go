@@ -82,7 +82,19 @@ func createOrContinueRun(ctx context.Context, tx pgx.Tx, p *store.ResponseCreate
 	active := !r.Status.Terminal()
 	claim := p.LeaseOwner != ""
 	lease := micros(p.LeaseDuration)
-	if r.PreviousResponseID == "" {
+	if r.PreviousResponseID != "" && p.Branch {
+		// A branch is a new run continuing a previous response that must
+		// still exist; the row lock keeps a delete from racing the check.
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM responses WHERE id = $1 FOR SHARE) x`,
+			r.PreviousResponseID).Scan(&n); err != nil {
+			return nil, false, err
+		}
+		if n == 0 {
+			return nil, false, &store.ContinueError{RunID: p.RunID, PreviousResponseID: r.PreviousResponseID, Reason: store.ContinueGone}
+		}
+	}
+	if r.PreviousResponseID == "" || p.Branch {
 		run, err = scanRun(tx.QueryRow(ctx, `INSERT INTO runs AS r (id, model, head_response_id, active,
 				lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, CASE WHEN $6 THEN 1 ELSE 0 END,

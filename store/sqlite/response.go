@@ -107,6 +107,8 @@ func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, re
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		run, err = createRun(ctx, tx, p, resp, parts, now)
+	case err == nil && p.Branch:
+		err = fmt.Errorf("sqlite: response create: %w: branch run %s exists", store.ErrConflict, p.RunID)
 	case err == nil:
 		err = continueRun(ctx, tx, p, run, resp, now)
 	}
@@ -132,8 +134,16 @@ func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, re
 // createRun inserts a new run headed by resp, with its step-0 checkpoint.
 func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, now time.Time) (*store.Run, error) {
 	if resp.PreviousResponseID != "" {
-		// A continuation never creates a run: its run was deleted.
-		return nil, fmt.Errorf("sqlite: response create: %w", &store.ContinueError{RunID: p.RunID, PreviousResponseID: resp.PreviousResponseID, Reason: store.ContinueGone})
+		// A continuation never creates a run (its run was deleted), but a
+		// branch does, of a previous response that still exists.
+		var n int
+		err := tx.QueryRowContext(ctx, "SELECT count(*) FROM responses WHERE id = ?", resp.PreviousResponseID).Scan(&n)
+		if err != nil {
+			return nil, mapError("response create", err)
+		}
+		if !p.Branch || n == 0 {
+			return nil, fmt.Errorf("sqlite: response create: %w", &store.ContinueError{RunID: p.RunID, PreviousResponseID: resp.PreviousResponseID, Reason: store.ContinueGone})
+		}
 	}
 	resp.CommitStep = 0
 	run := &store.Run{ID: p.RunID, Model: resp.Model, HeadResponseID: resp.ID, Active: !resp.Status.Terminal(), CreatedAt: now, UpdatedAt: now}

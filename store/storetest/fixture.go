@@ -29,8 +29,10 @@ func NewID(prefix string) string {
 type ResponseOpts struct {
 	ID    string // default: a fresh "resp_" ID
 	RunID string // default: a fresh "run_" ID
-	// PreviousResponseID continues RunID's run after that response.
+	// PreviousResponseID continues RunID's run after that response; with
+	// Branch, RunID is a new run branching from it.
 	PreviousResponseID string
+	Branch             bool
 	Model              string       // default "test-model"
 	Owner              string       // default ""
 	Status             store.Status // default in_progress
@@ -72,6 +74,7 @@ func ResponseParams(o *ResponseOpts) *store.ResponseCreateParams {
 			Request:            []byte(`{"model":"test-model","input":"hi"}`),
 		},
 		RunID:         or(o.RunID, NewID("run")),
+		Branch:        o.Branch,
 		Checkpoint:    o.Checkpoint,
 		LeaseOwner:    or(o.LeaseOwner, LeaseOwnerDefault),
 		LeaseDuration: o.LeaseDuration,

@@ -303,6 +303,43 @@ func testResponse(t *testing.T, h Harness) {
 		CreateResponse(b.ctx, t, b.s, &ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
 	})
 
+	// A branch is a new run continuing a previous response (not its
+	// run's head, or a head whose run is busy) from a checkpoint the caller
+	// copied: the new run starts at step 0 with it, the previous response
+	// and its run are untouched; a branch of a deleted response, or under
+	// an existing run's id, creates nothing.
+	t.Run("Branch", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+		second := CreateResponse(b.ctx, t, b.s, &ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
+		before := ReadRunState(b.ctx, t, b.s, c.Run.ID)
+		parts := []store.Part{{Name: "state", Data: []byte("copied from step 1")}}
+		br := CreateResponse(b.ctx, t, b.s, &ResponseOpts{PreviousResponseID: c.Response.ID, Branch: true, Checkpoint: parts})
+		if br.Run.ID == c.Run.ID || br.Run.HeadResponseID != br.Response.ID || br.Run.LastStep != 0 ||
+			br.Response.PreviousResponseID != c.Response.ID || br.Response.StartStep != 0 {
+			t.Fatalf("branch: run %+v response %+v", br.Run, br.Response)
+		}
+		cp, err := b.s.CheckpointGetLast(b.ctx, br.Run.ID)
+		requireNoError(t, err, "CheckpointGetLast of the branch")
+		if cp.Step != 0 || len(cp.Parts) != 1 || string(cp.Parts[0].Data) != "copied from step 1" {
+			t.Fatalf("branch checkpoint %+v", cp)
+		}
+		requireSameState(t, ReadRunState(b.ctx, t, b.s, c.Run.ID), before, "the branched-from run")
+		_, err = b.s.ResponseCreate(b.ctx, ResponseParams(&ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID, Branch: true}))
+		requireIs(t, err, store.ErrConflict, "a branch under an existing run id")
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+		requireNoError(t, b.s.ResponseDelete(b.ctx, second.Response.ID), "ResponseDelete")
+		gone := ResponseParams(&ResponseOpts{PreviousResponseID: second.Response.ID, Branch: true})
+		_, err = b.s.ResponseCreate(b.ctx, gone)
+		requireContinueError(t, err, store.ContinueGone, "a branch of a deleted response")
+		if st := ReadRunState(b.ctx, t, b.s, gone.RunID); st.Run != nil {
+			t.Fatalf("a refused branch left a run: %s", st)
+		}
+		requireNoError(t, store.Check(b.ctx, b.s), "Check")
+	})
+
 	// Publication and Input are written by ResponseCreate and never
 	// changed: commits, live appends, a cancel, checkpoint retention and
 	// the terminal commit keep them; a response created without them
