@@ -12,13 +12,17 @@ import (
 	"github.com/superstep/superstep/store"
 )
 
-// undoVersion5 undoes migration 5 (event records) for tests that build a
+// undoVersion7 undoes migration 7 (idempotency keys), for tests that
+// build a database of an older version.
+const undoVersion7 = "DROP TABLE idempotency_keys; "
+
+// undoVersion5 undoes migrations 7 and 5 (event records) for tests that build a
 // schema of an older version from a new one: the events table comes back
 // empty and every log with it (next_seq 0), as those tests do not read
 // events, and the record-taking functions go (migration 5 drops the old
 // ones only if they exist). TestMigrateEventRecords builds a version-4
 // schema with events.
-const undoVersion5 = "DROP TABLE event_records; CREATE TABLE events (response_id text NOT NULL, seq bigint NOT NULL, " +
+const undoVersion5 = undoVersion7 + "DROP TABLE event_records; CREATE TABLE events (response_id text NOT NULL, seq bigint NOT NULL, " +
 	"type text NOT NULL, payload bytea, step bigint NOT NULL, PRIMARY KEY (response_id, seq)); " +
 	"DROP FUNCTION superstep_commit(text, bigint, bigint, text, bigint, bigint, bigint, bytea, text[], bytea[], bytea[], " +
 	"bytea[], bytea[], bigint, text, bytea, bytea, bytea, timestamptz, boolean, text, text); " +

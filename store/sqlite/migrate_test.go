@@ -13,12 +13,16 @@ import (
 	"github.com/superstep/superstep/store/sqlite"
 )
 
-// undoVersion5 undoes migration 5 (event records) for tests that build a
+// undoVersion7 undoes migration 7 (idempotency keys), for tests that
+// build a database of an older version.
+const undoVersion7 = "DROP TABLE idempotency_keys; "
+
+// undoVersion5 undoes migrations 7 and 5 (event records) for tests that build a
 // database of an older schema version from a new one: the events table
 // comes back empty and every log with it (next_seq 0), as those tests do
 // not read events; TestMigrateEventRecords builds a version-4 database with
 // events.
-const undoVersion5 = "DROP TABLE event_records; CREATE TABLE events (k INTEGER PRIMARY KEY, step INTEGER NOT NULL, " +
+const undoVersion5 = undoVersion7 + "DROP TABLE event_records; CREATE TABLE events (k INTEGER PRIMARY KEY, step INTEGER NOT NULL, " +
 	"type TEXT NOT NULL, payload BLOB NOT NULL, seq INTEGER GENERATED ALWAYS AS (k & 4294967295) VIRTUAL); " +
 	"UPDATE responses SET next_seq = 0; "
 
