@@ -53,6 +53,9 @@ func (h *Host) acceptNew() error {
 }
 
 func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, error) {
+	if err := checkIdempotencyKey(p.IdempotencyKey); err != nil {
+		return nil, err
+	}
 	if err := h.acceptNew(); err != nil {
 		return nil, err
 	}
@@ -65,6 +68,11 @@ func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, er
 	}
 	if p, err = withStoredRequest(p); err != nil {
 		return nil, err
+	}
+	if p.IdempotencyKey != "" {
+		if resp, err := h.replay(ctx, p); resp != nil || err != nil {
+			return resp, err // seen before: nothing starts
+		}
 	}
 	if p.PreviousResponseID != "" {
 		return h.createContinuation(ctx, m, p)
@@ -196,7 +204,11 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 		Response: &store.Response{ID: snap.ID, PreviousResponseID: p.PreviousResponseID, Model: m.ID,
 			Owner: p.Owner, Status: store.Status(status), Request: p.Request, Snapshot: c.Snapshot, CreatedAt: now},
 		RunID: sp.runID, Checkpoint: sp.checkpoint, Events: toEventInputs(c.Frames),
-		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration}) // the lease on the store's clock
+		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration, // the lease on the store's clock
+		IdempotencyKey: p.IdempotencyKey, RequestHash: keyHash(p)})
+	if ie, ok := errors.AsType[*store.IdempotencyError](err); ok {
+		return h.replayRaced(ctx, p, ie) // a concurrent create with the key won
+	}
 	if err != nil {
 		return nil, fmt.Errorf("host: create response: %w", err)
 	}
