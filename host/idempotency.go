@@ -51,11 +51,13 @@ func requestHash(request []byte) string {
 // when the key is not recorded (or its response is gone), or an
 // *IdempotencyError when the key came with a different request. It runs
 // before the work of a create; a create racing with another of the same
-// key learns of it from ResponseCreate instead (createAndStart).
+// key learns of it from ResponseCreate instead (createAndStart), which is
+// also all a store without store.IdempotencyKeyReader gives (a wrapper):
+// then a retried continuation is refused as a conflict, not replayed.
 func (h *Host) replay(ctx context.Context, p *CreateParams) (*store.Response, error) {
 	kr, ok := h.store.(store.IdempotencyKeyReader)
 	if !ok {
-		return nil, fmt.Errorf("host: idempotency key: %T does not record idempotency keys", h.store)
+		return nil, nil
 	}
 	rec, err := kr.IdempotencyKeyGet(ctx, &store.IdempotencyKeyGetParams{Owner: p.Owner, Key: p.IdempotencyKey})
 	if errors.Is(err, store.ErrNotFound) {

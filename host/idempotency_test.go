@@ -13,6 +13,7 @@ import (
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/verify"
 )
 
 // idemHost is a started host over db's store with one plain agent,
@@ -204,4 +205,37 @@ func TestHost_IdempotencyKeyInvalid(t *testing.T) {
 		t.Fatalf("a key of the limit's length: %v", err)
 	}
 	wait(t, b.host, r.ID)
+}
+
+// IdempotencyKeyGet passes the capability of the store crashStore wraps
+// through.
+func (s *crashStore) IdempotencyKeyGet(ctx context.Context, p *store.IdempotencyKeyGetParams) (*store.IdempotencyRecord, error) {
+	return s.Store.(store.IdempotencyKeyReader).IdempotencyKeyGet(ctx, p)
+}
+
+// TestHost_IdempotencyKeyAcrossCrash: the host dies right after the
+// create's commit, before replying; the client's retry with the same key,
+// served by the restarted host, gets that response, and one run exists.
+func TestHost_IdempotencyKeyAcrossCrash(t *testing.T) {
+	t.Parallel()
+	sc := newScenario(t, host.Config{})
+	sc.arm(&faultRule{point: host.FaultCreateAfterRecord, mode: modeCrash})
+	params := func() *host.CreateParams {
+		return &host.CreateParams{Model: examples.Echo, Store: true, Background: true, IdempotencyKey: "crash-1",
+			Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: "x"}}}
+	}
+	if _, err := sc.host().Create(testCtx(t), params()); !errors.Is(err, errInjected) {
+		t.Fatalf("Create through the crash: %v, want the injected crash", err)
+	}
+	sc.crashAtFault()
+	r, err := sc.host().Create(testCtx(t), params())
+	if err != nil {
+		t.Fatalf("retry after the restart: %v", err)
+	}
+	runs, err := sc.store().RunList(testCtx(t), &store.RunListParams{})
+	if err != nil || len(runs) != 1 || runs[0].HeadResponseID != r.ID {
+		t.Fatalf("runs %+v (%v), want one, headed by %s", runs, err, r.ID)
+	}
+	sc.waitDone(r.ID)
+	sc.check(map[string]verify.Outcome{r.ID: {Status: "completed", Output: []string{"x"}}})
 }
