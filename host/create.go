@@ -54,6 +54,9 @@ func (h *Host) acceptNew() error {
 }
 
 func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, error) {
+	if err := checkIdempotencyKey(p.IdempotencyKey); err != nil {
+		return nil, err
+	}
 	if err := h.acceptNew(); err != nil {
 		return nil, err
 	}
@@ -66,6 +69,11 @@ func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, er
 	}
 	if p, err = withStoredRequest(p); err != nil {
 		return nil, err
+	}
+	if p.IdempotencyKey != "" {
+		if resp, err := h.replay(ctx, p); resp != nil || err != nil {
+			return resp, err // seen before: nothing starts
+		}
 	}
 	if p.PreviousResponseID != "" {
 		return h.createContinuation(ctx, m, p)
@@ -206,7 +214,11 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 			Owner: p.Owner, Status: store.Status(status), Request: p.Request, Snapshot: c.Snapshot, CreatedAt: now,
 			Publication: mode, Input: input},
 		RunID: sp.runID, Checkpoint: sp.checkpoint, Events: toEventInputs(c.Frames),
-		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration}) // the lease on the store's clock
+		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration, // the lease on the store's clock
+		IdempotencyKey: p.IdempotencyKey, RequestHash: keyHash(p)})
+	if ie, ok := errors.AsType[*store.IdempotencyError](err); ok {
+		return h.replayRaced(ctx, p, ie) // a concurrent create with the key won
+	}
 	if err != nil {
 		return nil, fmt.Errorf("host: create response: %w", err)
 	}

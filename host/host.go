@@ -181,6 +181,15 @@ type CreateParams struct {
 	Store        bool
 	// PreviousResponseID continues the run whose head is that response.
 	PreviousResponseID string
+	// IdempotencyKey, when not empty (at most store.IdempotencyKeyMax
+	// bytes), makes the create idempotent for this Owner within
+	// store.IdempotencyWindow: a create with a key seen before and the same
+	// request (Request, or the one built from these fields) returns the
+	// response the first created, as stored now, and starts nothing; with
+	// a different request it is an *IdempotencyError. The key is recorded
+	// in the transaction that creates the response, so this holds across
+	// crashes, hosts and concurrent creates.
+	IdempotencyKey string
 }
 
 // InputItem is one normalised input item. It is the type the one reader
@@ -264,8 +273,12 @@ func (h *Host) Shutdown(ctx context.Context) error { return h.shutdown(ctx) }
 // run) with its response.created event at sequence 0, and returns the
 // created response; the run proceeds on a goroutine owned by the host.
 // Errors: ErrModelNotFound, *InputError (bad input, unknown call id,
-// unknown previous_response_id), store.ErrConflict (continuation of a response that
-// is not the head of its run or has no pending requests), ErrHostClosed.
+// unknown previous_response_id, an idempotency key too long),
+// store.ErrConflict (continuation of a response that is not the head of
+// its run or has no pending requests), *IdempotencyError (the idempotency
+// key came with another request), ErrHostClosed. With an idempotency key
+// seen before, Create returns the response it created (see
+// CreateParams.IdempotencyKey).
 func (h *Host) Create(ctx context.Context, p *CreateParams) (*store.Response, error) {
 	return h.create(ctx, p)
 }

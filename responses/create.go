@@ -27,6 +27,10 @@ func (s *server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Owner = ownerFrom(r.Context())
+	// A key seen before (same owner, same body, within 24h) makes Create
+	// return that response: it is replied to as this request asks (a
+	// stream from sequence 0, the Response as stored, or its end).
+	p.IdempotencyKey = r.Header.Get("Idempotency-Key")
 	if p.Stream {
 		// Before anything is stored: a refused stream creates nothing, so
 		// the SDK's retry of the 429 cannot make a second response.

@@ -84,6 +84,7 @@ func (e *apiError) body() errorBody {
 func toAPIError(err error) *apiError {
 	var ae *apiError
 	var ie *host.InputError
+	var ke *host.IdempotencyError
 	var mbe *http.MaxBytesError
 	var bte *bodyTimeoutError
 	switch {
@@ -91,6 +92,14 @@ func toAPIError(err error) *apiError {
 		return ae
 	case errors.As(err, &ie):
 		return badRequest(ie.Param, ie.Code, "%s", ie.Message)
+	case errors.As(err, &ke):
+		// 422, as the IETF Idempotency-Key draft says for a key reused
+		// with another payload: the request is well-formed but cannot be
+		// processed under this key, and SDKs do not retry a 422 (they
+		// retry 409).
+		return &apiError{Status: http.StatusUnprocessableEntity, Type: typeInvalidRequest, Code: "idempotency_key_reused",
+			Message: fmt.Sprintf("The Idempotency-Key '%s' was used in the last 24 hours with a different request (response '%s'); "+
+				"send the same request to get that response, or use a new key.", truncate(ke.Key, 300), ke.ResponseID)}
 	case errors.As(err, &mbe):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large",
 			Message: fmt.Sprintf("Request body too large: the limit is %d bytes.", mbe.Limit)}

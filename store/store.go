@@ -248,7 +248,20 @@ type ResponseCreateParams struct {
 	// LeaseDuration in the same transaction (epoch incremented).
 	LeaseOwner    string
 	LeaseDuration time.Duration
-	Now           time.Time // zero means time.Now()
+	// IdempotencyKey, when not empty (at most IdempotencyKeyMax bytes), is
+	// recorded for (Response.Owner, IdempotencyKey) with RequestHash and the
+	// response's ID, in the same transaction and before anything else of
+	// it: when a record of that owner and key less than IdempotencyWindow
+	// old exists, nothing is written and an *IdempotencyError (matching
+	// ErrConflict) returns that record. A concurrent create with the same
+	// key gets it too once the first commits. An older record is replaced.
+	// The record is deleted with its response (ResponseDelete,
+	// ResponsePrune).
+	IdempotencyKey string
+	// RequestHash identifies the request the key came with (opaque to the
+	// store; the host hashes the request body).
+	RequestHash string
+	Now         time.Time // zero means time.Now()
 }
 
 // ResponseCreateResult is returned by ResponseCreate.
@@ -368,7 +381,9 @@ type Store interface {
 	// run) together with its first events. The host replies
 	// response.created only after it returns nil. ErrConflict when the ID
 	// exists; a *ContinueError (ErrConflict) when a continuation is refused
-	// (see ResponseCreateParams.RunID).
+	// (see ResponseCreateParams.RunID); an *IdempotencyError (ErrConflict)
+	// when its IdempotencyKey is recorded (see
+	// ResponseCreateParams.IdempotencyKey).
 	ResponseCreate(ctx context.Context, p *ResponseCreateParams) (*ResponseCreateResult, error)
 	// ResponseGet returns a response by ID (ErrNotFound).
 	ResponseGet(ctx context.Context, id string) (*Response, error)
@@ -380,9 +395,9 @@ type Store interface {
 	// event. A response already terminal is returned unchanged. It is
 	// idempotent (ErrNotFound).
 	ResponseCancel(ctx context.Context, id string) (*Response, error)
-	// ResponseDelete deletes a response and its events; when it was the
-	// last response of its run, the run and its checkpoints go too
-	// (ErrNotFound).
+	// ResponseDelete deletes a response, its events and its idempotency
+	// key record; when it was the last response of its run, the run and
+	// its checkpoints go too (ErrNotFound).
 	ResponseDelete(ctx context.Context, id string) error
 
 	// Commit atomically writes one superstep: the checkpoint, the step's
@@ -617,7 +632,8 @@ const ResponsePruneLimitDefault = 100
 // it with a type assertion.
 type ResponsePruner interface {
 	// ResponsePrune deletes up to p.Limit terminal responses completed
-	// before p.Before, with their events, oldest completion first, and
+	// before p.Before, with their events and idempotency key records,
+	// oldest completion first, and
 	// returns how many it deleted. It never deletes a response of an
 	// Active run. A run's head goes too when it is old enough, though a
 	// completed head could still have been continued (previous_response_id:

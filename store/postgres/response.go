@@ -28,6 +28,14 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 	var res *store.ResponseCreateResult
 	var enc *encodedParts
 	err := s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if p.IdempotencyKey != "" {
+			// First: a create that repeats a key is refused as such,
+			// whatever else of it would conflict now (its run was
+			// continued since).
+			if err := recordIdempotencyKey(ctx, tx, p, now); err != nil {
+				return err
+			}
+		}
 		run, created, err := createOrContinueRun(ctx, tx, p, now)
 		if err != nil {
 			return err
@@ -62,6 +70,10 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 func validateCreate(p *store.ResponseCreateParams) error {
 	if p.Response == nil || p.Response.ID == "" || p.RunID == "" {
 		return errors.New("store/postgres: create response: Response, Response.ID and RunID are required")
+	}
+	if len(p.IdempotencyKey) > store.IdempotencyKeyMax {
+		return fmt.Errorf("store/postgres: create response: idempotency key of %d bytes, the limit is %d",
+			len(p.IdempotencyKey), store.IdempotencyKeyMax)
 	}
 	if err := validateWrite("create response", p.Response.Status, p.Events, true); err != nil {
 		return err

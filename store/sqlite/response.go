@@ -77,6 +77,9 @@ func validateCreate(p *store.ResponseCreateParams) error {
 	case p.LeaseOwner != "" && p.LeaseDuration <= 0:
 		return errors.New("sqlite: response create: LeaseDuration must be > 0 with LeaseOwner")
 	}
+	if err := validateIdempotencyKey(p); err != nil {
+		return err
+	}
 	return checkSeq("response create", p.Events, 0)
 }
 
@@ -95,6 +98,13 @@ func checkSeq(op string, events []store.EventInput, next int64) error {
 
 // createTx is ResponseCreate inside the writer's transaction.
 func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, now time.Time) (*store.Run, error) {
+	if p.IdempotencyKey != "" {
+		// First: a create that repeats a key is refused as such, whatever
+		// else of it would conflict now (its run was continued since).
+		if err := recordIdempotencyKey(ctx, tx, p, resp.ID, now); err != nil {
+			return nil, err
+		}
+	}
 	var exists int
 	err := tx.QueryRowContext(ctx, "SELECT count(*) FROM responses WHERE id = ?", resp.ID).Scan(&exists)
 	if err != nil {
@@ -293,8 +303,9 @@ func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response,
 	return resp, nil
 }
 
-// ResponseDelete deletes a response and its events; when it was the last
-// response of its run, the run, its checkpoints and blobs go too. Deleting
+// ResponseDelete deletes a response, its events and its idempotency key
+// record; when it was the last response of its run, the run, its
+// checkpoints and blobs go too. Deleting
 // the head of a run that has other responses makes the newest remaining
 // response the head and the run inactive (nothing is left to drive)
 // (store.ErrNotFound).
@@ -316,6 +327,9 @@ func deleteResponseTx(ctx context.Context, tx *sql.Tx, id string) error {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM responses WHERE id = ?", id); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM idempotency_keys WHERE response_id = ?", id); err != nil {
 		return err
 	}
 	if err := fault.Point(ctx, "delete.response_deleted"); err != nil {

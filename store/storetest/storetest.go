@@ -71,6 +71,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("EventWait", func(t *testing.T) { testEventWait(t, h) })
 	t.Run("Fault", func(t *testing.T) { testFault(t, h) })
 	t.Run("HostRegistry", func(t *testing.T) { testHostRegistry(t, h) })
+	t.Run("Idempotency", func(t *testing.T) { testIdempotency(t, h) })
 	t.Run("Lease", func(t *testing.T) { testLease(t, h) })
 	t.Run("LeaseClock", func(t *testing.T) { testLeaseClock(t, h) })
 	t.Run("LeaseBatch", func(t *testing.T) { testLeaseBatch(t, h) })
