@@ -3,6 +3,8 @@ package host_test
 import (
 	"context"
 	"errors"
+	"github.com/superstep/superstep/agent"
+	"iter"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -241,7 +243,9 @@ func TestHost_Recover_AnswerRedeliveredBeforeFirstCommit(t *testing.T) {
 // Issue 12 item 6: after the head response is deleted, its predecessor is
 // the head again, but the run's last commit (step, checkpoint) is the
 // deleted response's. Answering the predecessor is refused with a 400
-// (InputError on previous_response_id) and nothing is stored.
+// (InputError on previous_response_id) and nothing is stored. (A workflow's
+// answers are not branched: a conversation model's turns are; see
+// TestHost_Conversation_BranchAndTurns.)
 func TestHost_Continue_AfterDeletedHeadRefused(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, db testDB) {
@@ -282,6 +286,111 @@ func TestHost_Continue_AfterDeletedHeadRefused(t *testing.T) {
 			t.Fatalf("store changed: run %+v -> %+v, %d responses", before, after, len(rs))
 		}
 	})
+}
+
+// Conversations by previous_response_id, as OpenAI has them: continuing an
+// earlier response of a conversation model branches (its context is that
+// response's chain, not the later turns), also after its later turns were
+// deleted; a workflow that completed runs again with the new input.
+func TestHost_Conversation_BranchAndTurns(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	if err := b.host.RegisterAgent("chat", historyAgent); err != nil {
+		t.Fatal(err)
+	}
+	turn := func(prev, text string) *store.Response {
+		t.Helper()
+		r, err := b.host.Create(testCtx(t), &host.CreateParams{Model: "chat", Store: true, PreviousResponseID: prev,
+			Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: text}}})
+		if err != nil {
+			t.Fatalf("turn %q after %s: %v", text, prev, err)
+		}
+		wait(t, b.host, r.ID)
+		return r
+	}
+	first := turn("", "hi")
+	second := turn(first.ID, "again")
+	branch := turn(first.ID, "other")
+	if got := outputs(collect(t, b.host, branch.ID, -1)); !slices.Equal(got, []string{"user:hi|assistant:user:hi|assistant:bye|user:other", "bye"}) {
+		t.Fatalf("branch saw %q: its context must be the first response's chain only", got)
+	}
+	if branch.RunID == first.RunID {
+		t.Fatal("the branch ran on the original run")
+	}
+	// The original conversation goes on from its head, unaffected.
+	third := turn(second.ID, "more")
+	if got := outputs(collect(t, b.host, third.ID, -1)); len(got) == 0 || !strings.HasSuffix(got[0], "user:again|assistant:user:hi|assistant:user:hi|assistant:bye|user:again|assistant:bye|user:more") {
+		t.Fatalf("the original conversation after the branch: %q", got)
+	}
+
+	// Deleting the head of the original conversation: continuing its
+	// predecessor branches from the predecessor's own state.
+	if err := b.host.Delete(testCtx(t), third.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	fourth := turn(second.ID, "after delete")
+	if got := outputs(collect(t, b.host, fourth.ID, -1)); len(got) == 0 || strings.Contains(got[0], "more") ||
+		!strings.HasSuffix(got[0], "|user:after delete") || fourth.RunID == second.RunID {
+		t.Fatalf("continuing behind a deleted head: %q on run %s", got, fourth.RunID)
+	}
+
+	// A workflow that completed takes a new turn: demo.echo echoes it.
+	e1 := create(t, b.host, examples.Echo, "one", nil)
+	wait(t, b.host, e1.ID)
+	e2, err := b.host.Create(testCtx(t), &host.CreateParams{Model: examples.Echo, Store: true, PreviousResponseID: e1.ID,
+		Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: "two"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := wait(t, b.host, e2.ID); got.Status != store.StatusCompleted || e2.RunID != e1.RunID {
+		t.Fatalf("second echo turn %s on run %s (first on %s)", got.Status, e2.RunID, e1.RunID)
+	}
+	if got := outputs(collect(t, b.host, e2.ID, -1)); len(got) != 1 || !strings.Contains(got[0], "two") {
+		t.Fatalf("second echo turn outputs %q", got)
+	}
+}
+
+// One turn per head at a time: while a continuation of a response runs, a
+// second continuation of the same response is a ConflictError (409), and
+// nothing is stored for it.
+func TestHost_Conversation_ConcurrentTurnRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	a := &blockingAgent{started: make(chan struct{})}
+	var calls atomic.Int32
+	gate := agent.AgentFunc(func(ctx context.Context, s *agent.Session, in []agent.Message) iter.Seq2[agent.Update, error] {
+		if calls.Add(1) == 1 { // the first turn answers at once
+			return func(yield func(agent.Update, error) bool) {
+				yield(agent.Update{Kind: agent.UpdateText, Text: "ok"}, nil)
+			}
+		}
+		return a.Run(ctx, s, in) // the second blocks until cancelled
+	})
+	if err := b.host.RegisterAgent("gate", gate); err != nil {
+		t.Fatal(err)
+	}
+	first := create(t, b.host, "gate", "hi", nil)
+	wait(t, b.host, first.ID)
+	second, err := b.host.Create(testCtx(t), &host.CreateParams{Model: "gate", Store: true, Background: true, PreviousResponseID: first.ID,
+		Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: "slow"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-a.started
+	_, err = b.host.Create(testCtx(t), &host.CreateParams{Model: "gate", Store: true, PreviousResponseID: first.ID,
+		Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: "racing"}}})
+	var ce *host.ConflictError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Message, second.ID) {
+		t.Fatalf("a second turn on a head in flight: %v, want a ConflictError naming %s", err, second.ID)
+	}
+	runs, err := b.store.RunList(testCtx(t), &store.RunListParams{})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("%d runs (%v), want 1: the refused turn must store nothing", len(runs), err)
+	}
+	if _, err := b.host.Cancel(testCtx(t), second.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, b.host, second.ID)
 }
 
 // Config.MaxSupersteps is a limit per response: a conversation whose

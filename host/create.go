@@ -104,8 +104,14 @@ func (h *Host) createWorkflowRun(ctx context.Context, m *model, p *CreateParams)
 		drive: func(r *run) func(context.Context) error { return h.driveWorkflow(r, wr) }})
 }
 
-// createContinuation answers the pending requests of the run whose head is
-// p.PreviousResponseID and continues it under a new response.
+// createContinuation continues p.PreviousResponseID under a new response,
+// on its own run when it is the run's head and the run is idle. A
+// conversation (a plain agent) continued from an earlier response, or from
+// a head whose later state was deleted, branches: a new run from the state
+// the previous response left, as the Responses API's previous_response_id
+// allows. A workflow's is refused instead (409, 400): answering an old
+// request again would redo what its answer decided; forking a run is an
+// explicit operation, not a side effect of an answer.
 func (h *Host) createContinuation(ctx context.Context, m *model, p *CreateParams) (*store.Response, error) {
 	prev, sr, err := h.continuable(ctx, p)
 	if err != nil {
@@ -114,6 +120,21 @@ func (h *Host) createContinuation(ctx context.Context, m *model, p *CreateParams
 	if prev.Model != m.ID {
 		return nil, &InputError{Param: "model", Code: "invalid_value", Message: fmt.Sprintf(
 			"model %q does not match model %q of previous response %s", m.ID, prev.Model, prev.ID)}
+	}
+	switch {
+	case m.conversation && (sr.HeadResponseID != prev.ID || prev.CommitStep != sr.LastStep):
+		return h.createBranch(ctx, m, p, prev)
+	case sr.HeadResponseID != prev.ID:
+		return nil, &ConflictError{Message: fmt.Sprintf("Response %s is not the latest response of its conversation (the latest is %s).",
+			prev.ID, sr.HeadResponseID)}
+	case prev.CommitStep != sr.LastStep:
+		// The run's last commit is a later response's, deleted since:
+		// its checkpoint and step are not prev's state, and resuming from
+		// them would continue the deleted response. Deterministic, so a
+		// 400 (SDKs would retry a 409).
+		return nil, &InputError{Param: "previous_response_id", Code: "invalid_value", Message: fmt.Sprintf(
+			"response %s cannot be continued: the run's last commit (step %d) belongs to a later response that was deleted",
+			prev.ID, sr.LastStep)}
 	}
 	cp, err := h.store.CheckpointGetLast(ctx, sr.ID)
 	if err != nil {
@@ -130,8 +151,35 @@ func (h *Host) createContinuation(ctx context.Context, m *model, p *CreateParams
 		drive: func(r *run) func(context.Context) error { return h.driveWorkflow(r, wr) }})
 }
 
+// createBranch continues prev on a new run whose step-0 checkpoint is a copy
+// of the state prev's last commit left (kept by the store for every
+// response, whatever KeepCheckpoints says); prev and its run are untouched.
+func (h *Host) createBranch(ctx context.Context, m *model, p *CreateParams, prev *store.Response) (*store.Response, error) {
+	cp, err := h.store.CheckpointGet(ctx, prev.RunID, prev.CommitStep)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &InputError{Param: "previous_response_id", Code: "invalid_value", Message: fmt.Sprintf(
+			"response %s cannot be continued: the state it left (step %d of its run) is no longer kept", prev.ID, prev.CommitStep)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("host: load the state of response %s: %w", prev.ID, err)
+	}
+	runID := newID("run_")
+	wr, err := m.wf.Restore(runID, toWorkflowParts(cp.Parts))
+	if err != nil {
+		return nil, fmt.Errorf("host: restore the state of response %s: %w", prev.ID, err)
+	}
+	if err := h.deliverInput(ctx, m, prev.ID, runID, wr, p.Input); err != nil {
+		return nil, err
+	}
+	h.metrics.branches.Inc()
+	return h.createAndStart(ctx, m, p, &startSpec{runID: runID, checkpoint: cp.Parts, lastParts: cp.Parts, branch: true,
+		drive: func(r *run) func(context.Context) error { return h.driveWorkflow(r, wr) }})
+}
+
 // continuable checks that p.PreviousResponseID can be continued: visible to
-// the owner, the head of its run, completed, and the run idle.
+// the owner, completed or incomplete, and not already being continued by a
+// turn in flight on its run (one turn per head at a time: the second gets
+// a ConflictError, HTTP 409).
 func (h *Host) continuable(ctx context.Context, p *CreateParams) (*store.Response, *store.Run, error) {
 	prev, err := h.get(ctx, p.PreviousResponseID, p.Owner)
 	if err != nil {
@@ -146,25 +194,25 @@ func (h *Host) continuable(ctx context.Context, p *CreateParams) (*store.Respons
 		return nil, nil, fmt.Errorf("host: run of response %s: %w", prev.ID, err)
 	}
 	switch {
-	case sr.HeadResponseID != prev.ID:
-		return nil, nil, &ConflictError{Message: fmt.Sprintf("Response %s is not the latest response of its conversation (the latest is %s).",
-			prev.ID, sr.HeadResponseID)}
 	case prev.Status != store.StatusCompleted && prev.Status != store.StatusIncomplete:
 		// incomplete (a reply cut short) continues, as on OpenAI.
 		return nil, nil, &ConflictError{Message: fmt.Sprintf("Response %s is %s; only a completed or incomplete response can be continued.",
 			prev.ID, prev.Status)}
-	case sr.Active:
+	case sr.HeadResponseID == prev.ID && sr.Active:
 		return nil, nil, &ConflictError{Message: fmt.Sprintf("Response %s is still in progress.", prev.ID)}
-	case prev.CommitStep != sr.LastStep:
-		// The run's last commit is a later response's, deleted since:
-		// its checkpoint and step are not prev's state, and resuming from
-		// them would continue the deleted response. Deterministic, so a
-		// 400 (SDKs would retry a 409).
-		return nil, nil, &InputError{Param: "previous_response_id", Code: "invalid_value", Message: fmt.Sprintf(
-			"response %s cannot be continued: the run's last commit (step %d) belongs to a later response that was deleted",
-			prev.ID, sr.LastStep)}
+	case sr.Active && h.continuesInFlight(ctx, sr, prev.ID):
+		return nil, nil, &ConflictError{Message: fmt.Sprintf(
+			"Response %s is already being continued by %s, which is in progress; continue from that one once it ends.",
+			prev.ID, sr.HeadResponseID)}
 	}
 	return prev, sr, nil
+}
+
+// continuesInFlight reports whether the head of sr, in flight, continues
+// prevID.
+func (h *Host) continuesInFlight(ctx context.Context, sr *store.Run, prevID string) bool {
+	head, err := h.store.ResponseGet(ctx, sr.HeadResponseID)
+	return err == nil && head.PreviousResponseID == prevID
 }
 
 // startSpec says how createAndStart positions and drives a run.
@@ -173,6 +221,7 @@ type startSpec struct {
 	checkpoint []store.Part // the step-0 checkpoint of a new run; nil to continue a run
 	lastStep   int64        // the run's last committed step
 	lastParts  []store.Part // its checkpoint
+	branch     bool         // a new run branching from p.PreviousResponseID
 	drive      func(*run) func(context.Context) error
 }
 
@@ -213,7 +262,7 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 		Response: &store.Response{ID: snap.ID, PreviousResponseID: p.PreviousResponseID, Model: m.ID,
 			Owner: p.Owner, Status: store.Status(status), Request: p.Request, Snapshot: c.Snapshot, CreatedAt: now,
 			Publication: mode, Input: input},
-		RunID: sp.runID, Checkpoint: sp.checkpoint, Events: toEventInputs(c.Frames),
+		RunID: sp.runID, Branch: sp.branch, Checkpoint: sp.checkpoint, Events: toEventInputs(c.Frames),
 		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration, // the lease on the store's clock
 		IdempotencyKey: p.IdempotencyKey, RequestHash: keyHash(p)})
 	if ie, ok := errors.AsType[*store.IdempotencyError](err); ok {
@@ -326,10 +375,26 @@ func (h *Host) deliverInput(ctx context.Context, m *model, prevID, runID string,
 		}
 		return nil
 	}
-	if len(wr.Pending()) == 0 {
-		return &ConflictError{Message: fmt.Sprintf("Response %s has no pending function calls (already answered).", prevID)}
+	if len(wr.Pending()) > 0 {
+		return h.applyAnswers(ctx, runID, wr, input)
 	}
-	return h.applyAnswers(ctx, runID, wr, input)
+	// A workflow that ended (or idles with nothing pending) runs again: a
+	// new turn whose input goes to its start executor, its state kept.
+	// Answers have nothing to answer.
+	msgs := toMessages(input)
+	for _, it := range input {
+		if it.Type == InputFunctionCallOutput {
+			return &ConflictError{Message: fmt.Sprintf("Response %s has no pending function calls (already answered).", prevID)}
+		}
+	}
+	in, err := agent.WorkflowInput(m.wf, msgs)
+	if err == nil {
+		err = wr.Send(in)
+	}
+	if err != nil {
+		return &InputError{Param: "input", Code: "invalid_value", Message: err.Error()}
+	}
+	return nil
 }
 
 // applyAnswers delivers the function_call_output items of input to wr, the

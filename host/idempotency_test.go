@@ -134,12 +134,17 @@ func TestHost_IdempotencyKey(t *testing.T) {
 		if err != nil || retried.ID != cont.ID {
 			t.Fatalf("retried continuation: %v (%v), want %s", err, retried, cont.ID)
 		}
-		_, err = ih.h.Create(ctx, idemParams("more", "", "alice", first.ID))
-		if !errors.Is(err, store.ErrConflict) {
-			t.Fatalf("the same continuation without a key: err = %v, want a conflict", err)
+		// Without a key the same request is a new turn: first is no
+		// longer the head, so it branches (a second answer to it).
+		branch, err := ih.h.Create(ctx, idemParams("more", "", "alice", first.ID))
+		if err != nil || branch.ID == cont.ID || branch.RunID == cont.RunID {
+			t.Fatalf("the same continuation without a key: %v (%v), want a branch", err, branch)
 		}
-		if n := ih.turns.Load(); n != 3 {
-			t.Fatalf("the agent ran %d turns, want 3", n)
+		if _, err := ih.h.Wait(ctx, branch.ID, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if n := ih.turns.Load(); n != 4 {
+			t.Fatalf("the agent ran %d turns, want 4", n)
 		}
 	})
 }

@@ -35,6 +35,7 @@ type metrics struct {
 	resumeBackoffs prometheus.Counter
 	failures       *prometheus.CounterVec
 	cancelsSeen    prometheus.Counter
+	branches       prometheus.Counter
 	// livePublish is the time from a live event reaching the host (the
 	// executor's EmitLive calls the hook synchronously) to its frames
 	// being durable in the log, where readers are woken.
@@ -76,6 +77,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			[]string{"op"}),
 		cancelsSeen: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "superstep_host_remote_cancels_total", Help: "Cancels recorded through another host and noticed here."}),
+		branches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "superstep_host_branches_total", Help: "Continuations of an earlier response, each started on a new run branching from its state."}),
 		livePublish: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "superstep_live_publish_seconds",
 			Help:    "Time from a live event (a token) reaching the host to its events being durable and visible to readers (live publication).",
@@ -95,7 +98,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.commits, m.commitFailures, m.commitSeconds, m.activeRuns, m.leaseLost,
-		m.leaseExpired, m.resumeBackoffs, m.recovered, m.failures, m.cancelsSeen, m.livePublish, m.checkpointsPruned, m.responsesPruned,
+		m.leaseExpired, m.resumeBackoffs, m.recovered, m.failures, m.cancelsSeen, m.branches, m.livePublish, m.checkpointsPruned, m.responsesPruned,
 		m.clockOffset} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("host: register metrics: %w", err)

@@ -45,7 +45,7 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 			return err
 		}
 		if created && p.Checkpoint != nil {
-			if enc, err = insertInitialCheckpoint(ctx, tx, p.RunID, p.Checkpoint, now); err != nil {
+			if enc, err = insertInitialCheckpoint(ctx, tx, p.RunID, run.LastStep, p.Checkpoint, now); err != nil {
 				return err
 			}
 		}
@@ -94,27 +94,27 @@ func createOrContinueRun(ctx context.Context, tx pgx.Tx, p *store.ResponseCreate
 	active := !r.Status.Terminal()
 	claim := p.LeaseOwner != ""
 	lease := micros(p.LeaseDuration)
+	base := int64(0) // the run's first step: a branch starts where the previous response left its run
 	if r.PreviousResponseID != "" && p.Branch {
 		// A branch is a new run continuing a previous response that must
 		// still exist; the row lock keeps a delete from racing the check.
-		var n int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM responses WHERE id = $1 FOR SHARE) x`,
-			r.PreviousResponseID).Scan(&n); err != nil {
-			return nil, false, err
-		}
-		if n == 0 {
+		err := tx.QueryRow(ctx, `SELECT commit_step FROM responses WHERE id = $1 FOR SHARE`, r.PreviousResponseID).Scan(&base)
+		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, false, &store.ContinueError{RunID: p.RunID, PreviousResponseID: r.PreviousResponseID, Reason: store.ContinueGone}
+		}
+		if err != nil {
+			return nil, false, err
 		}
 	}
 	if r.PreviousResponseID == "" || p.Branch {
 		run, err = scanRun(tx.QueryRow(ctx, `INSERT INTO runs AS r (id, model, head_response_id, active,
-				lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
+				lease_owner, lease_epoch, lease_expires_at, created_at, updated_at, last_step)
 			VALUES ($1, $2, $3, $4, $5, CASE WHEN $6 THEN 1 ELSE 0 END,
 				CASE WHEN $6 THEN coalesce($8::timestamptz, now()) + $7::bigint * interval '1 microsecond'
 					ELSE 'epoch'::timestamptz END,
-				coalesce($8::timestamptz, now()), coalesce($8::timestamptz, now()))
+				coalesce($8::timestamptz, now()), coalesce($8::timestamptz, now()), $9)
 			ON CONFLICT (id) DO NOTHING RETURNING `+runColumns,
-			p.RunID, r.Model, r.ID, active, p.LeaseOwner, claim, lease, now))
+			p.RunID, r.Model, r.ID, active, p.LeaseOwner, claim, lease, now, base))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, false, fmt.Errorf("store/postgres: run %s exists; a new response of it must name its head: %w", p.RunID, store.ErrConflict)
 		}
@@ -199,7 +199,7 @@ func insertResponse(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParam
 }
 
 // insertInitialCheckpoint writes the step-0 checkpoint of a new run.
-func insertInitialCheckpoint(ctx context.Context, tx pgx.Tx, runID string, parts []store.Part, now *time.Time) (*encodedParts, error) {
+func insertInitialCheckpoint(ctx context.Context, tx pgx.Tx, runID string, step int64, parts []store.Part, now *time.Time) (*encodedParts, error) {
 	enc := encodeParts(parts, nil)
 	_, err := tx.Exec(ctx, `INSERT INTO blobs (run_id, hash, size, data)
 		SELECT $1, u.h, octet_length(u.d), u.d FROM unnest($2::bytea[], $3::bytea[]) AS u(h, d)
@@ -208,7 +208,7 @@ func insertInitialCheckpoint(ctx context.Context, tx pgx.Tx, runID string, parts
 		return nil, err
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO checkpoints (run_id, step, parent_step, part_names, part_hashes, size, created_at)
-		VALUES ($1, 0, -1, $2, $3, $4, coalesce($5::timestamptz, now()))`, runID, enc.names, enc.hashes, enc.size, now)
+		VALUES ($1, $6, -1, $2, $3, $4, coalesce($5::timestamptz, now()))`, runID, enc.names, enc.hashes, enc.size, now, step)
 	return enc, err
 }
 

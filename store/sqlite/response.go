@@ -143,20 +143,21 @@ func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, re
 
 // createRun inserts a new run headed by resp, with its step-0 checkpoint.
 func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, now time.Time) (*store.Run, error) {
+	base := int64(0) // the run's first step: a branch starts where the previous response left its run
 	if resp.PreviousResponseID != "" {
 		// A continuation never creates a run (its run was deleted), but a
 		// branch does, of a previous response that still exists.
-		var n int
-		err := tx.QueryRowContext(ctx, "SELECT count(*) FROM responses WHERE id = ?", resp.PreviousResponseID).Scan(&n)
-		if err != nil {
+		err := tx.QueryRowContext(ctx, "SELECT commit_step FROM responses WHERE id = ?", resp.PreviousResponseID).Scan(&base)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, mapError("response create", err)
 		}
-		if !p.Branch || n == 0 {
+		if !p.Branch || err != nil {
 			return nil, fmt.Errorf("sqlite: response create: %w", &store.ContinueError{RunID: p.RunID, PreviousResponseID: resp.PreviousResponseID, Reason: store.ContinueGone})
 		}
 	}
-	resp.CommitStep = 0
-	run := &store.Run{ID: p.RunID, Model: resp.Model, HeadResponseID: resp.ID, Active: !resp.Status.Terminal(), CreatedAt: now, UpdatedAt: now}
+	resp.CommitStep = base
+	run := &store.Run{ID: p.RunID, Model: resp.Model, HeadResponseID: resp.ID, Active: !resp.Status.Terminal(), LastStep: base,
+		CreatedAt: now, UpdatedAt: now}
 	claimLease(run, p.LeaseOwner, p.LeaseDuration, now)
 	var num int64
 	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(num), 0) + 1 FROM runs").Scan(&num); err != nil {
@@ -164,8 +165,8 @@ func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, r
 	}
 	cpStep := int64(-1)
 	if p.Checkpoint != nil {
-		cpStep = 0
-		if _, err := writeCheckpoint(ctx, tx, run.ID, num, 0, -1, parts, now); err != nil {
+		cpStep = base
+		if _, err := writeCheckpoint(ctx, tx, run.ID, num, base, -1, parts, now); err != nil {
 			return nil, err
 		}
 		if err := fault.Point(ctx, "create.checkpoint_inserted"); err != nil {
@@ -173,8 +174,8 @@ func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, r
 		}
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO runs (id, num, model, head_response_id, last_step, checkpoint_step, lease_owner,
-		lease_epoch, lease_expires_at, active, created_at, updated_at) VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)`,
-		run.ID, num, run.Model, run.HeadResponseID, cpStep, run.Lease.Owner, run.Lease.Epoch, nanos(run.Lease.ExpiresAt),
+		lease_epoch, lease_expires_at, active, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		run.ID, num, run.Model, run.HeadResponseID, base, cpStep, run.Lease.Owner, run.Lease.Epoch, nanos(run.Lease.ExpiresAt),
 		run.Active, now.UnixNano(), now.UnixNano())
 	return run, mapError("insert run", err)
 }

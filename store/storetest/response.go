@@ -317,15 +317,21 @@ func testResponse(t *testing.T, h Harness) {
 		before := ReadRunState(b.ctx, t, b.s, c.Run.ID)
 		parts := []store.Part{{Name: "state", Data: []byte("copied from step 1")}}
 		br := CreateResponse(b.ctx, t, b.s, &ResponseOpts{PreviousResponseID: c.Response.ID, Branch: true, Checkpoint: parts})
-		if br.Run.ID == c.Run.ID || br.Run.HeadResponseID != br.Response.ID || br.Run.LastStep != 0 ||
-			br.Response.PreviousResponseID != c.Response.ID || br.Response.StartStep != 0 {
+		// The branch starts at the step the previous response's commit
+		// left (1): its state's numbering goes on from there.
+		if br.Run.ID == c.Run.ID || br.Run.HeadResponseID != br.Response.ID || br.Run.LastStep != 1 ||
+			br.Response.PreviousResponseID != c.Response.ID || br.Response.StartStep != 1 || br.Response.CommitStep != 1 {
 			t.Fatalf("branch: run %+v response %+v", br.Run, br.Response)
 		}
 		cp, err := b.s.CheckpointGetLast(b.ctx, br.Run.ID)
 		requireNoError(t, err, "CheckpointGetLast of the branch")
-		if cp.Step != 0 || len(cp.Parts) != 1 || string(cp.Parts[0].Data) != "copied from step 1" {
+		if cp.Step != 1 || len(cp.Parts) != 1 || string(cp.Parts[0].Data) != "copied from step 1" {
 			t.Fatalf("branch checkpoint %+v", cp)
 		}
+		if got := ReadRunState(b.ctx, t, b.s, br.Run.ID); got.Run == nil || got.Run.LastStep != 1 {
+			t.Fatalf("branch run as read back: %s", got)
+		}
+		Commit(b.ctx, t, b.s, br.Run.ID, &CommitOpts{Status: store.StatusCompleted}) // step 2 follows
 		requireSameState(t, ReadRunState(b.ctx, t, b.s, c.Run.ID), before, "the branched-from run")
 		_, err = b.s.ResponseCreate(b.ctx, ResponseParams(&ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID, Branch: true}))
 		requireIs(t, err, store.ErrConflict, "a branch under an existing run id")
