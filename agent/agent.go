@@ -148,7 +148,8 @@ func (u Usage) Sub(o Usage) Usage {
 type Update struct {
 	Kind UpdateKind
 	// Text is set for UpdateText, UpdateTextDelta (the delta) and
-	// UpdateToolResult.
+	// UpdateToolResult; an agent executor's yielded UpdateToolCall carries
+	// the call's output in it.
 	Text string
 	// CallID, Name and Arguments (JSON) are set for UpdateFunctionCall and
 	// UpdateToolCall; CallID for UpdateToolResult; Name (the target) for

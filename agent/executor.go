@@ -292,6 +292,17 @@ func (e *agentExecutor) turn(c *workflow.Context, in []Message) (*turnResult, er
 			if err := c.EmitLive(u); err != nil {
 				return nil, err
 			}
+		case UpdateToolResult:
+			// The call's output goes with its yield (Text of the
+			// UpdateToolCall), as well as live.
+			for i := range res.segments {
+				if res.segments[i].Kind == UpdateToolCall && res.segments[i].CallID == u.CallID {
+					res.segments[i].Text = u.Text
+				}
+			}
+			if err := c.EmitLive(u); err != nil {
+				return nil, err
+			}
 		case UpdateHandoff:
 			res.handoff = u.Name
 		case UpdateDone:

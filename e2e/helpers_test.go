@@ -143,12 +143,32 @@ func outputTexts(t *testing.T, raw string) []string {
 
 // functionCall is a function_call output item.
 type functionCall struct {
-	ID        string `json:"id"`
-	Type      string `json:"type"`
-	Status    string `json:"status"`
-	CallID    string `json:"call_id"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
+	ID        string  `json:"id"`
+	Type      string  `json:"type"`
+	Status    string  `json:"status"`
+	CallID    string  `json:"call_id"`
+	Name      string  `json:"name"`
+	Arguments string  `json:"arguments"`
+	Output    *string `json:"output"`
+}
+
+// toolCalls returns the server-run tool call items (superstep:tool_call)
+// of a Response object.
+func toolCalls(t *testing.T, raw string) []functionCall {
+	t.Helper()
+	var r struct {
+		Output []functionCall `json:"output"`
+	}
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		t.Fatalf("decode response: %v", err)
+	}
+	var out []functionCall
+	for _, it := range r.Output {
+		if it.Type == "superstep:tool_call" {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 func functionCalls(t *testing.T, raw string) []functionCall {

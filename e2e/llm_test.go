@@ -194,11 +194,12 @@ func TestLLM_WriterReviewerStreamsTokens(t *testing.T) {
 	requireUsage(t, stored)
 }
 
-// TestLLM_ToolCallsAreFunctionCallItems: demo.tools' call of its own
-// calculate tool is a function_call item whose arguments stream as
-// response.function_call_arguments.delta, before the answer's message;
-// the tool journals its idempotency key.
-func TestLLM_ToolCallsAreFunctionCallItems(t *testing.T) {
+// TestLLM_ToolCallsAreServerToolItems: demo.tools' call of its own
+// calculate tool is a superstep:tool_call item (an extension type no SDK
+// mistakes for a function_call it must run) carrying its arguments and
+// output, before the answer's message; no function_call item or argument
+// event is sent for it; the tool journals its idempotency key.
+func TestLLM_ToolCallsAreServerToolItems(t *testing.T) {
 	t.Parallel()
 	journal := filepath.Join(t.TempDir(), "journal")
 	e := newLLMEnv(t, "", journal)
@@ -213,35 +214,33 @@ func TestLLM_ToolCallsAreFunctionCallItems(t *testing.T) {
 			Input: textInput("What is 6 times 7? Use calculate " + args), Metadata: md}), nil)
 		requireLifecycle(t, s, "response.completed")
 		final := s.last().Response
-		calls := functionCalls(t, final.RawJSON())
-		if len(calls) != 1 || calls[0].Name != examples.CalculateTool || calls[0].Arguments != args || calls[0].CallID == "" {
-			t.Fatalf("publication %q: function calls %+v, want one calculate(%s)\n%s", pub, calls, args, final.RawJSON())
+		calls := toolCalls(t, final.RawJSON())
+		if len(calls) != 1 || calls[0].Name != examples.CalculateTool || calls[0].Arguments != args || calls[0].CallID == "" ||
+			calls[0].Output == nil || *calls[0].Output != "42" {
+			t.Fatalf("publication %q: tool calls %+v, want one calculate(%s) -> 42\n%s", pub, calls, args, final.RawJSON())
 		}
-		if len(final.Output) != 2 || final.Output[0].Type != "function_call" || final.Output[1].Type != "message" {
-			t.Fatalf("publication %q: output %s, want the function_call then the message", pub, final.RawJSON())
+		if fc := functionCalls(t, final.RawJSON()); len(fc) != 0 {
+			t.Fatalf("publication %q: function_call items %+v for the server's own tool", pub, fc)
+		}
+		if len(final.Output) != 2 || final.Output[0].Type != "superstep:tool_call" || final.Output[1].Type != "message" {
+			t.Fatalf("publication %q: output %s, want the tool call then the message", pub, final.RawJSON())
 		}
 		if got := outputTexts(t, final.RawJSON()); !slices.Equal(got, []string{"Tool calculate returned: 42"}) {
 			t.Fatalf("publication %q: answer %q", pub, got)
 		}
-		var argDeltas []string
-		added := false
+		added, done := false, false
 		for _, ev := range s.Events {
 			switch {
-			case ev.Type == "response.output_item.added" && ev.Item.Type == "function_call":
-				added = ev.Item.Name == examples.CalculateTool
-			case ev.Type == "response.function_call_arguments.delta":
-				if !added || ev.ItemID != calls[0].ID {
-					t.Fatalf("publication %q: arguments delta for %s before its item was added: %v", pub, ev.ItemID, s.types())
-				}
-				argDeltas = append(argDeltas, ev.Delta)
-			case ev.Type == "response.function_call_arguments.done":
-				if ev.Arguments != args {
-					t.Fatalf("publication %q: arguments done %q", pub, ev.Arguments)
-				}
+			case strings.HasPrefix(ev.Type, "response.function_call_arguments"):
+				t.Fatalf("publication %q: %s for the server's own tool: %v", pub, ev.Type, s.types())
+			case ev.Type == "response.output_item.added" && ev.Item.Type == "superstep:tool_call":
+				added = ev.Item.Name == examples.CalculateTool && ev.Item.ID == calls[0].ID
+			case ev.Type == "response.output_item.done" && ev.Item.Type == "superstep:tool_call":
+				done = added
 			}
 		}
-		if len(argDeltas) == 0 || strings.Join(argDeltas, "") != args {
-			t.Fatalf("publication %q: argument deltas %q, want %s: %v", pub, argDeltas, args, s.types())
+		if !added || !done {
+			t.Fatalf("publication %q: the tool call item was not added then done: %v", pub, s.types())
 		}
 		if n := s.count("response.in_progress"); n != 1 {
 			t.Fatalf("publication %q: %d response.in_progress events (a reset?): %v", pub, n, s.types())

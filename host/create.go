@@ -330,6 +330,9 @@ func toMessages(items []InputItem) []agent.Message {
 			out = append(out, agent.Message{Role: agent.RoleTool, Text: it.Output, CallID: it.CallID})
 		case protocol.InputFunctionCall:
 			out = append(out, agent.Message{Role: agent.RoleAssistant, CallID: it.CallID, Name: it.Name, Arguments: it.Arguments})
+		case protocol.InputToolCall: // the call and its output, as the model saw them
+			out = append(out, agent.Message{Role: agent.RoleAssistant, CallID: it.CallID, Name: it.Name, Arguments: it.Arguments},
+				agent.Message{Role: agent.RoleTool, CallID: it.CallID, Text: it.Output})
 		case protocol.InputReasoning:
 		default:
 			role := agent.Role(it.Role)

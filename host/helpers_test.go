@@ -181,12 +181,13 @@ type wireResponse struct {
 }
 
 type wireItem struct {
-	ID      string `json:"id"`
-	Type    string `json:"type"`
-	Status  string `json:"status"`
-	CallID  string `json:"call_id"`
-	Name    string `json:"name"`
-	Args    string `json:"arguments"`
+	ID      string  `json:"id"`
+	Type    string  `json:"type"`
+	Status  string  `json:"status"`
+	CallID  string  `json:"call_id"`
+	Name    string  `json:"name"`
+	Args    string  `json:"arguments"`
+	Output  *string `json:"output"`
 	Content []struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
@@ -262,7 +263,7 @@ func outputs(evs []event) []string {
 		switch e.Item.Type {
 		case "message":
 			out = append(out, e.Item.Content[0].Text)
-		case "function_call":
+		case "function_call", "superstep:tool_call":
 			out = append(out, e.Item.Name+"("+e.Item.Args+")")
 		}
 	}

@@ -631,7 +631,7 @@ func TestHost_Live_RetryVoidsOnlyItsMessage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ref := verify.Outcome{Status: "completed", Output: []string{"a", "function_call f {}", "b2"}}
+			ref := verify.Outcome{Status: "completed", Output: []string{"a", "tool_call f {} -> ok", "b2"}}
 			if err := verify.Check(&verify.Input{Responses: []verify.ResponseInput{{ID: r.ID, Log: log, Record: rec, Reference: &ref}}}).Err(); err != nil {
 				t.Fatal(err)
 			}

@@ -33,7 +33,7 @@ const toolsInput = `please lookup {"q":"x"}`
 
 // toolsRef is the outcome of llm.tools for toolsInput.
 var toolsRef = verify.Outcome{Status: "completed",
-	Output: []string{`function_call lookup {"q":"x"}`, "Tool lookup returned: found x"}}
+	Output: []string{`tool_call lookup {"q":"x"} -> found x`, "Tool lookup returned: found x"}}
 
 // llmModels registers the LLM test models on the local model server at url.
 type llmModels struct {
@@ -254,20 +254,27 @@ func TestLLM_ToolCallsAndUsage(t *testing.T) {
 			if got := outputs(evs); !slices.Equal(got, []string{`lookup({"q":"x"})`, "Tool lookup returned: found x"}) {
 				t.Fatalf("%s %v: outputs %q (%s)", model, md, got, types(evs))
 			}
-			var argDeltas, argDone []string
+			// The agent's own call is a superstep:tool_call item with its
+			// output, never a function_call a client SDK would try to run.
+			var toolItems []string
 			for _, e := range evs {
 				if e.Type == "response.in_progress" && string(e.Response.Usage) != "null" {
 					t.Fatalf("%s %v: usage %s before the response ended", model, md, e.Response.Usage)
 				}
-				switch e.Type {
-				case "response.function_call_arguments.delta":
-					argDeltas = append(argDeltas, e.Delta)
-				case "response.function_call_arguments.done":
-					argDone = append(argDone, e.Arguments)
+				switch {
+				case strings.HasPrefix(e.Type, "response.function_call_arguments"),
+					e.Item != nil && e.Item.Type == "function_call":
+					t.Fatalf("%s %v: a function_call event for the server's own tool: %s", model, md, types(evs))
+				case e.Item != nil && e.Item.Type == "superstep:tool_call":
+					out := "<none>"
+					if e.Item.Output != nil {
+						out = *e.Item.Output
+					}
+					toolItems = append(toolItems, e.Item.Status+" "+e.Item.Name+" "+e.Item.Args+" "+out)
 				}
 			}
-			if !slices.Equal(argDeltas, []string{`{"q":"x"}`}) || !slices.Equal(argDone, []string{`{"q":"x"}`}) {
-				t.Fatalf("%s %v: argument events %q %q", model, md, argDeltas, argDone)
+			if !slices.Equal(toolItems, []string{`in_progress lookup {"q":"x"} <none>`, `completed lookup {"q":"x"} found x`}) {
+				t.Fatalf("%s %v: tool call item events %q", model, md, toolItems)
 			}
 			verifyOne(t, b.store, r.ID, toolsRef)
 		}
@@ -300,7 +307,7 @@ func TestLLM_ToolCallOrder(t *testing.T) {
 	t.Parallel()
 	m := newLLMModels(t)
 	b, _ := llmSetup(t, m)
-	ref := verify.Outcome{Status: "completed", Output: []string{"a b", `function_call t {"n":1}`, "c"}}
+	ref := verify.Outcome{Status: "completed", Output: []string{"a b", `tool_call t {"n":1} -> ok`, "c"}}
 	for _, prefix := range llmHostings {
 		for _, md := range []map[string]string{nil, liveMD} {
 			model := prefix + "llm.scripted"
@@ -325,7 +332,7 @@ func TestLLM_ToolCallOrder(t *testing.T) {
 						order = append(order, strings.TrimPrefix(e.Type, "response.output_item.")+":"+e.Item.Type)
 					}
 				}
-				want := []string{"added:message", "done:message", "added:function_call", "done:function_call", "added:message", "done:message"}
+				want := []string{"added:message", "done:message", "added:superstep:tool_call", "done:superstep:tool_call", "added:message", "done:message"}
 				if !slices.Equal(order, want) {
 					t.Fatalf("%s live: item events %q", model, order)
 				}
@@ -452,12 +459,12 @@ func TestLLM_Recover_LiveToolCallCrash(t *testing.T) {
 				switch {
 				case e.Type == "response.in_progress":
 					resets++
-				case e.Type == "response.output_item.added" && e.Item != nil && e.Item.Type == "function_call":
+				case e.Type == "response.output_item.added" && e.Item != nil && e.Item.Type == "superstep:tool_call":
 					calls++
 				}
 			}
 			if resets != 1 || calls != 2 {
-				t.Fatalf("resets %d, function_call items added %d (%s)", resets, calls, types(evs))
+				t.Fatalf("resets %d, tool call items added %d (%s)", resets, calls, types(evs))
 			}
 			m.mu.Lock()
 			keys := slices.Clone(m.keys)

@@ -112,10 +112,12 @@ func liveInput(ev workflow.LiveEvent) (protocol.LiveEvent, bool) {
 			le.Kind, le.Text = protocol.LiveTextDelta, v.Text
 		case agent.UpdateToolCall:
 			le.Kind, le.CallID, le.Name, le.Arguments = protocol.LiveToolCall, v.CallID, v.Name, v.Arguments
+		case agent.UpdateToolResult:
+			le.Kind, le.CallID, le.Text = protocol.LiveToolResult, v.CallID, v.Text
 		case agent.UpdateRetry:
 			le.Kind = protocol.LiveRetry
 		default:
-			return protocol.LiveEvent{}, false // tool results and the like are not output items
+			return protocol.LiveEvent{}, false // handoffs, usage and the like are not output items
 		}
 	default:
 		return protocol.LiveEvent{}, false

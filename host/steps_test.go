@@ -29,7 +29,8 @@ func TestLiveInput(t *testing.T) {
 		{agent.Update{Kind: agent.UpdateRetry}, protocol.LiveEvent{Kind: protocol.LiveRetry}, true},
 		{agent.Update{Kind: agent.UpdateToolCall, CallID: "c", Name: "f", Arguments: "{}"},
 			protocol.LiveEvent{Kind: protocol.LiveToolCall, CallID: "c", Name: "f", Arguments: "{}"}, true},
-		{agent.Update{Kind: agent.UpdateToolResult, Text: "r"}, protocol.LiveEvent{}, false},
+		{agent.Update{Kind: agent.UpdateToolResult, CallID: "c", Text: "r"}, protocol.LiveEvent{Kind: protocol.LiveToolResult, CallID: "c", Text: "r"}, true},
+		{agent.Update{Kind: agent.UpdateHandoff, Name: "x"}, protocol.LiveEvent{}, false},
 		{42, protocol.LiveEvent{}, false},
 	} {
 		got, ok := liveInput(workflow.LiveEvent{Step: 1, ExecutorID: "e", Attempt: 1, Value: c.v})

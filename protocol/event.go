@@ -192,6 +192,31 @@ func (s *Seq) MessageEnd(id string, outputIndex int, text, status string) (Item,
 	return item, s.add(EventOutputItemDone, OutputItemEvent{EventOutputItemDone, s.Next, outputIndex, item})
 }
 
+// ToolCallStart appends the output_item.added of a tool call the server
+// runs (ItemToolCall, in progress, output null) and returns the item.
+func (s *Seq) ToolCallStart(id string, outputIndex int, callID, name, arguments string) (Item, error) {
+	item := Item{ID: id, Type: ItemToolCall, Status: ItemInProgress, CallID: callID, Name: name, Arguments: arguments}
+	return item, s.add(EventOutputItemAdded, OutputItemEvent{EventOutputItemAdded, s.Next, outputIndex, item})
+}
+
+// ToolCallEnd appends the output_item.done of the tool call item with its
+// output (nil: none, for a call that did not finish) and final status, and
+// returns the final item.
+func (s *Seq) ToolCallEnd(item Item, outputIndex int, output *string, status string) (Item, error) {
+	item.Status, item.Output = status, output
+	return item, s.add(EventOutputItemDone, OutputItemEvent{EventOutputItemDone, s.Next, outputIndex, item})
+}
+
+// ToolCall appends the events of one complete tool call item (added, then
+// done with its output) and returns the final item.
+func (s *Seq) ToolCall(id string, outputIndex int, callID, name, arguments, output string) (Item, error) {
+	item, err := s.ToolCallStart(id, outputIndex, callID, name, arguments)
+	if err != nil {
+		return Item{}, err
+	}
+	return s.ToolCallEnd(item, outputIndex, &output, ItemCompleted)
+}
+
 // FunctionCall appends the events of one complete function_call item
 // (output_item.added with arguments "", function_call_arguments.delta and
 // .done, output_item.done) and returns the final item.

@@ -15,11 +15,16 @@ const (
 	InputFunctionCallOutput = "function_call_output"
 	InputFunctionCall       = "function_call"
 	InputReasoning          = "reasoning"
+	// InputToolCall is a server-run tool call an earlier response made
+	// (ItemToolCall), replayed with its output.
+	InputToolCall = ItemToolCall
 )
 
 // InputItem is one input item of a create request, normalised: a message
 // (Role, Text), a function_call_output (CallID, Output), a function_call
-// an earlier response made (CallID, Name, Arguments), or a reasoning item
+// an earlier response made (CallID, Name, Arguments), a server-run tool
+// call an earlier response made (CallID, Name, Arguments, Output), or a
+// reasoning item
 // (kept only as a place in the conversation: its content is the model's,
 // and no hosted model reads it back).
 type InputItem struct {
@@ -207,9 +212,23 @@ func parseInputItem(raw []byte, param string) (InputItem, error) {
 		return parseFunctionCall(fields, param)
 	case InputReasoning:
 		return InputItem{Type: InputReasoning}, nil
+	case InputToolCall:
+		it, err := parseFunctionCall(fields, param)
+		if err != nil {
+			return InputItem{}, err
+		}
+		out, err := optString(fields["output"], param+".output")
+		if err != nil {
+			return InputItem{}, err
+		}
+		it.Type = InputToolCall
+		if out != nil {
+			it.Output = *out
+		}
+		return it, nil
 	}
 	return InputItem{}, requestErr(param+".type", CodeUnsupportedValue,
-		"Invalid value for '%s.type': '%s' is not supported; supported input item types are 'message', 'function_call', 'function_call_output' and 'reasoning'.",
+		"Invalid value for '%s.type': '%s' is not supported; supported input item types are 'message', 'function_call', 'function_call_output', 'reasoning' and 'superstep:tool_call'.",
 		param, truncate(kind, 64))
 }
 

@@ -260,7 +260,8 @@ func TestReadInput_ReplayedOutputItems(t *testing.T) {
 		{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"xyz"},
 		{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Let me look.","annotations":[]}]},
 		{"type":"function_call","id":"fc_1","status":"completed","call_id":"call_1","name":"weather","arguments":"{\"city\":\"Paris\"}"},
-		{"type":"function_call_output","call_id":"call_1","output":"20C"}]}`
+		{"type":"function_call_output","call_id":"call_1","output":"20C"},
+		{"type":"superstep:tool_call","id":"stc_1","status":"completed","call_id":"call_2","name":"calc","arguments":"{}","output":"42"}]}`
 	got, err := ReadInput([]byte(body))
 	if err != nil {
 		t.Fatal(err)
@@ -268,7 +269,8 @@ func TestReadInput_ReplayedOutputItems(t *testing.T) {
 	want := []InputItem{{Type: InputMessage, Role: "user", Text: "weather in Paris?"}, {Type: InputReasoning},
 		{Type: InputMessage, Role: "assistant", Text: "Let me look."},
 		{Type: InputFunctionCall, CallID: "call_1", Name: "weather", Arguments: `{"city":"Paris"}`},
-		{Type: InputFunctionCallOutput, CallID: "call_1", Output: "20C"}}
+		{Type: InputFunctionCallOutput, CallID: "call_1", Output: "20C"},
+		{Type: InputToolCall, CallID: "call_2", Name: "calc", Arguments: "{}", Output: "42"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}

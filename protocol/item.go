@@ -9,6 +9,12 @@ import (
 const (
 	ItemMessage      = "message"
 	ItemFunctionCall = "function_call"
+	// ItemToolCall is a call of a tool the server ran itself (an agent's
+	// own tool): an extension item type, prefixed as OpenResponses requires
+	// of implementer types, so that no SDK mistakes it for a function_call
+	// its caller must run. It carries the call's name, arguments and, once
+	// done, its output.
+	ItemToolCall = "superstep:tool_call"
 )
 
 // Item statuses.
@@ -30,6 +36,8 @@ type Item struct {
 	CallID    string        `json:"call_id,omitempty"`
 	Name      string        `json:"name,omitempty"`
 	Arguments string        `json:"arguments,omitempty"`
+	// Output is a tool call's output (ItemToolCall), nil until it is done.
+	Output *string `json:"output,omitempty"`
 }
 
 type messageJSON struct {
@@ -38,6 +46,16 @@ type messageJSON struct {
 	Status  string        `json:"status"`
 	Role    string        `json:"role"`
 	Content []ContentPart `json:"content"`
+}
+
+type toolCallJSON struct {
+	ID        string  `json:"id"`
+	Type      string  `json:"type"`
+	Status    string  `json:"status"`
+	CallID    string  `json:"call_id"`
+	Name      string  `json:"name"`
+	Arguments string  `json:"arguments"`
+	Output    *string `json:"output"`
 }
 
 type functionCallJSON struct {
@@ -61,6 +79,8 @@ func (it Item) MarshalJSON() ([]byte, error) {
 		return json.Marshal(messageJSON{it.ID, it.Type, it.Status, it.Role, c})
 	case ItemFunctionCall:
 		return json.Marshal(functionCallJSON{it.ID, it.Type, it.Status, it.CallID, it.Name, it.Arguments})
+	case ItemToolCall:
+		return json.Marshal(toolCallJSON{it.ID, it.Type, it.Status, it.CallID, it.Name, it.Arguments, it.Output})
 	}
 	return nil, fmt.Errorf("protocol: unknown item type %q", it.Type)
 }
@@ -95,6 +115,12 @@ func OutputText(text string) ContentPart {
 // response: recovery and replay give the same ids.
 func MessageID(responseID string, outputIndex int) string {
 	return fmt.Sprintf("msg_%s_%d", idSuffix(responseID), outputIndex)
+}
+
+// ToolCallID is the deterministic id of the tool call item (ItemToolCall)
+// at outputIndex of the response.
+func ToolCallID(responseID string, outputIndex int) string {
+	return fmt.Sprintf("stc_%s_%d", idSuffix(responseID), outputIndex)
 }
 
 // FunctionCallID is the deterministic id of the function_call item at

@@ -11,9 +11,13 @@ const (
 	// opens a message item for its stream, or continues the open one.
 	LiveTextDelta LiveKind = iota + 1
 	// LiveToolCall is a call of one of the agent's own tools (CallID,
-	// Name, Arguments), published whole; it closes the message its stream
-	// was writing (the text after the call is a new message).
+	// Name, Arguments): it opens a tool call item (ItemToolCall) and closes
+	// the message its stream was writing (the text after the call is a new
+	// message).
 	LiveToolCall
+	// LiveToolResult is the output (Text) of the tool call CallID: it
+	// closes that call's item.
+	LiveToolResult
 	// LiveRetry says the model call that streamed the open message of its
 	// stream is retried: that message is void.
 	LiveRetry
@@ -69,8 +73,9 @@ type liveItem struct {
 	id       string
 	index    int
 	text     string // a message's deltas so far
+	tool     bool   // a tool call item (else a message)
 	done     bool   // closed live: item is final
-	item     Item   // the final item, when done
+	item     Item   // the final item, when done; a tool call's opened item before
 }
 
 // within reports whether stream is prefix or one of the streams nested in it.
@@ -96,6 +101,8 @@ func ProjectLive(st State, next int64, live Live, ev *LiveEvent) ([]Frame, Live,
 		err = liveDelta(seq, resp, &l, ev)
 	case LiveToolCall:
 		err = liveToolCall(seq, resp, &l, ev)
+	case LiveToolResult:
+		err = liveToolResult(seq, &l, ev)
 	case LiveRetry:
 		open := l.open(ev.Stream)
 		err = voidLive(seq, resp, &l, func(it *liveItem) bool { return it == open })
@@ -130,10 +137,10 @@ func liveDelta(seq *Seq, resp *Response, l *Live, ev *LiveEvent) error {
 	return seq.MessageDelta(it.id, it.index, ev.Text)
 }
 
-// liveToolCall publishes an agent's own tool call as a whole function_call
-// item (its arguments in one delta), after closing the message the stream
-// was writing: the call comes after that text, and the text after the call
-// is a new message.
+// liveToolCall opens the tool call item of an agent's own tool call, after
+// closing the message the stream was writing: the call comes after that
+// text, and the text after the call is a new message. Its result closes it
+// (liveToolResult), or the commit does.
 func liveToolCall(seq *Seq, resp *Response, l *Live, ev *LiveEvent) error {
 	if err := beginLive(seq, resp); err != nil {
 		return err
@@ -146,12 +153,30 @@ func liveToolCall(seq *Seq, resp *Response, l *Live, ev *LiveEvent) error {
 		it.done, it.item = true, item
 	}
 	idx := len(resp.Output) + len(l.items)
-	id := FunctionCallID(resp.ID, idx)
-	item, err := seq.FunctionCall(id, idx, ev.CallID, ev.Name, ev.Arguments)
+	id := ToolCallID(resp.ID, idx)
+	item, err := seq.ToolCallStart(id, idx, ev.CallID, ev.Name, ev.Arguments)
 	if err != nil {
 		return err
 	}
-	l.items = append(l.items, liveItem{executor: ev.Executor, stream: ev.Stream, id: id, index: idx, done: true, item: item})
+	l.items = append(l.items, liveItem{executor: ev.Executor, stream: ev.Stream, id: id, index: idx, tool: true, item: item})
+	return nil
+}
+
+// liveToolResult closes the open tool call item of call ev.CallID of the
+// stream with its output; a result of no open call adds nothing.
+func liveToolResult(seq *Seq, l *Live, ev *LiveEvent) error {
+	for i := len(l.items) - 1; i >= 0; i-- {
+		it := &l.items[i]
+		if it.tool && !it.done && it.stream == ev.Stream && it.item.CallID == ev.CallID {
+			out := ev.Text
+			item, err := seq.ToolCallEnd(it.item, it.index, &out, ItemCompleted)
+			if err != nil {
+				return err
+			}
+			it.done, it.item = true, item
+			return nil
+		}
+	}
 	return nil
 }
 
@@ -167,12 +192,12 @@ func beginLive(seq *Seq, resp *Response) error {
 }
 
 // open returns the message item a stream is writing, if any: its last
-// item, unless that one is closed.
+// item, unless that one is closed or a tool call.
 func (l *Live) open(stream string) *liveItem {
 	for i := len(l.items) - 1; i >= 0; i-- {
 		it := &l.items[i]
 		if it.stream == stream {
-			if it.done {
+			if it.done || it.tool {
 				return nil
 			}
 			return it
@@ -203,12 +228,15 @@ func voidLive(seq *Seq, resp *Response, l *Live, void func(*liveItem) bool) erro
 	l.items = nil
 	for _, it := range keep {
 		idx := len(resp.Output) + len(l.items)
-		n := liveItem{executor: it.executor, stream: it.stream, index: idx, text: it.text, done: it.done}
+		n := liveItem{executor: it.executor, stream: it.stream, index: idx, text: it.text, tool: it.tool, done: it.done}
 		var err error
 		switch {
-		case it.done && it.item.Type == ItemFunctionCall:
-			n.id = FunctionCallID(resp.ID, idx)
-			n.item, err = seq.FunctionCall(n.id, idx, it.item.CallID, it.item.Name, it.item.Arguments)
+		case it.tool && it.done:
+			n.id = ToolCallID(resp.ID, idx)
+			n.item, err = seq.ToolCall(n.id, idx, it.item.CallID, it.item.Name, it.item.Arguments, *it.item.Output)
+		case it.tool:
+			n.id = ToolCallID(resp.ID, idx)
+			n.item, err = seq.ToolCallStart(n.id, idx, it.item.CallID, it.item.Name, it.item.Arguments)
 		case it.done:
 			n.id = MessageID(resp.ID, idx)
 			n.item, err = seq.Message(n.id, idx, it.text)
@@ -249,11 +277,19 @@ func closeLiveWith(seq *Seq, resp *Response, outs []Output, live Live, cut int) 
 			continue
 		}
 		it := &items[i]
-		if it.done { // its events are all in the log already
-			resp.Output = append(resp.Output, it.item)
-			continue
+		var (
+			item Item
+			err  error
+		)
+		switch {
+		case it.done: // its events are all in the log already
+			item = it.item
+		case it.tool: // the commit has the call's output
+			out := o.Text
+			item, err = seq.ToolCallEnd(it.item, it.index, &out, ItemCompleted)
+		default:
+			item, err = seq.MessageEnd(it.id, it.index, o.Text, itemStatus(i, cut))
 		}
-		item, err := seq.MessageEnd(it.id, it.index, o.Text, itemStatus(i, cut))
 		if err != nil {
 			return err
 		}
@@ -275,17 +311,17 @@ func linesUp(outs []Output, items []liveItem) bool {
 			return false
 		}
 		switch {
+		case it.tool:
+			if o.Kind != OutputToolCall || o.CallID != it.item.CallID || o.Name != it.item.Name ||
+				o.Arguments != it.item.Arguments || (it.done && *it.item.Output != o.Text) {
+				return false
+			}
 		case !it.done:
 			if o.Kind != OutputMessage {
 				return false
 			}
-		case it.item.Type == ItemMessage:
-			if o.Kind != OutputMessage || o.Text != it.text {
-				return false
-			}
 		default:
-			if o.Kind != OutputToolCall || o.CallID != it.item.CallID || o.Name != it.item.Name ||
-				o.Arguments != it.item.Arguments {
+			if o.Kind != OutputMessage || o.Text != it.text {
 				return false
 			}
 		}

@@ -22,8 +22,9 @@ const (
 	// OutputRequest is a function_call item the client answers: a
 	// workflow's request for input (its call_id is the request id).
 	OutputRequest
-	// OutputToolCall is a function_call item of a tool the server ran
-	// itself (an agent's own tool); the client must not answer it.
+	// OutputToolCall is a call of a tool the server ran itself (an agent's
+	// own tool): an ItemToolCall item with its output, which no client
+	// answers.
 	OutputToolCall
 )
 
@@ -33,7 +34,8 @@ type Output struct {
 	// Executor is the executor of the hosted workflow the output came from
 	// (for one nested in sub-workflows, the outermost).
 	Executor string
-	// Text is the message's text (OutputMessage).
+	// Text is the message's text (OutputMessage) or the tool call's output
+	// (OutputToolCall).
 	Text string
 	// CallID, Name and Arguments (JSON) are a function call's.
 	CallID    string
@@ -168,11 +170,18 @@ func ProjectEnd(st State, live Live, status string, e *Error, at time.Time) (Com
 	}
 	if live.step == st.Step+1 {
 		for _, it := range live.items {
-			if it.done {
-				resp.Output = append(resp.Output, it.item)
-				continue
+			var (
+				item Item
+				err  error
+			)
+			switch {
+			case it.done:
+				item = it.item
+			case it.tool: // the call did not finish: no output
+				item, err = seq.ToolCallEnd(it.item, it.index, nil, ItemIncomplete)
+			default:
+				item, err = seq.MessageEnd(it.id, it.index, it.text, ItemIncomplete)
 			}
-			item, err := seq.MessageEnd(it.id, it.index, it.text, ItemIncomplete)
 			if err != nil {
 				return Commit{}, err
 			}
@@ -278,8 +287,10 @@ func appendItem(seq *Seq, resp *Response, o Output, status string) error {
 	switch o.Kind {
 	case OutputMessage:
 		item, err = seq.MessageWithStatus(MessageID(resp.ID, idx), idx, o.Text, status)
-	case OutputRequest, OutputToolCall:
+	case OutputRequest:
 		item, err = seq.FunctionCall(FunctionCallID(resp.ID, idx), idx, o.CallID, o.Name, o.Arguments)
+	case OutputToolCall:
+		item, err = seq.ToolCall(ToolCallID(resp.ID, idx), idx, o.CallID, o.Name, o.Arguments, o.Text)
 	default:
 		return fmt.Errorf("protocol: output %d has no kind", idx)
 	}

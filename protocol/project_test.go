@@ -59,6 +59,12 @@ func render(fs []Frame) string {
 			if ev.Item.Type == ItemFunctionCall && ev.Item.Status != ItemInProgress {
 				fmt.Fprintf(&b, " %s(%s)", ev.Item.Name, ev.Item.Arguments)
 			}
+			if ev.Item.Type == ItemToolCall {
+				fmt.Fprintf(&b, " tool %s(%s)", ev.Item.Name, ev.Item.Arguments)
+				if ev.Item.Output != nil {
+					fmt.Fprintf(&b, " -> %q", *ev.Item.Output)
+				}
+			}
 			if len(ev.Item.Content) > 0 {
 				fmt.Fprintf(&b, " %q", ev.Item.Content[0].Text)
 			}
@@ -151,7 +157,7 @@ func TestProjectStep_OutputsAndCompletion(t *testing.T) {
 		Usage: Usage{InputTokens: 3, OutputTokens: 2, TotalTokens: 5},
 		Outputs: []Output{
 			{Kind: OutputMessage, Executor: "a", Text: "hi"},
-			{Kind: OutputToolCall, Executor: "a", CallID: "call_1", Name: "add", Arguments: `{"x":1}`},
+			{Kind: OutputToolCall, Executor: "a", CallID: "call_1", Name: "add", Arguments: `{"x":1}`, Text: "2"},
 			{Kind: OutputRequest, Executor: "ask", CallID: "req_1", Name: "approve", Arguments: `{"q":"ok?"}`},
 		}})
 	want(t, c.Frames, `
@@ -162,18 +168,17 @@ func TestProjectStep_OutputsAndCompletion(t *testing.T) {
 		5 output_text.done [0] msg_t_0 "hi"
 		6 content_part.done [0]
 		7 output_item.done [0] msg_t_0 completed "hi"
-		8 output_item.added [1] fc_t_1 in_progress
-		9 function_call_arguments.delta [1] fc_t_1 {"x":1}
-		10 function_call_arguments.done [1] fc_t_1 {"x":1}
-		11 output_item.done [1] fc_t_1 completed add({"x":1})
-		12 output_item.added [2] fc_t_2 in_progress
-		13 function_call_arguments.delta [2] fc_t_2 {"q":"ok?"}
-		14 function_call_arguments.done [2] fc_t_2 {"q":"ok?"}
-		15 output_item.done [2] fc_t_2 completed approve({"q":"ok?"})
-		16 completed completed output=3`)
+		8 output_item.added [1] stc_t_1 in_progress tool add({"x":1})
+		9 output_item.done [1] stc_t_1 completed tool add({"x":1}) -> "2"
+		10 output_item.added [2] fc_t_2 in_progress
+		11 function_call_arguments.delta [2] fc_t_2 {"q":"ok?"}
+		12 function_call_arguments.done [2] fc_t_2 {"q":"ok?"}
+		13 output_item.done [2] fc_t_2 completed approve({"q":"ok?"})
+		14 completed completed output=3`)
 	r := snapshot(t, c)
 	if !c.Terminal() || r.Status != StatusCompleted || r.CompletedAt == nil || *r.CompletedAt != t0.Unix()+1 ||
-		r.Usage == nil || r.Usage.TotalTokens != 5 || r.Output[2].CallID != "req_1" {
+		r.Usage == nil || r.Usage.TotalTokens != 5 || r.Output[2].CallID != "req_1" ||
+		r.Output[1].Type != ItemToolCall || r.Output[1].Output == nil || *r.Output[1].Output != "2" {
 		t.Fatalf("snapshot %s", c.Snapshot)
 	}
 	if string(c.Usage) == "" || c.Error != nil {
@@ -290,14 +295,16 @@ func TestProjectLive_DoesNotModifyItsArgument(t *testing.T) {
 	st := created(t)
 	_, l1 := liveEv(t, st, 1, Live{}, LiveEvent{Step: 1, Executor: "w", Stream: "w#1", Kind: LiveTextDelta, Text: "a"})
 	_, l2 := liveEv(t, st, 5, l1, LiveEvent{Step: 1, Executor: "w", Stream: "w#1", Kind: LiveToolCall, CallID: "c", Name: "f", Arguments: "{}"})
-	if l1.Len() != 1 || l1.items[0].done || l2.Len() != 2 || !l2.items[0].done {
+	_, l3 := liveEv(t, st, 9, l2, LiveEvent{Step: 1, Executor: "w", Stream: "w#1", Kind: LiveToolResult, CallID: "c", Text: "r"})
+	if l1.Len() != 1 || l1.items[0].done || l2.Len() != 2 || !l2.items[0].done || l2.items[1].done || !l3.items[1].done {
 		t.Fatalf("l1 %+v l2 %+v", l1.items, l2.items)
 	}
 }
 
-// An agent's own tool call closes the message its stream was writing and is
-// published whole; text after it opens a new message. The commit takes the
-// closed items over as they are.
+// An agent's own tool call closes the message its stream was writing and
+// opens a tool call item (an extension type, not a function_call a client
+// would run); its result closes it; text after it opens a new message. The
+// commit takes the closed items over as they are.
 func TestProjectLive_ToolCall(t *testing.T) {
 	st := created(t)
 	var all []Frame
@@ -306,6 +313,7 @@ func TestProjectLive_ToolCall(t *testing.T) {
 	for _, ev := range []LiveEvent{
 		{Kind: LiveTextDelta, Text: "Let me add."},
 		{Kind: LiveToolCall, CallID: "call_1", Name: "add", Arguments: `{"a":1}`},
+		{Kind: LiveToolResult, CallID: "call_1", Text: "2"},
 		{Kind: LiveTextDelta, Text: "2"},
 	} {
 		ev.Step, ev.Executor, ev.Stream = 1, "w", "w#1"
@@ -320,27 +328,36 @@ func TestProjectLive_ToolCall(t *testing.T) {
 		5 output_text.done [0] msg_t_0 "Let me add."
 		6 content_part.done [0]
 		7 output_item.done [0] msg_t_0 completed "Let me add."
-		8 output_item.added [1] fc_t_1 in_progress
-		9 function_call_arguments.delta [1] fc_t_1 {"a":1}
-		10 function_call_arguments.done [1] fc_t_1 {"a":1}
-		11 output_item.done [1] fc_t_1 completed add({"a":1})
-		12 output_item.added [2] msg_t_2 in_progress
-		13 content_part.added [2]
-		14 output_text.delta [2] msg_t_2 "2"`)
+		8 output_item.added [1] stc_t_1 in_progress tool add({"a":1})
+		9 output_item.done [1] stc_t_1 completed tool add({"a":1}) -> "2"
+		10 output_item.added [2] msg_t_2 in_progress
+		11 content_part.added [2]
+		12 output_text.delta [2] msg_t_2 "2"`)
 	st.NextSeq = next
 	c := step(t, st, l, &Step{Number: 1, Status: StatusCompleted, Outputs: []Output{
 		{Kind: OutputMessage, Executor: "w", Text: "Let me add."},
-		{Kind: OutputToolCall, Executor: "w", CallID: "call_1", Name: "add", Arguments: `{"a":1}`},
+		{Kind: OutputToolCall, Executor: "w", CallID: "call_1", Name: "add", Arguments: `{"a":1}`, Text: "2"},
 		{Kind: OutputMessage, Executor: "w", Text: "2"},
 	}})
 	want(t, c.Frames, `
-		15 output_text.done [2] msg_t_2 "2"
-		16 content_part.done [2]
-		17 output_item.done [2] msg_t_2 completed "2"
-		18 completed completed output=3`)
-	if r := snapshot(t, c); r.Output[1].Type != ItemFunctionCall || r.Output[1].CallID != "call_1" {
+		13 output_text.done [2] msg_t_2 "2"
+		14 content_part.done [2]
+		15 output_item.done [2] msg_t_2 completed "2"
+		16 completed completed output=3`)
+	if r := snapshot(t, c); r.Output[1].Type != ItemToolCall || r.Output[1].CallID != "call_1" || *r.Output[1].Output != "2" {
 		t.Fatalf("snapshot %s", c.Snapshot)
 	}
+}
+
+// A tool call whose result was not published live is closed by the commit
+// with the output the step yielded.
+func TestProjectLive_ToolCallClosedByCommit(t *testing.T) {
+	st := created(t)
+	fs, l := liveEv(t, st, 1, Live{}, LiveEvent{Step: 1, Executor: "w", Stream: "w#1", Kind: LiveToolCall, CallID: "c", Name: "f", Arguments: "{}"})
+	st.NextSeq = fs[len(fs)-1].Seq + 1
+	c := step(t, st, l, &Step{Number: 1, Status: StatusInProgress, Outputs: []Output{
+		{Kind: OutputToolCall, Executor: "w", CallID: "c", Name: "f", Arguments: "{}", Text: "out"}}})
+	want(t, c.Frames, `3 output_item.done [0] stc_t_0 completed tool f({}) -> "out"`)
 }
 
 // A retried model call voids the message its stream was writing: a reset
@@ -499,13 +516,16 @@ func TestProjectEnd_CancelClosesOpenItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The tool call never got its result: it ends incomplete, no output.
 	want(t, c.Frames, `
-		15 output_text.done [2] msg_t_2 "par"
-		16 content_part.done [2]
-		17 output_item.done [2] msg_t_2 incomplete "par"
-		18 cancelled cancelled output=3`)
+		12 output_item.done [1] stc_t_1 incomplete tool f({})
+		13 output_text.done [2] msg_t_2 "par"
+		14 content_part.done [2]
+		15 output_item.done [2] msg_t_2 incomplete "par"
+		16 cancelled cancelled output=3`)
 	r := snapshot(t, c)
-	if r.Output[1].Type != ItemFunctionCall || r.Output[2].Status != ItemIncomplete || c.Next.Step != 2 || !c.Terminal() {
+	if r.Output[1].Type != ItemToolCall || r.Output[1].Output != nil || r.Output[1].Status != ItemIncomplete ||
+		r.Output[2].Status != ItemIncomplete || c.Next.Step != 2 || !c.Terminal() {
 		t.Fatalf("snapshot %s next %+v", c.Snapshot, c.Next)
 	}
 }
@@ -583,4 +603,30 @@ func TestBuildRequest_RoundTrip(t *testing.T) {
 	if _, err := ReadInput(BuildRequest(&RequestParams{Model: "m", Input: []InputItem{{Type: "bogus"}}})); err == nil {
 		t.Fatal("an unknown item type was read back")
 	}
+}
+
+// A reset keeps other streams' tool calls as they stand: a finished one
+// whole with its output, one still running opened again without output.
+func TestProjectLive_ResetKeepsToolCalls(t *testing.T) {
+	st := created(t)
+	l := Live{}
+	next := st.NextSeq
+	var all []Frame
+	for _, ev := range []LiveEvent{
+		{Executor: "a", Stream: "a#1", Kind: LiveToolCall, CallID: "c1", Name: "f", Arguments: "{}"},
+		{Executor: "a", Stream: "a#1", Kind: LiveToolResult, CallID: "c1", Text: "done"},
+		{Executor: "b", Stream: "b#1", Kind: LiveToolCall, CallID: "c2", Name: "g", Arguments: "{}"},
+		{Executor: "c", Stream: "c#1", Kind: LiveTextDelta, Text: "x"},
+		{Executor: "c", Stream: "c#1", Kind: LiveDiscard},
+	} {
+		ev.Step = 1
+		fs, nl := liveEv(t, st, next, l, ev)
+		all, l = append(all, fs...), nl
+		next = fs[len(fs)-1].Seq + 1
+	}
+	want(t, all[len(all)-4:], `
+		8 in_progress in_progress output=0
+		9 output_item.added [0] stc_t_0 in_progress tool f({})
+		10 output_item.done [0] stc_t_0 completed tool f({}) -> "done"
+		11 output_item.added [1] stc_t_1 in_progress tool g({})`)
 }

@@ -375,6 +375,9 @@ func BuildRequest(p *RequestParams) []byte {
 			}{it.Type, it.CallID, it.Name, it.Arguments})
 		case InputReasoning:
 			input = append(input, map[string]any{"type": InputReasoning, "summary": []any{}})
+		case InputToolCall:
+			input = append(input, map[string]any{"type": InputToolCall, "call_id": it.CallID, "name": it.Name,
+				"arguments": it.Arguments, "output": it.Output})
 		case InputMessage, "":
 			role := it.Role
 			if role == "" {

@@ -185,7 +185,7 @@ func inputItemID(in host.InputItem, suffix string, i int) string {
 
 // itemPrefix is the id prefix of each input item type.
 var itemPrefix = map[string]string{itemMessage: "msg_", itemFunctionCallOutput: "fco_",
-	protocol.InputFunctionCall: "fc_", protocol.InputReasoning: "rs_"}
+	protocol.InputFunctionCall: "fc_", protocol.InputReasoning: "rs_", protocol.InputToolCall: "stc_"}
 
 // cursorIndex returns the index an input item id names, or -1 when id is
 // not the id of an item among n of the response with suffix. The item's
@@ -220,6 +220,9 @@ func toInputItem(in host.InputItem, id string) inputItem {
 	case protocol.InputFunctionCall:
 		args := in.Arguments
 		return inputItem{ID: id, Type: in.Type, Status: "completed", CallID: in.CallID, Name: in.Name, Arguments: &args}
+	case protocol.InputToolCall:
+		args, out := in.Arguments, in.Output
+		return inputItem{ID: id, Type: in.Type, Status: "completed", CallID: in.CallID, Name: in.Name, Arguments: &args, Output: &out}
 	case protocol.InputReasoning:
 		return inputItem{ID: id, Type: in.Type, Status: "completed", Summary: []any{}}
 	}

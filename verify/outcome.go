@@ -13,7 +13,8 @@ import (
 // Outcome is what a finished response amounts to: its final status and one
 // string per output item, in order. A message item contributes the
 // concatenation of its output_text parts; a function_call item contributes
-// "function_call <name> <arguments>"; any other item its type.
+// "function_call <name> <arguments>", a server-run tool call
+// "tool_call <name> <arguments> -> <output>"; any other item its type.
 type Outcome struct {
 	Status string
 	Output []string
@@ -42,6 +43,7 @@ type wireItem struct {
 	Content   []wireContent `json:"content"`
 	Name      string        `json:"name"`
 	Arguments string        `json:"arguments"`
+	Output    *string       `json:"output"`
 }
 
 // text returns the item's contribution to an Outcome.
@@ -57,6 +59,12 @@ func (it *wireItem) text() string {
 		return b.String()
 	case "function_call":
 		return "function_call " + it.Name + " " + it.Arguments
+	case protocol.ItemToolCall:
+		out := "tool_call " + it.Name + " " + it.Arguments
+		if it.Output != nil {
+			out += " -> " + *it.Output
+		}
+		return out
 	}
 	return it.Type
 }
