@@ -156,22 +156,16 @@ type functionCall struct {
 // of a Response object.
 func toolCalls(t *testing.T, raw string) []functionCall {
 	t.Helper()
-	var r struct {
-		Output []functionCall `json:"output"`
-	}
-	if err := json.Unmarshal([]byte(raw), &r); err != nil {
-		t.Fatalf("decode response: %v", err)
-	}
-	var out []functionCall
-	for _, it := range r.Output {
-		if it.Type == "superstep:tool_call" {
-			out = append(out, it)
-		}
-	}
-	return out
+	return itemsOfType(t, raw, "superstep:tool_call")
 }
 
 func functionCalls(t *testing.T, raw string) []functionCall {
+	t.Helper()
+	return itemsOfType(t, raw, "function_call")
+}
+
+// itemsOfType returns the output items of type typ of a Response object.
+func itemsOfType(t *testing.T, raw, typ string) []functionCall {
 	t.Helper()
 	var r struct {
 		Output []functionCall `json:"output"`
@@ -181,7 +175,7 @@ func functionCalls(t *testing.T, raw string) []functionCall {
 	}
 	var out []functionCall
 	for _, it := range r.Output {
-		if it.Type == "function_call" {
+		if it.Type == typ {
 			out = append(out, it)
 		}
 	}
