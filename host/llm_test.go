@@ -228,19 +228,7 @@ func TestLLM_ToolCallsAndUsage(t *testing.T) {
 	m := newLLMModels(t)
 	b, reg := llmSetup(t, m)
 
-	// The reference: the same agent run on its own, no host.
-	var want agent.Usage
-	for u, err := range m.chat(t, m.url, nil).Run(testCtx(t), nil, []agent.Message{{Role: agent.RoleUser, Text: toolsInput}}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if u.Kind == agent.UpdateDone {
-			want = *u.Usage
-		}
-	}
-	if want.InputTokens == 0 || want.OutputTokens == 0 || want.TotalTokens != want.InputTokens+want.OutputTokens {
-		t.Fatalf("reference usage %+v", want)
-	}
+	want := referenceUsage(t, m)
 	for _, prefix := range llmHostings {
 		for _, md := range []map[string]string{nil, liveMD} {
 			model := prefix + "llm.tools"
@@ -282,6 +270,25 @@ func TestLLM_ToolCallsAndUsage(t *testing.T) {
 	if n := histogramCount(t, reg, "superstep_live_publish_seconds"); n == 0 {
 		t.Fatal("superstep_live_publish_seconds observed nothing in live mode")
 	}
+}
+
+// referenceUsage is the usage of the llm.tools agent run on its own, no
+// host, for toolsInput.
+func referenceUsage(t *testing.T, m *llmModels) agent.Usage {
+	t.Helper()
+	var want agent.Usage
+	for u, err := range m.chat(t, m.url, nil).Run(testCtx(t), nil, []agent.Message{{Role: agent.RoleUser, Text: toolsInput}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Kind == agent.UpdateDone {
+			want = *u.Usage
+		}
+	}
+	if want.InputTokens == 0 || want.OutputTokens == 0 || want.TotalTokens != want.InputTokens+want.OutputTokens {
+		t.Fatalf("reference usage %+v", want)
+	}
+	return want
 }
 
 // histogramCount returns the sample count of a histogram in reg.
@@ -522,15 +529,7 @@ func TestLLM_NestedAgentUsage(t *testing.T) {
 	nest("nested:llm.tools", m.chat(t, m.url, nil))
 	nest("nested:llm.short", m.chat(t, m.url, func(o *agent.Options) { o.MaxOutputTokens = 2 }))
 
-	var want agent.Usage
-	for u, err := range m.chat(t, m.url, nil).Run(testCtx(t), nil, []agent.Message{{Role: agent.RoleUser, Text: toolsInput}}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if u.Kind == agent.UpdateDone {
-			want = *u.Usage
-		}
-	}
+	want := referenceUsage(t, m)
 	for _, md := range []map[string]string{nil, liveMD} {
 		r := create(t, b.host, "nested:llm.tools", toolsInput, md)
 		wait(t, b.host, r.ID)
