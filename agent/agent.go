@@ -67,6 +67,27 @@ type Message struct {
 	CallID    string `json:"call_id,omitempty"`
 	Name      string `json:"name,omitempty"`
 	Arguments string `json:"arguments,omitempty"`
+	// Parts are a user message's content in order when it holds more than
+	// text (images, files); Text still holds its text. Nil for text only.
+	Parts []Part `json:"parts,omitempty"`
+}
+
+// Part kinds.
+const (
+	PartText  = "text"
+	PartImage = "image"
+	PartFile  = "file"
+)
+
+// Part is one piece of a message's content: text, an image (URL: an
+// http(s) or data: URL; Detail "low", "high" or "auto") or a file (URL: a
+// data: URL or an http(s) URL; Filename).
+type Part struct {
+	Kind     string `json:"kind"`
+	Text     string `json:"text,omitempty"`
+	URL      string `json:"url,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+	Filename string `json:"filename,omitempty"`
 }
 
 // IsCall reports whether m is a function call an assistant made.

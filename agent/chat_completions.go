@@ -60,7 +60,35 @@ func chatMessage(it convItem) openai.ChatCompletionMessageParamUnion {
 		}
 		return openai.ChatCompletionMessageParamUnion{OfAssistant: &m}
 	}
+	if it.parts != nil {
+		return openai.UserMessage(chatParts(it.parts))
+	}
 	return openai.UserMessage(it.text)
+}
+
+// chatParts converts a user message's parts to Chat Completions content
+// parts.
+func chatParts(parts []Part) []openai.ChatCompletionContentPartUnionParam {
+	out := make([]openai.ChatCompletionContentPartUnionParam, 0, len(parts))
+	for _, p := range parts {
+		switch p.Kind {
+		case PartImage:
+			img := openai.ChatCompletionContentPartImageImageURLParam{URL: p.URL}
+			if p.Detail != "" {
+				img.Detail = p.Detail
+			}
+			out = append(out, openai.ImageContentPart(img))
+		case PartFile:
+			f := openai.ChatCompletionContentPartFileFileParam{FileData: openai.String(p.URL)}
+			if p.Filename != "" {
+				f.Filename = openai.String(p.Filename)
+			}
+			out = append(out, openai.FileContentPart(f))
+		default:
+			out = append(out, openai.TextContentPart(p.Text))
+		}
+	}
+	return out
 }
 
 // callChat makes one streaming Chat Completions call.

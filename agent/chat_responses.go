@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
@@ -53,6 +54,9 @@ func responsesItems(it convItem) []responses.ResponseInputItemUnionParam {
 			out = append(out, responses.ResponseInputItemParamOfFunctionCall(c.Args, c.ID, c.Name))
 		}
 		return out
+	}
+	if it.parts != nil && it.role == RoleUser {
+		return []responses.ResponseInputItemUnionParam{responses.ResponseInputItemParamOfMessage(responsesParts(it.parts), responses.EasyInputMessageRoleUser)}
 	}
 	role := responses.EasyInputMessageRoleUser
 	switch it.role {
@@ -109,4 +113,35 @@ func replyOf(r *responses.Response) *modelReply {
 		}
 	}
 	return rep
+}
+
+// responsesParts converts a user message's parts to Responses API content.
+func responsesParts(parts []Part) responses.ResponseInputMessageContentListParam {
+	out := make(responses.ResponseInputMessageContentListParam, 0, len(parts))
+	for _, p := range parts {
+		switch p.Kind {
+		case PartImage:
+			detail := responses.ResponseInputImageDetailAuto
+			if p.Detail != "" {
+				detail = responses.ResponseInputImageDetail(p.Detail)
+			}
+			img := responses.ResponseInputContentParamOfInputImage(detail)
+			img.OfInputImage.ImageURL = openai.String(p.URL)
+			out = append(out, img)
+		case PartFile:
+			f := responses.ResponseInputFileParam{}
+			if strings.HasPrefix(p.URL, "data:") {
+				f.FileData = openai.String(p.URL)
+			} else {
+				f.FileURL = openai.String(p.URL)
+			}
+			if p.Filename != "" {
+				f.Filename = openai.String(p.Filename)
+			}
+			out = append(out, responses.ResponseInputContentUnionParam{OfInputFile: &f})
+		default:
+			out = append(out, responses.ResponseInputContentParamOfInputText(p.Text))
+		}
+	}
+	return out
 }

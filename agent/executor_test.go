@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -140,7 +141,7 @@ func TestExecutor_WithMemory(t *testing.T) {
 	}
 	want := []agent.Message{{Role: agent.RoleUser, Text: "hi"}, {Role: agent.RoleAssistant, Text: "one"},
 		{Role: agent.RoleTool, CallID: "call_9", Text: "20C"}}
-	if len(seen) != 2 || !slices.Equal(seen[1], want) {
+	if len(seen) != 2 || !reflect.DeepEqual(seen[1], want) {
 		t.Fatalf("the agent saw %+v, want %+v", seen, want)
 	}
 

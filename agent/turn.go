@@ -19,6 +19,7 @@ var errStopped = errors.New("agent: consumer stopped")
 type convItem struct {
 	role   Role
 	text   string
+	parts  []Part     // a user message's content, when more than text
 	calls  []toolCall // an assistant's tool calls
 	callID string     // a tool result: the call it answers
 }
@@ -80,7 +81,7 @@ func fromMessages(in []Message) []convItem {
 		case role == "" || role == RoleTool:
 			role = RoleUser
 		}
-		out = append(out, convItem{role: role, text: m.Text})
+		out = append(out, convItem{role: role, text: m.Text, parts: m.Parts})
 	}
 	return out
 }

@@ -196,6 +196,10 @@ func WorkflowInput(wf *workflow.Workflow, input []Message) (any, error) {
 	if types == nil || acceptsType(types, reflect.TypeFor[string]()) {
 		texts := make([]string, 0, len(input))
 		for _, m := range input {
+			if m.Parts != nil {
+				// Never dropped silently: the workflow takes text only.
+				return nil, fmt.Errorf("agent: workflow %q takes text only; its input holds an image or a file: %w", wf.Name(), workflow.ErrMessageType)
+			}
 			if m.CallID == "" && m.Role != RoleSystem && m.Role != RoleDeveloper {
 				texts = append(texts, m.Text)
 			}

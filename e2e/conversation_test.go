@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,6 +118,21 @@ func TestConversation_OpenAIGo(t *testing.T) {
 	}
 	if r.Status != "completed" || r.OutputText() != "Tool lookup returned: found x" {
 		t.Fatalf("replayed conversation: %s %q", r.Status, r.OutputText())
+	}
+
+	// An image reaches the model as an image part (the local model reads
+	// it as "[image]").
+	img := responses.ResponseInputContentParamOfInputImage(responses.ResponseInputImageDetailLow)
+	img.OfInputImage.ImageURL = openai.String("data:image/png;base64,iVBORw0KGgo=")
+	r, err = e.client.Responses.New(ctx, responses.ResponseNewParams{Model: "chat.local",
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			responses.ResponseInputItemParamOfMessage(responses.ResponseInputMessageContentListParam{
+				responses.ResponseInputContentParamOfInputText("what is this?"), img}, responses.EasyInputMessageRoleUser)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != "completed" || !strings.Contains(r.OutputText(), "what is this?[image]") {
+		t.Fatalf("image message: %s %q", r.Status, r.OutputText())
 	}
 
 	// An output that answers no call in the input is a 400, storing nothing.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -172,7 +173,7 @@ func TestHost_StatelessReplay(t *testing.T) {
 	want := []agent.Message{{Role: agent.RoleUser, Text: "weather?"},
 		{Role: agent.RoleAssistant, CallID: "call_1", Name: "weather", Arguments: `{"city":"Paris"}`},
 		{Role: agent.RoleTool, CallID: "call_1", Text: "20C"}}
-	if got, _ := seen.Load().([]agent.Message); !slices.Equal(got, want) {
+	if got, _ := seen.Load().([]agent.Message); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the agent saw %+v, want %+v", got, want)
 	}
 

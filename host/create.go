@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"reflect"
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/protocol"
@@ -311,7 +311,7 @@ func withStoredRequest(p *CreateParams) (*CreateParams, error) {
 		}
 		return nil, &InputError{Param: "input", Code: "invalid_value", Message: "the request cannot be read: " + err.Error()}
 	}
-	if len(p.Request) > 0 && !slices.Equal(in, p.Input) {
+	if len(p.Request) > 0 && !reflect.DeepEqual(in, p.Input) {
 		return nil, &InputError{Param: "input", Code: "invalid_value",
 			Message: "the input items do not match the input of the request to store"}
 	}
@@ -339,7 +339,7 @@ func toMessages(items []InputItem) []agent.Message {
 			if role == "" {
 				role = agent.RoleUser
 			}
-			out = append(out, agent.Message{Role: role, Text: it.Text})
+			out = append(out, agent.Message{Role: role, Text: it.Text, Parts: toParts(it.Parts)})
 		}
 	}
 	return out
@@ -398,6 +398,29 @@ func (h *Host) deliverInput(ctx context.Context, m *model, prevID, runID string,
 		return &InputError{Param: "input", Code: "invalid_value", Message: err.Error()}
 	}
 	return nil
+}
+
+// toParts converts a message's content parts (nil for text only).
+func toParts(ps []protocol.Part) []agent.Part {
+	if ps == nil {
+		return nil
+	}
+	out := make([]agent.Part, len(ps))
+	for i, p := range ps {
+		switch p.Type {
+		case protocol.PartImage:
+			out[i] = agent.Part{Kind: agent.PartImage, URL: p.ImageURL, Detail: p.Detail}
+		case protocol.PartFile:
+			url := p.FileData
+			if url == "" {
+				url = p.FileURL
+			}
+			out[i] = agent.Part{Kind: agent.PartFile, URL: url, Filename: p.Filename}
+		default:
+			out[i] = agent.Part{Kind: agent.PartText, Text: p.Text}
+		}
+	}
+	return out
 }
 
 // applyAnswers delivers the function_call_output items of input to wr, the

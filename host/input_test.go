@@ -3,7 +3,9 @@ package host_test
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/superstep/superstep/examples"
@@ -109,7 +111,7 @@ func TestHost_RecoveryReadsTheStoredRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if stored, err := protocol.ReadInput(sr.Request); err != nil || !slices.Equal(stored, p.Input) {
+			if stored, err := protocol.ReadInput(sr.Request); err != nil || !reflect.DeepEqual(stored, p.Input) {
 				t.Fatalf("stored request reads %+v, %v; want %+v", stored, err, p.Input)
 			}
 			if done := wait(t, inc2.h, second.ID); done.Status != store.StatusCompleted {
@@ -121,4 +123,23 @@ func TestHost_RecoveryReadsTheStoredRequest(t *testing.T) {
 			inc2.close()
 		}
 	})
+}
+
+// An image sent to a workflow that takes text only is refused (400 on
+// input), never dropped silently, and nothing is stored.
+func TestHost_ImageToTextOnlyWorkflowRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	_, err := b.host.Create(testCtx(t), &host.CreateParams{Model: examples.Echo, Store: true,
+		Request: []byte(`{"model":"demo.echo","input":[{"role":"user","content":[{"type":"input_text","text":"see"},` +
+			`{"type":"input_image","image_url":"https://example.com/a.png"}]}]}`),
+		Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: "see", Parts: []protocol.Part{
+			{Type: protocol.PartText, Text: "see"}, {Type: protocol.PartImage, ImageURL: "https://example.com/a.png"}}}}})
+	var ie *host.InputError
+	if !errors.As(err, &ie) || ie.Param != "input" || !strings.Contains(ie.Message, "text only") {
+		t.Fatalf("image to a text-only workflow: %v", err)
+	}
+	if runs, err := b.store.RunList(testCtx(t), &store.RunListParams{}); err != nil || len(runs) != 0 {
+		t.Fatalf("%d runs stored (%v)", len(runs), err)
+	}
 }

@@ -47,7 +47,8 @@ type chatToolCall struct {
 }
 
 // contentText returns the text of a message content: a string, or an
-// array of parts with "text" fields.
+// array of parts with "text" fields. An image or file part reads as
+// "[image]" or "[file NAME]", so that a reply shows the model got it.
 func contentText(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return ""
@@ -57,12 +58,24 @@ func contentText(raw json.RawMessage) string {
 		return s
 	}
 	var parts []struct {
+		Type string `json:"type"`
 		Text string `json:"text"`
+		File struct {
+			Filename string `json:"filename"`
+		} `json:"file"`
+		Filename string `json:"filename"`
 	}
 	_ = json.Unmarshal(raw, &parts)
 	var b strings.Builder
 	for _, p := range parts {
-		b.WriteString(p.Text)
+		switch p.Type {
+		case "image_url", "input_image":
+			b.WriteString("[image]")
+		case "file", "input_file":
+			b.WriteString("[file " + p.File.Filename + p.Filename + "]")
+		default:
+			b.WriteString(p.Text)
+		}
 	}
 	return b.String()
 }

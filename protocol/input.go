@@ -35,6 +35,31 @@ type InputItem struct {
 	Output    string `json:"output,omitempty"`    // function_call_output (JSON text or plain string)
 	Name      string `json:"name,omitempty"`      // function_call
 	Arguments string `json:"arguments,omitempty"` // function_call (JSON text)
+	// Parts are a message's content parts in order, when it has any that
+	// is not text (an image, a file); Text still holds its text parts
+	// joined. Nil for a text-only message.
+	Parts []Part `json:"parts,omitempty"`
+}
+
+// Content part types of an input message.
+const (
+	PartText  = "input_text"
+	PartImage = "input_image"
+	PartFile  = "input_file"
+)
+
+// Part is one content part of an input message: text, an image (ImageURL:
+// an http(s) URL or a data: URL; Detail "low", "high" or "auto"), or a file
+// (FileData: a data: URL, or FileURL; Filename). The server keeps no
+// files, so a part naming a file_id is refused.
+type Part struct {
+	Type     string `json:"type"`
+	Text     string `json:"text,omitempty"`
+	ImageURL string `json:"image_url,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+	FileData string `json:"file_data,omitempty"`
+	FileURL  string `json:"file_url,omitempty"`
+	Filename string `json:"filename,omitempty"`
 }
 
 // itemKeys are the fields of the input items the API defines; partKeys
@@ -268,11 +293,15 @@ func parseMessage(fields map[string]json.RawMessage, param string) (InputItem, e
 			"Invalid value for '%s.role': '%s'; supported values are 'user', 'assistant', 'system' and 'developer'.",
 			param, truncate(*role, 64))
 	}
-	text, err := parseContent(fields["content"], param+".content")
+	text, parts, err := parseContent(fields["content"], param+".content")
 	if err != nil {
 		return InputItem{}, err
 	}
-	return InputItem{Type: InputMessage, Role: *role, Text: text}, nil
+	if parts != nil && *role != "user" {
+		return InputItem{}, requestErr(param+".content", CodeInvalidValue,
+			"Invalid value for '%s.content': images and files are input of 'user' messages only.", param)
+	}
+	return InputItem{Type: InputMessage, Role: *role, Text: text, Parts: parts}, nil
 }
 
 func parseFunctionCallOutput(fields map[string]json.RawMessage, param string) (InputItem, error) {
@@ -287,9 +316,13 @@ func parseFunctionCallOutput(fields map[string]json.RawMessage, param string) (I
 	if IsNull(raw) {
 		return InputItem{}, requestErr(param+".output", CodeMissingParam, "Missing required parameter: '%s.output'.", param)
 	}
-	out, err := parseContent(raw, param+".output")
+	out, parts, err := parseContent(raw, param+".output")
 	if err != nil {
 		return InputItem{}, err
+	}
+	if parts != nil {
+		return InputItem{}, requestErr(param+".output", CodeUnsupportedValue,
+			"Invalid value for '%s.output': only text is supported in a function_call_output.", param)
 	}
 	return InputItem{Type: InputFunctionCallOutput, CallID: *callID, Output: out}, nil
 }
@@ -298,32 +331,105 @@ func parseFunctionCallOutput(fields map[string]json.RawMessage, param string) (I
 var textPartTypes = map[string]bool{"input_text": true, "output_text": true, "text": true}
 
 // parseContent reads a message's content (or a function_call_output's
-// output): a string, or an array of text parts joined with newlines.
-func parseContent(raw json.RawMessage, param string) (string, error) {
+// output): a string, or an array of content parts, whose text parts are
+// joined with newlines. parts is nil unless a part is not text; then it
+// holds every part in order.
+func parseContent(raw json.RawMessage, param string) (text string, parts []Part, err error) {
 	if IsNull(raw) {
-		return "", requestErr(param, CodeMissingParam, "Missing required parameter: '%s'.", param)
+		return "", nil, requestErr(param, CodeMissingParam, "Missing required parameter: '%s'.", param)
 	}
 	switch JSONKind(raw) {
 	case "a string":
-		var text string
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return "", fmt.Errorf("protocol: read %s: %w", param, err)
+			return "", nil, fmt.Errorf("protocol: read %s: %w", param, err)
 		}
-		return text, nil
+		return text, nil, nil
 	case "an array":
 	default:
-		return "", typeError(param, "a string or an array of content parts", raw)
+		return "", nil, typeError(param, "a string or an array of content parts", raw)
 	}
-	var texts []string
-	err := eachElement(raw, func(j int, part []byte) error {
-		t, err := parseTextPart(part, fmt.Sprintf("%s[%d]", param, j))
-		texts = append(texts, t)
-		return err
+	var (
+		texts []string
+		all   []Part
+		other bool
+	)
+	err = eachElement(raw, func(j int, part []byte) error {
+		p, err := parsePart(part, fmt.Sprintf("%s[%d]", param, j))
+		if err != nil {
+			return err
+		}
+		if p.Type == PartText {
+			texts = append(texts, p.Text)
+		} else {
+			other = true
+		}
+		all = append(all, p)
+		return nil
 	})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return strings.Join(texts, "\n"), nil
+	if !other {
+		all = nil
+	}
+	return strings.Join(texts, "\n"), all, nil
+}
+
+// parsePart reads one content part: a text part (input_text, output_text,
+// text), an input_image or an input_file.
+func parsePart(raw json.RawMessage, param string) (Part, error) {
+	if JSONKind(raw) != "an object" {
+		return Part{}, typeError(param, "an object", raw)
+	}
+	fields, err := decodeObject(raw, param, partKeys)
+	if err != nil {
+		return Part{}, err
+	}
+	typ, err := optString(fields["type"], param+".type")
+	if err != nil {
+		return Part{}, err
+	}
+	if typ != nil && (*typ == PartImage || *typ == PartFile) {
+		return parseMediaPart(fields, *typ, param)
+	}
+	text, err := parseTextPart(raw, param)
+	return Part{Type: PartText, Text: text}, err
+}
+
+// parseMediaPart reads an input_image or input_file part.
+func parseMediaPart(fields map[string]json.RawMessage, typ, param string) (Part, error) {
+	p := Part{Type: typ}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"image_url", &p.ImageURL}, {"detail", &p.Detail}, {"file_data", &p.FileData}, {"file_url", &p.FileURL},
+		{"filename", &p.Filename}} {
+		v, err := optString(fields[f.key], param+"."+f.key)
+		if err != nil {
+			return Part{}, err
+		}
+		if v != nil {
+			*f.dst = *v
+		}
+	}
+	if id, err := optString(fields["file_id"], param+".file_id"); err != nil {
+		return Part{}, err
+	} else if id != nil {
+		return Part{}, requestErr(param+".file_id", CodeUnsupportedValue,
+			"Invalid value for '%s.file_id': this server keeps no files; send the content inline (%s) or by URL.",
+			param, map[string]string{PartImage: "image_url with a data: URL", PartFile: "file_data"}[typ])
+	}
+	switch {
+	case typ == PartImage && p.ImageURL == "":
+		return Part{}, requestErr(param+".image_url", CodeMissingParam, "Missing required parameter: '%s.image_url'.", param)
+	case typ == PartFile && p.FileData == "" && p.FileURL == "":
+		return Part{}, requestErr(param+".file_data", CodeMissingParam,
+			"Missing required parameter: '%s.file_data' (or '%s.file_url').", param, param)
+	case p.Detail != "" && p.Detail != "low" && p.Detail != "high" && p.Detail != "auto":
+		return Part{}, requestErr(param+".detail", CodeInvalidValue,
+			"Invalid value for '%s.detail': '%s'; supported values are 'low', 'high' and 'auto'.", param, truncate(p.Detail, 64))
+	}
+	return p, nil
 }
 
 func parseTextPart(raw json.RawMessage, param string) (string, error) {
@@ -344,7 +450,7 @@ func parseTextPart(raw json.RawMessage, param string) (string, error) {
 			got = "'" + truncate(*typ, 64) + "'"
 		}
 		return "", requestErr(param+".type", CodeUnsupportedValue,
-			"Invalid value for '%s.type': got %s; only text content ('input_text', 'output_text') is supported.", param, got)
+			"Invalid value for '%s.type': got %s; supported content part types are 'input_text', 'output_text', 'input_image' and 'input_file'.", param, got)
 	}
 	text, err := optString(fields["text"], param+".text")
 	if err != nil {

@@ -293,3 +293,39 @@ func TestReadInput_ReplayedOutputItems(t *testing.T) {
 		}
 	}
 }
+
+// Images and files in a user message are read as parts, in order, next to
+// the joined text; a text-only message has no parts; what cannot be served
+// is refused naming the field.
+func TestReadInput_ImageAndFileParts(t *testing.T) {
+	got, err := ReadInput([]byte(`{"model":"m","input":[
+		{"role":"user","content":[{"type":"input_text","text":"what is this?"},
+			{"type":"input_image","image_url":"data:image/png;base64,AAAA","detail":"low"},
+			{"type":"input_file","file_data":"data:application/pdf;base64,BBBB","filename":"a.pdf"}]},
+		{"role":"user","content":[{"type":"input_text","text":"plain"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []InputItem{{Type: InputMessage, Role: "user", Text: "what is this?", Parts: []Part{
+		{Type: PartText, Text: "what is this?"},
+		{Type: PartImage, ImageURL: "data:image/png;base64,AAAA", Detail: "low"},
+		{Type: PartFile, FileData: "data:application/pdf;base64,BBBB", Filename: "a.pdf"}}},
+		{Type: InputMessage, Role: "user", Text: "plain"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	for _, c := range []struct{ part, role, param string }{
+		{`{"type":"input_image","file_id":"file_1"}`, "user", "input[0].content[0].file_id"},
+		{`{"type":"input_image"}`, "user", "input[0].content[0].image_url"},
+		{`{"type":"input_image","image_url":"https://x/y.png","detail":"huge"}`, "user", "input[0].content[0].detail"},
+		{`{"type":"input_file","filename":"a.pdf"}`, "user", "input[0].content[0].file_data"},
+		{`{"type":"input_image","image_url":"https://x/y.png"}`, "assistant", "input[0].content"},
+		{`{"type":"input_audio","data":"x"}`, "user", "input[0].content[0]"},
+	} {
+		_, err := ReadInput([]byte(`{"model":"m","input":[{"role":"` + c.role + `","content":[` + c.part + `]}]}`))
+		var re *RequestError
+		if !errors.As(err, &re) || !strings.HasPrefix(re.Param, c.param) {
+			t.Errorf("%s: %v, want an error on %s", c.part, err, c.param)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -596,7 +597,7 @@ func TestBuildRequest_RoundTrip(t *testing.T) {
 		t.Fatalf("read %+v", got)
 	}
 	for i := range in {
-		if got[i] != in[i] {
+		if !reflect.DeepEqual(got[i], in[i]) {
 			t.Fatalf("item %d: %+v, want %+v", i, got[i], in[i])
 		}
 	}

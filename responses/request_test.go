@@ -91,7 +91,7 @@ func TestParseCreate_Invalid(t *testing.T) {
 		{"MessageBadRole", `{"model":"m","input":[{"role":"robot","content":"x"}]}`, "input[0].role", codeInvalidValue},
 		{"MessageNoContent", `{"model":"m","input":[{"role":"user"}]}`, "input[0].content", codeMissingParam},
 		{"MessageContentNumber", `{"model":"m","input":[{"role":"user","content":1}]}`, "input[0].content", codeInvalidType},
-		{"PartImage", `{"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}`, "input[0].content[0].type", codeUnsupportedIn},
+		{"PartAudio", `{"model":"m","input":[{"role":"user","content":[{"type":"input_audio"}]}]}`, "input[0].content[0].type", codeUnsupportedIn},
 		{"PartNoText", `{"model":"m","input":[{"role":"user","content":[{"type":"input_text"}]}]}`, "input[0].content[0].text", codeMissingParam},
 		{"PartTextNumber", `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":2}]}]}`, "input[0].content[0].text", codeInvalidType},
 		{"FCONoCallID", `{"model":"m","input":[{"type":"function_call_output","output":"x"}]}`, "input[0].call_id", codeMissingParam},
