@@ -519,3 +519,41 @@ func TestHost_Recover_PublicationFromRecord(t *testing.T) {
 		t.Fatalf("%d incarnations", incarnation)
 	}
 }
+
+// A branch (a conversation continued from an earlier response) that
+// crashes before its first commit is recovered on its own run from the
+// state it was copied from: its input is re-delivered once, and its reply
+// has the earlier response's context only.
+func TestHost_Recover_BranchBeforeFirstCommit(t *testing.T) {
+	t.Parallel()
+	sc := newScenarioWith(t, host.Config{}, func(t *testing.T, h *host.Host) {
+		if err := h.RegisterAgent("chat", historyAgent); err != nil {
+			t.Fatal(err)
+		}
+	})
+	turn := func(prev, text string) *store.Response {
+		t.Helper()
+		r, err := sc.host().Create(testCtx(t), &host.CreateParams{Model: "chat", Store: true, Background: true,
+			PreviousResponseID: prev, Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: text}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.track(r)
+		return r
+	}
+	first := turn("", "hi")
+	sc.waitDone(first.ID)
+	second := turn(first.ID, "again")
+	sc.waitDone(second.ID)
+	sc.arm(&faultRule{point: host.FaultCommitBefore, mode: modeCrash})
+	branch := turn(first.ID, "other")
+	if branch.RunID == first.RunID {
+		t.Fatal("the branch was created on the original run")
+	}
+	sc.crashAtFault()
+	sc.waitDone(branch.ID)
+	sc.check(map[string]verify.Outcome{
+		branch.ID: {Status: "completed", Output: []string{"user:hi|assistant:user:hi|assistant:bye|user:other", "bye"}},
+		second.ID: {Status: "completed", Output: []string{"user:hi|assistant:user:hi|assistant:bye|user:again", "bye"}},
+	})
+}
