@@ -11,7 +11,10 @@
 // when it gives up), and ends each turn with UpdateText (the whole reply)
 // and UpdateDone (usage; Reason ReasonMaxOutputTokens or
 // ReasonContentFilter when the reply was cut short). Tools get
-// IdempotencyKey and ToolCallID through their ctx. For tests and offline
+// IdempotencyKey and ToolCallID through their ctx. A caller's per-request
+// settings (ModelParams, among them function tools the caller runs itself)
+// reach a ChatAgent as the Params of the workflow.Invocation in its ctx;
+// ChatAgent.CheckParams says which it cannot honour. For tests and offline
 // demos, package localmodel is a deterministic OpenAI-compatible server.
 //
 // # Agents in workflows

@@ -103,6 +103,12 @@ type Options struct {
 // the tool-call limit is reached, and ends with UpdateText (the whole reply)
 // and UpdateDone (the turn's usage and, when cut short, the reason). It is
 // safe for concurrent use; a Session keeps the conversation between turns.
+//
+// The caller's settings for a request (ModelParams: client tools,
+// tool_choice, sampling, output format) come in the ctx, as the Params of
+// its workflow.Invocation, and apply to every model call of the turn. A
+// call of a client tool ends the turn with an UpdateFunctionCall: the
+// caller runs the tool and answers in its next input.
 type ChatAgent struct {
 	opts   Options
 	client openai.Client
@@ -190,8 +196,14 @@ func (a *ChatAgent) Run(ctx context.Context, s *Session, input []Message) iter.S
 			}
 			defer s.End()
 		}
-		t := &chatTurn{a: a, ctx: ctx, yield: yield, conv: a.history(s)}
-		t.conv = append(t.conv, fromMessages(input)...)
+		t := &chatTurn{a: a, ctx: ctx, yield: yield, conv: a.history(s), params: paramsFrom(ctx)}
+		known := map[string]bool{}
+		for _, it := range t.conv {
+			for _, c := range it.calls {
+				known[c.ID] = true
+			}
+		}
+		t.conv = append(t.conv, fromMessages(known, input)...)
 		err := t.run()
 		a.mu.Lock()
 		a.usage.Add(t.usage)

@@ -26,9 +26,44 @@ func chatParams(req *modelRequest) openai.ChatCompletionNewParams {
 		p.Messages = append(p.Messages, chatMessage(it))
 	}
 	for _, t := range req.tools {
-		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+		def := shared.FunctionDefinitionParam{
 			Name: t.Name, Description: openai.String(t.Description), Parameters: shared.FunctionParameters(t.Parameters),
-		}))
+		}
+		if t.Strict != nil {
+			def.Strict = openai.Bool(*t.Strict)
+		}
+		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(def))
+	}
+	switch c := req.toolChoice; c.Mode {
+	case ToolChoiceNone, ToolChoiceAuto, ToolChoiceRequired:
+		p.ToolChoice.OfAuto = openai.String(c.Mode)
+	case ToolChoiceFunction:
+		p.ToolChoice.OfFunctionToolChoice = &openai.ChatCompletionNamedToolChoiceParam{
+			Function: openai.ChatCompletionNamedToolChoiceFunctionParam{Name: c.Name}}
+	}
+	if req.parallel != nil {
+		p.ParallelToolCalls = openai.Bool(*req.parallel)
+	}
+	if req.temperature != nil {
+		p.Temperature = openai.Float(*req.temperature)
+	}
+	if req.topP != nil {
+		p.TopP = openai.Float(*req.topP)
+	}
+	if f := req.format; f != nil {
+		switch f.Type {
+		case TextFormatJSONObject:
+			p.ResponseFormat.OfJSONObject = &shared.ResponseFormatJSONObjectParam{}
+		case TextFormatJSONSchema:
+			js := shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: f.Name, Schema: f.Schema}
+			if f.Description != "" {
+				js.Description = openai.String(f.Description)
+			}
+			if f.Strict != nil {
+				js.Strict = openai.Bool(*f.Strict)
+			}
+			p.ResponseFormat.OfJSONSchema = &shared.ResponseFormatJSONSchemaParam{JSONSchema: js}
+		}
 	}
 	return p
 }

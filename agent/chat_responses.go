@@ -32,7 +32,40 @@ func responsesParams(req *modelRequest) responses.ResponseNewParams {
 	for _, t := range req.tools {
 		tool := responses.ToolParamOfFunction(t.Name, t.Parameters, false)
 		tool.OfFunction.Description = openai.String(t.Description)
+		if t.Strict != nil {
+			tool.OfFunction.Strict = openai.Bool(*t.Strict)
+		}
 		p.Tools = append(p.Tools, tool)
+	}
+	switch c := req.toolChoice; c.Mode {
+	case ToolChoiceNone, ToolChoiceAuto, ToolChoiceRequired:
+		p.ToolChoice.OfToolChoiceMode = openai.Opt(responses.ToolChoiceOptions(c.Mode))
+	case ToolChoiceFunction:
+		p.ToolChoice.OfFunctionTool = &responses.ToolChoiceFunctionParam{Name: c.Name}
+	}
+	if req.parallel != nil {
+		p.ParallelToolCalls = openai.Bool(*req.parallel)
+	}
+	if req.temperature != nil {
+		p.Temperature = openai.Float(*req.temperature)
+	}
+	if req.topP != nil {
+		p.TopP = openai.Float(*req.topP)
+	}
+	if f := req.format; f != nil {
+		switch f.Type {
+		case TextFormatJSONObject:
+			p.Text.Format.OfJSONObject = &shared.ResponseFormatJSONObjectParam{}
+		case TextFormatJSONSchema:
+			js := &responses.ResponseFormatTextJSONSchemaConfigParam{Name: f.Name, Schema: f.Schema}
+			if f.Description != "" {
+				js.Description = openai.String(f.Description)
+			}
+			if f.Strict != nil {
+				js.Strict = openai.Bool(*f.Strict)
+			}
+			p.Text.Format.OfJSONSchema = js
+		}
 	}
 	return p
 }

@@ -76,9 +76,11 @@ func (e *TurnError) Unwrap() error { return e.Err }
 // inputs and the agent's replies in the run's shared state (MemoryKey(id))
 // and gives the agent the whole conversation at every turn, so an input
 // sent to the run later (workflow.Run.Send) continues it. A function call
-// the agent asks its caller to answer (UpdateFunctionCall) is then yielded
-// as an Update, which a host shows as a function_call item; the answer
-// comes back in a later input as a Message with its CallID. This is how a
+// the agent asks its caller to answer (UpdateFunctionCall, such as a
+// ChatAgent's call of a client tool, see ModelParams) is then yielded as an
+// Update, which a host shows as a function_call item, and kept in the
+// conversation (a Message with CallID and Name); the answer comes back in a
+// later input as a Message with its CallID. This is how a
 // host runs a plain agent as a one-executor workflow.
 func WithMemory() ExecutorOption {
 	return func(e *agentExecutor) { e.memory = true }
@@ -234,9 +236,16 @@ func (e *agentExecutor) Handle(c *workflow.Context, msg any) error {
 		return err
 	}
 	if e.memory {
+		// The replies, and the calls the caller is to answer, in their
+		// order: a model pairs the answers in the next input with them.
 		conv := append(slices.Clip(before), in...)
-		for _, t := range res.texts {
-			conv = append(conv, Message{Role: RoleAssistant, Text: t})
+		for _, u := range res.segments {
+			switch u.Kind {
+			case UpdateText:
+				conv = append(conv, Message{Role: RoleAssistant, Text: u.Text})
+			case UpdateFunctionCall:
+				conv = append(conv, Message{Role: RoleAssistant, CallID: u.CallID, Name: u.Name, Arguments: u.Arguments})
+			}
 		}
 		if err := c.Set(MemoryKey(e.id), conv); err != nil {
 			return err

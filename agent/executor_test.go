@@ -139,7 +139,9 @@ func TestExecutor_WithMemory(t *testing.T) {
 	if err != nil || !slices.Equal(out, []string{"sunny: 20C"}) {
 		t.Fatalf("turn 2: %q %v", out, err)
 	}
+	// The call is in the conversation, so the answer pairs with it.
 	want := []agent.Message{{Role: agent.RoleUser, Text: "hi"}, {Role: agent.RoleAssistant, Text: "one"},
+		{Role: agent.RoleAssistant, CallID: "call_9", Name: "weather", Arguments: `{}`},
 		{Role: agent.RoleTool, CallID: "call_9", Text: "20C"}}
 	if len(seen) != 2 || !reflect.DeepEqual(seen[1], want) {
 		t.Fatalf("the agent saw %+v, want %+v", seen, want)

@@ -31,6 +31,7 @@ type toolCall struct{ ID, Name, Args string }
 type toolDef struct {
 	Name, Description string
 	Parameters        map[string]any
+	Strict            *bool // nil: the API's default
 }
 
 // modelRequest is one model call, independent of the API.
@@ -41,6 +42,12 @@ type modelRequest struct {
 	tools        []toolDef
 	metadata     map[string]string
 	maxTokens    int
+	// The caller's settings (ModelParams); zero values are not sent.
+	toolChoice  ToolChoice
+	parallel    *bool
+	temperature *float64
+	topP        *float64
+	format      *TextFormat
 }
 
 // modelReply is a model's answer, independent of the API.
@@ -57,9 +64,15 @@ type modelReply struct {
 // such a call is a tool result. Outputs of function calls the model did
 // not make in this conversation become user text, since the model has no
 // call to pair them with.
-func fromMessages(in []Message) []convItem {
+//
+// known holds the ids of calls made earlier in the conversation (a
+// Session's history), whose outputs are tool results too.
+func fromMessages(known map[string]bool, in []Message) []convItem {
 	out := make([]convItem, 0, len(in))
 	calls := map[string]bool{}
+	for id := range known {
+		calls[id] = true
+	}
 	for _, m := range in {
 		role := m.Role
 		switch {
@@ -94,6 +107,10 @@ type chatTurn struct {
 	conv  []convItem
 	usage Usage
 	calls int // tool calls run so far
+	// params are the caller's settings (nil: none); ranTools is set once
+	// the agent ran tools of its own, which ends a forced tool choice.
+	params   *ModelParams
+	ranTools bool
 }
 
 // emit passes u to the consumer.
@@ -132,12 +149,42 @@ func (t *chatTurn) run() error {
 		if len(rep.calls) == 0 || rep.reason != "" {
 			return t.done(rep.reason)
 		}
+		var asked []toolCall // calls of the caller's tools
 		for _, c := range rep.calls {
+			if t.clientTool(c.Name) {
+				asked = append(asked, c)
+				continue
+			}
 			if err := t.runTool(c); err != nil {
 				return err
 			}
 		}
+		t.ranTools = true
+		if len(asked) > 0 {
+			// The caller runs these: the turn ends, and its next input
+			// answers them (a Message with the call's CallID).
+			for _, c := range asked {
+				if err := t.emit(Update{Kind: UpdateFunctionCall, CallID: c.ID, Name: c.Name, Arguments: c.Args}); err != nil {
+					return err
+				}
+			}
+			return t.done("")
+		}
 	}
+}
+
+// clientTool reports whether name is one of the caller's tools
+// (ModelParams.Tools) rather than the agent's own.
+func (t *chatTurn) clientTool(name string) bool {
+	if t.params == nil || t.a.tools[name] != nil {
+		return false
+	}
+	for _, ct := range t.params.Tools {
+		if ct.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // done ends the turn with its usage and incomplete reason.
@@ -197,7 +244,42 @@ func (t *chatTurn) request(handoffs []HandoffTarget) *modelRequest {
 	for _, h := range handoffs {
 		req.tools = append(req.tools, h.tool())
 	}
+	if p := t.params; p != nil {
+		t.applyParams(req, p)
+	}
 	return req
+}
+
+// applyParams adds the caller's settings p to req.
+func (t *chatTurn) applyParams(req *modelRequest, p *ModelParams) {
+	if p.Instructions != "" {
+		req.instructions = joinNonEmpty("\n\n", req.instructions, p.Instructions)
+	}
+	for _, ct := range p.Tools {
+		req.tools = append(req.tools, toolDef{Name: ct.Name, Description: ct.Description, Parameters: ct.Parameters, Strict: ct.Strict})
+	}
+	if m := p.MaxOutputTokens; m > 0 && (req.maxTokens <= 0 || m < req.maxTokens) {
+		req.maxTokens = m
+	}
+	req.toolChoice = p.ToolChoice
+	if t.ranTools && req.toolChoice.forced() {
+		req.toolChoice = ToolChoice{}
+	}
+	if len(req.tools) > 0 {
+		req.parallel = p.ParallelToolCalls
+	}
+	req.temperature, req.topP, req.format = p.Temperature, p.TopP, p.TextFormat
+}
+
+// joinNonEmpty joins the non-empty strings of parts with sep.
+func joinNonEmpty(sep string, parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, sep)
 }
 
 // callModel makes one model call, retrying per the policy. Deltas streamed

@@ -9,7 +9,7 @@ import (
 // assistant item before them, their outputs become tool results paired by
 // call id; an output of a call not in the conversation stays user text.
 func TestFromMessages_ReplayedCalls(t *testing.T) {
-	got := fromMessages([]Message{
+	got := fromMessages(nil, []Message{
 		{Role: RoleUser, Text: "weather?"},
 		{Role: RoleAssistant, Text: "Let me look."},
 		{Role: RoleAssistant, CallID: "call_1", Name: "weather", Arguments: `{"city":"Paris"}`},

@@ -70,6 +70,9 @@ func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, er
 	if p, err = withStoredRequest(p); err != nil {
 		return nil, err
 	}
+	if _, err := modelParams(m, p.Request); err != nil {
+		return nil, err
+	}
 	if p.IdempotencyKey != "" {
 		if resp, err := h.replay(ctx, p); resp != nil || err != nil {
 			return resp, err // seen before: nothing starts
@@ -258,6 +261,10 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 	if err != nil {
 		return nil, fmt.Errorf("host: encode input: %w", err)
 	}
+	params, err := modelParams(m, p.Request) // checked by create
+	if err != nil {
+		return nil, err
+	}
 	res, err := h.store.ResponseCreate(ctx, &store.ResponseCreateParams{
 		Response: &store.Response{ID: snap.ID, PreviousResponseID: p.PreviousResponseID, Model: m.ID,
 			Owner: p.Owner, Status: store.Status(status), Request: p.Request, Snapshot: c.Snapshot, CreatedAt: now,
@@ -276,6 +283,7 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 		h.log.Info("host: at MaxRuns; response queued for a host with capacity", "response_id", snap.ID)
 	} else {
 		r := h.newRun(m, res.Response, snap, sp.runID, res.Run.Lease, sp.lastStep, sp.lastParts)
+		r.info.Params = params
 		if err := h.startRun(r, sp.drive(r)); err != nil {
 			// The response is durable; recovery (Start on any host) resumes it.
 			h.log.Warn("host: created response not started here; left for recovery", "response_id", snap.ID, "err", err)

@@ -29,6 +29,16 @@
 // (agent.WithMemory): there is one run path, and a follow-up of a
 // completed response sends its input to the run as the next turn.
 //
+// The request's model settings (function tools, tool_choice,
+// parallel_tool_calls, instructions, text.format, max_output_tokens,
+// temperature, top_p) reach a plain agent that honours them (an
+// agent.ParamsChecker such as a ChatAgent) as the agent.ModelParams in the
+// Params of its workflow.Invocation; the model's call of a client tool
+// completes the response with a function_call item, which the client
+// answers in a follow-up. A model that cannot honour a setting refuses the
+// request with an *InputError before anything is stored (instructions
+// apart, which every model echoes).
+//
 // # Publication modes
 //
 // metadata.publication selects how a response's events reach readers.

@@ -246,7 +246,8 @@ func (h *Host) RegisterWorkflow(name string, wf *workflow.Workflow, opts ...Mode
 // RegisterAgent hosts a under the model name. An agent that also
 // implements interface{ Workflow() *workflow.Workflow } is hosted through
 // the same durable workflow path as RegisterWorkflow; any other agent's
-// turn is one durable step.
+// turn is one durable step, and such an agent that implements
+// agent.ParamsChecker (a ChatAgent) takes the request's model settings.
 func (h *Host) RegisterAgent(name string, a agent.Agent, opts ...ModelOption) error {
 	return h.registerAgent(name, a, opts)
 }

@@ -97,7 +97,7 @@ func TestHost_RecoveryReadsTheStoredRequest(t *testing.T) {
 			p := &host.CreateParams{Model: examples.Approval, Store: true, Background: true, PreviousResponseID: first.ID,
 				Input: []host.InputItem{{Type: host.InputFunctionCallOutput, CallID: callID, Output: "approve"}}}
 			if raw {
-				p.Request = fmt.Appendf(nil, `{"model":%q,"previous_response_id":%q,"tools":[{"type":"function","name":"f","parameters":{"Input":1}}],
+				p.Request = fmt.Appendf(nil, `{"model":%q,"previous_response_id":%q,"truncation":"disabled",
 					"input":[{"type":"function_call_output","call_id":%q,"output":[{"type":"input_text","text":"approve"}]}]}`,
 					examples.Approval, first.ID, callID)
 			}

@@ -26,6 +26,9 @@ type model struct {
 	// publication is the mode of requests that name none in their
 	// metadata ("" means PublicationCommitted).
 	publication string
+	// params, for a plain agent that honours the request's model settings
+	// (agent.ParamsChecker), checks them; nil: the model takes none.
+	params agent.ParamsChecker
 }
 
 // ModelOption configures a model at registration.
@@ -75,6 +78,7 @@ func (h *Host) registerAgent(name string, a agent.Agent, opts []ModelOption) err
 		return fmt.Errorf("host: register %q: %w", name, err)
 	}
 	m.wf, m.conversation = wf, true
+	m.params, _ = a.(agent.ParamsChecker)
 	return h.register(m, opts)
 }
 

@@ -153,6 +153,12 @@ func (h *Host) resumeNow(ctx context.Context, sr *store.Run) error {
 		return fmt.Errorf("host: last checkpoint of run %s: %w", sr.ID, err)
 	}
 	r := h.newRun(m, head, &snap, sr.ID, sr.Lease, cp.Step, cp.Parts)
+	if m.params != nil {
+		// The settings the request was accepted with, read again from it.
+		if r.info.Params, err = modelParams(m, head.Request); err != nil {
+			return fmt.Errorf("host: model settings of response %s: %w", head.ID, err)
+		}
+	}
 	drive, err := h.resumeDriver(ctx, r, m, head, cp)
 	if err != nil {
 		return err

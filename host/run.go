@@ -71,6 +71,9 @@ type runInfo struct {
 	ResponseID string
 	// Metadata is the request metadata of that response. Do not modify it.
 	Metadata map[string]string
+	// Params are its model settings, for a model that takes them (see
+	// modelParams), else nil.
+	Params *agent.ModelParams
 }
 
 // responseID returns the run's head response id.
@@ -169,10 +172,14 @@ func (h *Host) lookupRun(runID, responseID string) *run {
 // the host stops it; every superstep is committed by commitStep.
 func (h *Host) driveWorkflow(r *run, wr *workflow.Run) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
+		inv := &workflow.Invocation{ID: r.info.ResponseID, Metadata: r.info.Metadata}
+		if r.info.Params != nil {
+			inv.Params = r.info.Params // never a typed nil
+		}
 		return wr.Run(ctx, func(_ context.Context, s *workflow.Step) error {
 			return h.commitStep(r, s)
 		}, &workflow.RunOptions{MaxSupersteps: int64(h.cfg.MaxSupersteps), StepBase: r.startStep,
-			Live: h.liveHook(r), Invocation: &workflow.Invocation{ID: r.info.ResponseID, Metadata: r.info.Metadata}})
+			Live: h.liveHook(r), Invocation: inv})
 	}
 }
 

@@ -84,7 +84,8 @@ type CreateRequest struct {
 // ParseCreate parses the body of a create request (POST /v1/responses).
 // Unknown fields are tolerated; a known field of the wrong type, a
 // duplicate key or a case variant of a known key is a *RequestError
-// naming the field. maxInputItems > 0 caps the number of input items.
+// naming the field, and so are model parameters out of range (see
+// ReadModelParams). maxInputItems > 0 caps the number of input items.
 func ParseCreate(body []byte, maxInputItems int) (*CreateRequest, error) {
 	fields, err := decodeRequest(body)
 	if err != nil {
@@ -103,18 +104,17 @@ func ParseCreate(body []byte, maxInputItems int) (*CreateRequest, error) {
 	if p.PreviousResponseID, err = stringField(fields, "previous_response_id"); err != nil {
 		return nil, err
 	}
-	if p.Instructions, err = optString(fields["instructions"], "instructions"); err != nil {
-		return nil, err
-	}
 	if p.Metadata, err = parseMetadata(fields["metadata"]); err != nil {
 		return nil, err
 	}
 	if p.Input, err = parseInput(fields["input"], maxInputItems); err != nil {
 		return nil, err
 	}
-	if err := checkTools(fields["tools"]); err != nil {
+	mp, err := readModelParams(fields)
+	if err != nil {
 		return nil, err
 	}
+	p.Instructions = mp.Instructions
 	return p, nil
 }
 

@@ -7,13 +7,19 @@ import "context"
 // Run call serves. Executors read it with Context.Invocation, and code that
 // has only a context.Context (an agent's tools) with InvocationFrom, so
 // that workflow code learns about its request without depending on the
-// host. The engine does not interpret ID or Metadata.
+// host. The engine does not interpret ID, Metadata or Params.
 type Invocation struct {
 	// ID identifies what the run is working for; a host puts the id of the
 	// response the run is producing.
 	ID string
 	// Metadata is the request's metadata. Do not modify it.
 	Metadata map[string]string
+	// Params are the request's settings for the models the run calls,
+	// opaque to the engine: the driver and the code that reads them agree
+	// on their type. A host puts a *agent.ModelParams here for a model
+	// that honours them (a ChatAgent reads it for each model call), and
+	// nil otherwise. Do not modify it.
+	Params any
 	// MaxSupersteps is the superstep limit of the run the executor is in
 	// (counted after RunOptions.StepBase; inside a sub-workflow, the inner
 	// run's). The runner sets it from RunOptions.MaxSupersteps, so a value

@@ -56,7 +56,13 @@ type serveConfig struct {
 	hostID, advertise string
 	// The model server of the LLM demos (see modelServerLocal).
 	modelServer, openAIKey, model, modelAPI string
+	// proxyModels lists the model server's models to host as durable
+	// models (comma-separated ids, or proxyAll).
+	proxyModels string
 }
+
+// proxyAll as --proxy-models hosts every model the model server lists.
+const proxyAll = "all"
 
 // modelServerLocal as --model-server starts the deterministic local model
 // server (package localmodel) in process, on a loopback port of its own.
@@ -92,6 +98,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.openAIKey, "openai-api-key", "", "API key for the model server (default: env OPENAI_API_KEY); alone, it selects OpenAI's API")
 	fs.StringVar(&c.model, "model", agent.DefaultModel, "model name the LLM demos send to the model server (any name works with local)")
 	fs.StringVar(&c.modelAPI, "model-api", string(agent.APIChatCompletions), "API the LLM demos use: chat_completions or responses")
+	fs.StringVar(&c.proxyModels, "proxy-models", "", "models of the model server to host as durable models under their own ids: comma-separated ids, or \"all\" for every id its GET /models lists (needs --model-server or --openai-api-key)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -150,6 +157,12 @@ func (c *serveConfig) validate() error {
 	}
 	if c.model == "" {
 		errs = append(errs, errors.New("serve: --model must not be empty"))
+	}
+	if c.proxyModels != "" && c.modelServer == "" && c.openAIKey == "" {
+		errs = append(errs, errors.New("serve: --proxy-models needs a model server: --model-server, OPENAI_BASE_URL, --openai-api-key or OPENAI_API_KEY"))
+	}
+	if _, err := proxyIDs(c.proxyModels); err != nil {
+		errs = append(errs, err)
 	}
 	if api := agent.API(c.modelAPI); api != agent.APIChatCompletions && api != agent.APIResponses {
 		errs = append(errs, fmt.Errorf("serve: --model-api must be %s or %s, got %q", agent.APIChatCompletions, agent.APIResponses, c.modelAPI))
@@ -224,10 +237,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, h, err := newServer(cfg, st, keys, adminKeys, llm, log, reg)
+	proxies, err := resolveProxies(ctx, cfg, llm)
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	srv, h, err := newServer(cfg, st, keys, adminKeys, llm, proxies, log, reg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if len(proxies) > 0 {
+		log.Info("superstep: models proxied as durable models", "models", strings.Join(proxies, ","),
+			"model_server", redactModelURL(llm.BaseURL), "model_api", cfg.modelAPI)
 	}
 	limited, err := limitConns(ln, cfg.maxConns, reg, log)
 	if err != nil {
@@ -317,10 +339,54 @@ func redactModelURL(s string) string {
 	return u.Redacted()
 }
 
+// proxyIDs reads --proxy-models: nil for "", the ids of a comma-separated
+// list (each once, none empty), or [proxyAll].
+func proxyIDs(list string) ([]string, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var ids []string
+	seen := map[string]bool{}
+	for _, id := range strings.Split(list, ",") {
+		id = strings.TrimSpace(id)
+		switch {
+		case id == "":
+			return nil, fmt.Errorf("serve: --proxy-models: empty model id in %q", list)
+		case id == proxyAll && list != proxyAll:
+			return nil, fmt.Errorf("serve: --proxy-models: %q stands alone", proxyAll)
+		case seen[id]:
+			return nil, fmt.Errorf("serve: --proxy-models: model %q listed twice", id)
+		}
+		seen[id] = true
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// resolveProxies returns the model ids to proxy: those --proxy-models
+// lists, or, for "all", those the model server lists (an error if it
+// cannot be asked: serve does not start without them).
+func resolveProxies(ctx context.Context, cfg *serveConfig, llm *examples.LLMOptions) ([]string, error) {
+	ids, err := proxyIDs(cfg.proxyModels)
+	if err != nil || len(ids) != 1 || ids[0] != proxyAll {
+		return ids, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if ids, err = examples.ListModels(lctx, llm); err != nil {
+		return nil, fmt.Errorf("serve: --proxy-models all: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil, errors.New("serve: --proxy-models all: the model server lists no models")
+	}
+	return ids, nil
+}
+
 // newServer builds the host (with the demo workflows, and the LLM demos
-// when llm is not nil) and the HTTP server, with their metrics on reg.
-func newServer(cfg *serveConfig, st store.Store, keys, adminKeys map[string]string, llm *examples.LLMOptions, log *slog.Logger,
-	reg *prometheus.Registry) (*http.Server, *host.Host, error) {
+// and the proxied models when llm is not nil) and the HTTP server, with
+// their metrics on reg.
+func newServer(cfg *serveConfig, st store.Store, keys, adminKeys map[string]string, llm *examples.LLMOptions, proxies []string,
+	log *slog.Logger, reg *prometheus.Registry) (*http.Server, *host.Host, error) {
 	h, err := host.New(st, &host.Config{HostID: cfg.hostID, Addr: cfg.advertise, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps, MaxRuns: cfg.maxRuns,
 		KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, Logger: log, Metrics: reg})
 	if err != nil {
@@ -332,6 +398,9 @@ func newServer(cfg *serveConfig, st store.Store, keys, adminKeys map[string]stri
 	if llm != nil {
 		if err := examples.RegisterLLM(h, llm); err != nil {
 			return nil, nil, fmt.Errorf("serve: register LLM demos: %w", err)
+		}
+		if err := examples.RegisterProxies(h, llm, proxies); err != nil {
+			return nil, nil, withCode(exitUsage, fmt.Errorf("serve: --proxy-models: %w", err))
 		}
 	}
 	handler, err := responses.NewHandler(h, &responses.Options{MaxBodyBytes: cfg.maxBody, MaxInputItems: cfg.maxInputItems, KeepAlive: cfg.keepAlive,

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/localmodel"
 	"github.com/superstep/superstep/responses"
 )
 
@@ -375,5 +378,99 @@ func TestServe_MaxInputItems(t *testing.T) {
 	}
 	if code, body := post(2); code != http.StatusOK {
 		t.Fatalf("2 items at a cap of 2: %d %s", code, body)
+	}
+}
+
+// postJSON posts body to base's /v1/responses and decodes the reply.
+func postJSON(t *testing.T, client *http.Client, base, body string) (int, map[string]any) {
+	t.Helper()
+	resp, err := client.Post(base+"/v1/responses", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	return resp.StatusCode, r
+}
+
+// outputOf returns a Response's output items as "text" or
+// "function_call name args call_id".
+func outputOf(r map[string]any) []string {
+	var out []string
+	items, _ := r["output"].([]any)
+	for _, it := range items {
+		m, _ := it.(map[string]any)
+		switch m["type"] {
+		case "message":
+			for _, c := range m["content"].([]any) {
+				out = append(out, c.(map[string]any)["text"].(string))
+			}
+		case "function_call":
+			out = append(out, fmt.Sprintf("function_call %s %s %s", m["name"], m["arguments"], m["call_id"]))
+		}
+	}
+	return out
+}
+
+// TestServe_ProxyModels: --proxy-models all hosts every model the model
+// server lists (the local one lists local-echo) as a durable model under
+// its own id: GET /v1/models lists it, a create gets the model's reply
+// through it, a client tool goes to the model and its call back to the
+// client, whose output continues the conversation.
+func TestServe_ProxyModels(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	base, logs := serveInProcess(t, "--model-server", "local", "--proxy-models", "all")
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
+	if ids := modelIDs(t, client, base); !strings.Contains(ids, `"id":"`+localmodel.DefaultModel+`"`) {
+		t.Fatalf("models %s lack %s\n%s", ids, localmodel.DefaultModel, logs)
+	}
+	code, r := postJSON(t, client, base, `{"model":"local-echo","input":"hello there","metadata":{"token_delay_ms":"0"}}`)
+	if got := outputOf(r); code != 200 || r["status"] != "completed" || !slices.Equal(got, []string{"Echo: hello there"}) {
+		t.Fatalf("create: %d %v %q\n%s", code, r["status"], got, logs)
+	}
+	tool := `{"type":"function","name":"lookup_order","parameters":{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}}`
+	code, r = postJSON(t, client, base, `{"model":"local-echo","input":"where is my order?","tools":[`+tool+`],
+		"tool_choice":{"type":"function","name":"lookup_order"},"metadata":{"token_delay_ms":"0"}}`)
+	got := outputOf(r)
+	if code != 200 || r["status"] != "completed" || len(got) != 1 || !strings.HasPrefix(got[0], `function_call lookup_order {"id":"x"} `) {
+		t.Fatalf("client tool: %d %v %q", code, r["status"], got)
+	}
+	callID := strings.Fields(got[0])[3]
+	code, r = postJSON(t, client, base, fmt.Sprintf(`{"model":"local-echo","previous_response_id":%q,"tools":[%s],
+		"input":[{"type":"function_call_output","call_id":%q,"output":"shipped"}],"metadata":{"token_delay_ms":"0"}}`, r["id"], tool, callID))
+	if got := outputOf(r); code != 200 || r["status"] != "completed" || !slices.Equal(got, []string{"Tool lookup_order returned: shipped"}) {
+		t.Fatalf("answer: %d %v %q", code, r["status"], got)
+	}
+	// A demo workflow refuses client tools: 400 naming the field.
+	code, r = postJSON(t, client, base, `{"model":"demo.echo","input":"x","tools":[`+tool+`]}`)
+	if e, _ := r["error"].(map[string]any); code != 400 || e["param"] != "tools" {
+		t.Fatalf("tools for a workflow: %d %v", code, r)
+	}
+}
+
+// --proxy-models ids are registered as given; a malformed list, one
+// without a model server, or an id a demo has are refused.
+func TestServe_ProxyModelsFlag(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	for _, args := range [][]string{{"--proxy-models", "a"}, {"--model-server", "local", "--proxy-models", "a,,b"},
+		{"--model-server", "local", "--proxy-models", "a,a"}, {"--model-server", "local", "--proxy-models", "all,a"}} {
+		if _, err := parseServeFlags(args, io.Discard); err == nil {
+			t.Errorf("%q: no error", args)
+		}
+	}
+	base, _ := serveInProcess(t, "--model-server", "local", "--proxy-models", "gpt-x, llama-y")
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
+	if ids := modelIDs(t, client, base); !strings.Contains(ids, `"id":"gpt-x"`) || !strings.Contains(ids, `"id":"llama-y"`) {
+		t.Fatalf("models %s", ids)
+	}
+	err := run(t.Context(), []string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "s.db"),
+		"--model-server", "local", "--proxy-models", "demo.echo"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "demo.echo") {
+		t.Fatalf("a proxied id clashing with a demo: %v", err)
 	}
 }

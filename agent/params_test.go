@@ -1,0 +1,210 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/superstep/superstep/agent"
+	"github.com/superstep/superstep/workflow"
+)
+
+// withParams returns ctx carrying p as the invocation's Params, as a host
+// gives them.
+func withParams(ctx context.Context, p *agent.ModelParams) context.Context {
+	return workflow.WithInvocation(ctx, workflow.Invocation{ID: "resp_1", Params: p})
+}
+
+var orderTool = agent.FunctionTool{Name: "lookup_order", Description: "an order's status", Parameters: map[string]any{
+	"type": "object", "properties": map[string]any{"id": map[string]any{"type": "string"}}, "required": []string{"id"}}}
+
+// A client tool from the invocation is offered next to the agent's own;
+// the model's call of it ends the turn with an UpdateFunctionCall (the
+// agent runs nothing), and the answer in the next turn pairs with the call:
+// the local model's reply names the tool, which it finds through the call.
+// Against the local model server over HTTP, both APIs, forced by
+// tool_choice and unprompted with metadata follow_tools.
+func TestChatAgent_ClientTools(t *testing.T) {
+	for _, api := range apis {
+		for _, how := range []string{"tool_choice", "follow_tools"} {
+			t.Run(string(api)+"/"+how, func(t *testing.T) {
+				own := agent.MustTool("get_weather", "", func(context.Context, weatherArgs) (string, error) {
+					t.Error("the agent's own tool ran")
+					return "", nil
+				})
+				p := &agent.ModelParams{Tools: []agent.FunctionTool{orderTool}}
+				a := newChat(t, localURL(t, nil), api, func(o *agent.Options) {
+					if how == "tool_choice" {
+						o.Tools = []*agent.Tool{own}
+						p.ToolChoice = agent.ToolChoice{Mode: agent.ToolChoiceFunction, Name: "lookup_order"}
+					} else {
+						o.Metadata = map[string]string{"follow_tools": "true"}
+					}
+				})
+				if err := a.CheckParams(p); err != nil {
+					t.Fatal(err)
+				}
+				s := agent.NewSession("c")
+				var us []agent.Update
+				for u, err := range a.Run(withParams(t.Context(), p), s, []agent.Message{user("where is my order?")}) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					us = append(us, u)
+				}
+				if got := kinds(us); got != "function_call done" {
+					t.Fatalf("updates: %s", got)
+				}
+				call := us[0]
+				if call.Name != "lookup_order" || call.Arguments != `{"id":"x"}` || call.CallID == "" {
+					t.Fatalf("call %+v", call)
+				}
+				// The caller answers; the next request offers the tool again
+				// without forcing it (as a client loop does).
+				p.ToolChoice = agent.ToolChoice{}
+				us, err := collectCtx(withParams(t.Context(), p), a, s, agent.Message{Role: agent.RoleTool, CallID: call.CallID, Text: "shipped"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := kinds(us); !strings.HasSuffix(got, "text done") || strings.Contains(got, "call") {
+					t.Fatalf("turn 2 updates: %s", got)
+				}
+				if txt := us[len(us)-2].Text; txt != "Tool lookup_order returned: shipped" {
+					t.Fatalf("turn 2 reply %q", txt)
+				}
+			})
+		}
+	}
+}
+
+// collectCtx runs one turn of a under ctx and gathers its updates.
+func collectCtx(ctx context.Context, a agent.Agent, s *agent.Session, in ...agent.Message) ([]agent.Update, error) {
+	var us []agent.Update
+	for u, err := range a.Run(ctx, s, in) {
+		if err != nil {
+			return us, err
+		}
+		us = append(us, u)
+	}
+	return us, nil
+}
+
+// A tool_choice forcing the agent's own tool holds for the first model
+// call only: after the tool ran, the model may answer (else it would be
+// made to call the tool until the tool-call limit).
+func TestChatAgent_ForcedToolChoiceEndsAfterTools(t *testing.T) {
+	for _, api := range apis {
+		t.Run(string(api), func(t *testing.T) {
+			var n int
+			own := agent.MustTool("get_weather", "", func(_ context.Context, in weatherArgs) (string, error) {
+				n++
+				return "sunny", nil
+			})
+			a := newChat(t, localURL(t, nil), api, func(o *agent.Options) { o.Tools = []*agent.Tool{own}; o.MaxToolCalls = 3 })
+			p := &agent.ModelParams{ToolChoice: agent.ToolChoice{Mode: agent.ToolChoiceFunction, Name: "get_weather"}}
+			us, err := collectCtx(withParams(t.Context(), p), a, nil, user("hello"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := kinds(us); !strings.HasPrefix(got, "tool_call tool_result") || !strings.HasSuffix(got, "text done") || n != 1 {
+				t.Fatalf("updates %s, tool ran %d times", got, n)
+			}
+		})
+	}
+}
+
+// The caller's settings reach the model request as each API spells them;
+// the smaller max-output cap holds; instructions follow the agent's own.
+func TestChatAgent_ParamsSent(t *testing.T) {
+	temp, topP, par, strict := 0.25, 0.5, false, true
+	p := &agent.ModelParams{Instructions: "answer in French", Tools: []agent.FunctionTool{orderTool},
+		ToolChoice: agent.ToolChoice{Mode: agent.ToolChoiceRequired}, ParallelToolCalls: &par, MaxOutputTokens: 50,
+		Temperature: &temp, TopP: &topP, TextFormat: &agent.TextFormat{Type: agent.TextFormatJSONSchema, Name: "answer",
+			Schema: map[string]any{"type": "object"}, Strict: &strict}}
+	want := map[agent.API]map[string]string{
+		agent.APIChatCompletions: {"temperature": `0.25`, "top_p": `0.5`, "parallel_tool_calls": `false`, "tool_choice": `"required"`,
+			"max_completion_tokens": `20`,
+			"response_format":       `{"json_schema":{"name":"answer","strict":true,"schema":{"type":"object"}},"type":"json_schema"}`},
+		agent.APIResponses: {"temperature": `0.25`, "top_p": `0.5`, "parallel_tool_calls": `false`, "tool_choice": `"required"`,
+			"max_output_tokens": `20`, "instructions": `"be brief\n\nanswer in French"`,
+			"text": `{"format":{"name":"answer","schema":{"type":"object"},"strict":true,"type":"json_schema"}}`},
+	}
+	for _, api := range apis {
+		t.Run(string(api), func(t *testing.T) {
+			var (
+				mu     sync.Mutex
+				bodies []map[string]json.RawMessage
+			)
+			capture := func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					b, _ := io.ReadAll(r.Body)
+					var m map[string]json.RawMessage
+					_ = json.Unmarshal(b, &m)
+					mu.Lock()
+					bodies = append(bodies, m)
+					mu.Unlock()
+					r.Body = io.NopCloser(bytes.NewReader(b))
+					next.ServeHTTP(w, r)
+				})
+			}
+			a := newChat(t, localURL(t, capture), api, func(o *agent.Options) { o.Instructions = "be brief"; o.MaxOutputTokens = 20 })
+			if _, err := collectCtx(withParams(t.Context(), p), a, nil, user("hi")); err != nil {
+				t.Fatal(err)
+			}
+			if len(bodies) != 1 {
+				t.Fatalf("%d model requests", len(bodies))
+			}
+			for k, v := range want[api] {
+				if got := string(bodies[0][k]); got != v {
+					t.Errorf("%s = %s, want %s", k, got, v)
+				}
+			}
+			if api == agent.APIChatCompletions && !strings.Contains(string(bodies[0]["messages"]), `"be brief\n\nanswer in French"`) {
+				t.Errorf("messages %s lack the joined instructions", bodies[0]["messages"])
+			}
+			if !strings.Contains(string(bodies[0]["tools"]), `"lookup_order"`) {
+				t.Errorf("tools %s lack the client tool", bodies[0]["tools"])
+			}
+		})
+	}
+}
+
+func TestChatAgent_CheckParams(t *testing.T) {
+	own := agent.MustTool("get_weather", "", func(context.Context, weatherArgs) (string, error) { return "", nil })
+	a := newChat(t, "http://127.0.0.1:1/v1", agent.APIChatCompletions, func(o *agent.Options) { o.Tools = []*agent.Tool{own} })
+	bare := newChat(t, "http://127.0.0.1:1/v1", agent.APIChatCompletions, nil)
+	for _, c := range []struct {
+		name  string
+		a     *agent.ChatAgent
+		p     agent.ModelParams
+		param string // "" means accepted
+	}{
+		{"Zero", a, agent.ModelParams{}, ""},
+		{"ClientTool", a, agent.ModelParams{Tools: []agent.FunctionTool{orderTool}}, ""},
+		{"ChooseOwnTool", a, agent.ModelParams{ToolChoice: agent.ToolChoice{Mode: agent.ToolChoiceFunction, Name: "get_weather"}}, ""},
+		{"Unnamed", a, agent.ModelParams{Tools: []agent.FunctionTool{orderTool, {}}}, "tools[1].name"},
+		{"ClashesWithOwn", a, agent.ModelParams{Tools: []agent.FunctionTool{{Name: "get_weather"}}}, "tools[0].name"},
+		{"Twice", a, agent.ModelParams{Tools: []agent.FunctionTool{orderTool, orderTool}}, "tools[1].name"},
+		{"ChoiceNotOffered", a, agent.ModelParams{ToolChoice: agent.ToolChoice{Mode: agent.ToolChoiceFunction, Name: "nope"}}, "tool_choice"},
+		{"RequiredWithoutTools", bare, agent.ModelParams{ToolChoice: agent.ToolChoice{Mode: agent.ToolChoiceRequired}}, "tool_choice"},
+		{"AllowedTools", a, agent.ModelParams{ToolChoice: agent.ToolChoice{Mode: "allowed_tools"}}, "tool_choice"},
+		{"FormatType", a, agent.ModelParams{TextFormat: &agent.TextFormat{Type: "xml"}}, "text.format.type"},
+		{"SchemaUnnamed", a, agent.ModelParams{TextFormat: &agent.TextFormat{Type: agent.TextFormatJSONSchema, Schema: map[string]any{}}}, "text.format.name"},
+		{"JSONObject", a, agent.ModelParams{TextFormat: &agent.TextFormat{Type: agent.TextFormatJSONObject}}, ""},
+	} {
+		err := c.a.CheckParams(&c.p)
+		var pe *agent.ParamError
+		switch {
+		case c.param == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.param != "" && (!errors.As(err, &pe) || pe.Param != c.param):
+			t.Errorf("%s: %v, want a ParamError on %s", c.name, err, c.param)
+		}
+	}
+}
