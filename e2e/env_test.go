@@ -50,6 +50,9 @@ type envOpts struct {
 	Host *host.Config
 	// Options, when set, adjusts the handler's options.
 	Options func(*responses.Options)
+	// Register, when set, registers more models on the host (after the
+	// demos, before it starts).
+	Register func(*host.Host) error
 }
 
 // testLogger returns the hosts' logger: warnings and errors, to stderr
@@ -123,6 +126,11 @@ func newEnv(t testing.TB, o *envOpts) *env {
 	for name, wf := range wfs {
 		if err := h.RegisterAgent("agent:"+name, agent.FromWorkflow(wf)); err != nil {
 			t.Fatalf("RegisterAgent: %v", err)
+		}
+	}
+	if o.Register != nil {
+		if err := o.Register(h); err != nil {
+			t.Fatalf("envOpts.Register: %v", err)
 		}
 	}
 	if err := h.Start(ctx); err != nil {

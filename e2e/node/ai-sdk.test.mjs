@@ -1,0 +1,139 @@
+// End-to-end test of superstep with the Vercel AI SDK (`ai` and the
+// `@ai-sdk/openai` provider's Responses API model, openai.responses(id)).
+// SUPERSTEP_BASE_URL names the server's API base and SUPERSTEP_CHAT_MODEL a
+// plain conversation agent on the local model server (it answers
+// "Echo: <last user message>", and its usage counts one token per word of
+// every message it was sent); TestNodeClient starts the server and runs
+// this file.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createOpenAI } from '@ai-sdk/openai';
+import { generateText, streamText } from 'ai';
+
+const baseURL = process.env.SUPERSTEP_BASE_URL;
+const chatModel = process.env.SUPERSTEP_CHAT_MODEL;
+if (!baseURL || !chatModel) {
+  throw new Error('SUPERSTEP_BASE_URL and SUPERSTEP_CHAT_MODEL must be set');
+}
+const openai = createOpenAI({ baseURL, apiKey: process.env.SUPERSTEP_API_KEY ?? 'test' });
+const model = (id) => openai.responses(id);
+
+// words counts the local model's tokens of a text (it splits at spaces).
+const words = (s) => s.split(/ +/).filter(Boolean).length;
+
+const responseId = (r) => r.providerMetadata?.openai?.responseId;
+
+// streamParts reads a streamText result's full stream.
+async function streamParts(result) {
+  const parts = [];
+  for await (const p of result.fullStream) parts.push(p);
+  return parts;
+}
+
+test('generateText returns each output of a workflow as a text part', async () => {
+  const r = await generateText({ model: model('demo.two-outputs'), prompt: 'x', maxRetries: 0 });
+  assert.deepEqual(r.content.map((c) => [c.type, c.text]), [['text', 'first-2'], ['text', 'second-2'], ['text', 'done']]);
+  assert.equal(r.text, 'first-2second-2done');
+  assert.equal(r.finishReason, 'stop');
+  assert.deepEqual(r.toolCalls, []);
+  assert.match(responseId(r), /^resp_/);
+  const echo = await generateText({ model: model('demo.echo'), prompt: 'hello there', maxRetries: 0 });
+  assert.equal(echo.text, 'hello there');
+});
+
+test('streamText streams an LLM workflow token by token', async () => {
+  const topic = 'a haiku about durable logs';
+  const result = streamText({ model: model('demo.writer-reviewer'), prompt: topic, maxRetries: 0 });
+  const parts = await streamParts(result);
+  const draft = `Echo: ${topic}`;
+  const final = `Echo: Draft to review:\n\n${draft}`;
+  assert.deepEqual(parts.filter((p) => p.type === 'error'), []);
+  assert.equal(await result.text, draft + final);
+  // Live publication: each reply arrives in many deltas, one per token.
+  const deltas = parts.filter((p) => p.type === 'text-delta');
+  assert.ok(deltas.length >= words(draft) + words(final), `${deltas.length} text deltas`);
+  assert.equal(parts.filter((p) => p.type === 'text-start').length, 2);
+  assert.equal(await result.finishReason, 'stop');
+  const usage = await result.usage;
+  assert.ok(usage.outputTokens >= words(draft) + words(final), JSON.stringify(usage));
+  assert.match((await result.providerMetadata).openai.responseId, /^resp_/);
+});
+
+test('streamText on demo.tools shows no tool call of its own and ends with the tool\'s answer', async () => {
+  // The agent runs calculate on the server: its superstep:tool_call item
+  // must not become a tool call the SDK would try to run.
+  const result = streamText({
+    model: model('demo.tools'), prompt: 'What is 6 times 7? calculate {"a":6,"op":"*","b":7}', maxRetries: 0,
+  });
+  const parts = await streamParts(result);
+  const types = new Set(parts.map((p) => p.type));
+  for (const t of ['error', 'tool-call', 'tool-input-start', 'tool-result', 'tool-error']) {
+    assert.ok(!types.has(t), `${t} part in ${[...types]}`);
+  }
+  assert.equal(await result.text, 'Tool calculate returned: 42');
+  assert.equal(await result.finishReason, 'stop');
+  assert.deepEqual(await result.toolCalls, []);
+  assert.equal((await result.steps).length, 1);
+});
+
+test('a conversation continues by previousResponseId and an earlier response branches', async () => {
+  const first = await generateText({ model: model(chatModel), prompt: 'hello there', maxRetries: 0 });
+  assert.equal(first.text, 'Echo: hello there');
+  const system = first.usage.inputTokens - words('hello there'); // the agent's instructions
+  assert.ok(system > 0, `input tokens ${first.usage.inputTokens}`);
+  const after = (id, prompt) => generateText({
+    model: model(chatModel), prompt, maxRetries: 0, providerOptions: { openai: { previousResponseId: id } },
+  });
+
+  const second = await after(responseId(first), 'second turn');
+  assert.equal(second.text, 'Echo: second turn');
+  assert.equal(second.response.body.previous_response_id, responseId(first));
+  // The agent was sent turn 1 (question and answer) and the new message.
+  assert.equal(second.usage.inputTokens, system + words('hello there Echo: hello there second turn'));
+
+  const third = await after(responseId(second), 'third');
+  assert.equal(third.text, 'Echo: third');
+  assert.equal(third.usage.inputTokens, system + words('hello there Echo: hello there second turn Echo: second turn third'));
+
+  // Continuing the first response again branches: the second turn is not
+  // in the branch's history.
+  const branch = await after(responseId(first), 'another way');
+  assert.equal(branch.text, 'Echo: another way');
+  assert.equal(branch.usage.inputTokens, system + words('hello there Echo: hello there another way'));
+  assert.notEqual(responseId(branch), responseId(second));
+});
+
+test('streamText continues a conversation by previousResponseId', async () => {
+  const first = await generateText({ model: model(chatModel), prompt: 'one two', maxRetries: 0 });
+  const result = streamText({
+    model: model(chatModel), prompt: 'three', maxRetries: 0,
+    providerOptions: { openai: { previousResponseId: responseId(first) } },
+  });
+  const parts = await streamParts(result);
+  assert.deepEqual(parts.filter((p) => p.type === 'error'), []);
+  assert.equal(await result.text, 'Echo: three');
+  const system = first.usage.inputTokens - words('one two');
+  assert.equal((await result.usage).inputTokens, system + words('one two Echo: one two three'));
+});
+
+test('a stateless conversation resends the whole messages array', async () => {
+  const system = (await generateText({ model: model(chatModel), prompt: 'a', maxRetries: 0 })).usage.inputTokens - 1;
+  const history = [
+    { role: 'user', content: 'hello there' },
+    { role: 'assistant', content: 'Echo: hello there' },
+    { role: 'user', content: 'second turn' },
+  ];
+  const r = await generateText({ model: model(chatModel), messages: history, maxRetries: 0 });
+  assert.equal(r.text, 'Echo: second turn');
+  assert.equal(r.usage.inputTokens, system + words('hello there Echo: hello there second turn'));
+  assert.equal(r.response.body.previous_response_id, null);
+
+  // The SDK's own response messages, resent with store: false (the SDK
+  // then sends the items themselves, not item_reference ids).
+  const opts = { providerOptions: { openai: { store: false } }, maxRetries: 0 };
+  const first = await generateText({ model: model(chatModel), prompt: 'hello there', ...opts });
+  const messages = [{ role: 'user', content: 'hello there' }, ...first.response.messages, { role: 'user', content: 'again' }];
+  const again = await generateText({ model: model(chatModel), messages, ...opts });
+  assert.equal(again.text, 'Echo: again');
+  assert.equal(again.usage.inputTokens, system + words('hello there Echo: hello there again'));
+});

@@ -1,0 +1,132 @@
+// End-to-end test of superstep with LangChain JS (`@langchain/openai`
+// ChatOpenAI on the Responses API, useResponsesApi: true).
+// SUPERSTEP_BASE_URL names the server's API base and SUPERSTEP_CHAT_MODEL a
+// plain conversation agent on the local model server (it answers
+// "Echo: <last user message>", calls its add tool when the message names
+// it, and its usage counts one token per word of every message it was
+// sent); TestNodeClient starts the server and runs this file.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ChatOpenAI } from '@langchain/openai';
+import { HumanMessage } from '@langchain/core/messages';
+
+const baseURL = process.env.SUPERSTEP_BASE_URL;
+const chatModel = process.env.SUPERSTEP_CHAT_MODEL;
+if (!baseURL || !chatModel) {
+  throw new Error('SUPERSTEP_BASE_URL and SUPERSTEP_CHAT_MODEL must be set');
+}
+
+// requests records the body of every request LangChain sends.
+const requests = [];
+async function recordingFetch(url, init) {
+  if (init?.body) requests.push(JSON.parse(init.body));
+  return fetch(url, init);
+}
+
+const chat = (model) => new ChatOpenAI({
+  model, apiKey: process.env.SUPERSTEP_API_KEY ?? 'test', useResponsesApi: true, maxRetries: 0,
+  configuration: { baseURL, fetch: recordingFetch },
+});
+
+// words counts the local model's tokens of a text (it splits at spaces).
+const words = (s) => s.split(/ +/).filter(Boolean).length;
+
+// textOf joins the text blocks of a message's content.
+const textOf = (m) => (typeof m.content === 'string' ? m.content
+  : m.content.filter((b) => b.type === 'text').map((b) => b.text).join(''));
+
+// noToolCalls checks that LangChain saw no tool call it should run.
+function noToolCalls(m) {
+  assert.deepEqual(m.tool_calls ?? [], []);
+  assert.deepEqual(m.invalid_tool_calls ?? [], []);
+  assert.deepEqual(m.tool_call_chunks ?? [], []);
+}
+
+test('invoke returns a workflow\'s outputs as text blocks', async () => {
+  const m = await chat('demo.two-outputs').invoke('x');
+  assert.deepEqual(m.content.map((b) => b.text), ['first-2', 'second-2', 'done']);
+  assert.equal(m.response_metadata.status, 'completed');
+  assert.match(m.id, /^resp_/);
+  noToolCalls(m);
+});
+
+test('stream yields an LLM workflow token by token', async () => {
+  const topic = 'a haiku about durable logs';
+  const chunks = [];
+  for await (const c of await chat('demo.writer-reviewer').stream(topic)) chunks.push(c);
+  const draft = `Echo: ${topic}`;
+  const final = `Echo: Draft to review:\n\n${draft}`;
+  const texts = chunks.map(textOf).filter((t) => t !== '');
+  assert.ok(texts.length >= words(draft) + words(final), `${texts.length} text chunks`);
+  const whole = chunks.reduce((a, c) => a.concat(c));
+  assert.equal(textOf(whole), draft + final);
+  noToolCalls(whole);
+  assert.ok(whole.usage_metadata.output_tokens >= words(draft) + words(final), JSON.stringify(whole.usage_metadata));
+});
+
+test('demo.tools: the server-run tool call is no tool call for LangChain', async () => {
+  const prompt = 'What is 6 times 7? calculate {"a":6,"op":"*","b":7}';
+  const m = await chat('demo.tools').invoke(prompt);
+  noToolCalls(m);
+  assert.equal(textOf(m), 'Tool calculate returned: 42');
+  // LangChain keeps the item among the response's tool outputs.
+  const outs = m.additional_kwargs.tool_outputs ?? [];
+  assert.deepEqual(outs.map((o) => [o.type, o.name, o.arguments, o.output]),
+    [['superstep:tool_call', 'calculate', '{"a":6,"op":"*","b":7}', '42']]);
+
+  const chunks = [];
+  for await (const c of await chat('demo.tools').stream(prompt)) chunks.push(c);
+  const whole = chunks.reduce((a, c) => a.concat(c));
+  noToolCalls(whole);
+  assert.equal(textOf(whole), 'Tool calculate returned: 42');
+});
+
+test('a conversation continues by previous_response_id and an earlier response branches', async () => {
+  const model = chat(chatModel);
+  const first = await model.invoke('hello there');
+  assert.equal(textOf(first), 'Echo: hello there');
+  const system = first.usage_metadata.input_tokens - words('hello there');
+  assert.ok(system > 0, `input tokens ${first.usage_metadata.input_tokens}`);
+
+  const second = await model.invoke('second turn', { previous_response_id: first.id });
+  assert.equal(requests.at(-1).previous_response_id, first.id);
+  assert.equal(textOf(second), 'Echo: second turn');
+  assert.equal(second.usage_metadata.input_tokens, system + words('hello there Echo: hello there second turn'));
+
+  const branch = await model.invoke('another way', { previous_response_id: first.id });
+  assert.equal(textOf(branch), 'Echo: another way');
+  assert.equal(branch.usage_metadata.input_tokens, system + words('hello there Echo: hello there another way'));
+});
+
+test('a stateless conversation resends the whole history, server-run tool calls included', async () => {
+  const model = chat(chatModel);
+  // Turn 1: the agent runs its own add tool.
+  const first = await model.invoke('add {"a":2,"b":3}');
+  noToolCalls(first);
+  assert.equal(textOf(first), 'Tool add returned: 5');
+  // Turn 2 by history: LangChain resends turn 1's output items as they
+  // came, the superstep:tool_call item among them.
+  const history = [new HumanMessage('add {"a":2,"b":3}'), first, new HumanMessage('thanks')];
+  const byHistory = await model.invoke(history);
+  const sent = requests.at(-1);
+  assert.equal(textOf(byHistory), 'Echo: thanks');
+  assert.equal(sent.previous_response_id, undefined);
+  assert.deepEqual(sent.input.map((it) => it.type), ['message', 'superstep:tool_call', 'message', 'message']);
+  noToolCalls(byHistory);
+
+  // The agent was sent turn 1 whole (message, call, result, answer) and
+  // the new message.
+  const alone = await model.invoke('thanks');
+  const turn1 = words('add {"a":2,"b":3}') + words('{"a":2,"b":3}') + words('5') + words('Tool add returned: 5');
+  assert.equal(byHistory.usage_metadata.input_tokens, alone.usage_metadata.input_tokens + turn1);
+
+  // The same turn by previous_response_id has at least turn 1's message
+  // and answer. (The conversation memory of agent.WithMemory keeps the
+  // agent's texts only, not its server-run tool calls and results: the
+  // model gets turn1 - 2 tokens here. Tighten to equality with byHistory
+  // once it keeps them.)
+  const byId = await model.invoke('thanks', { previous_response_id: first.id });
+  assert.equal(textOf(byId), 'Echo: thanks');
+  assert.ok(byId.usage_metadata.input_tokens >= alone.usage_metadata.input_tokens
+    + words('add {"a":2,"b":3}') + words('Tool add returned: 5'), JSON.stringify(byId.usage_metadata));
+});
