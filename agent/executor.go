@@ -236,13 +236,18 @@ func (e *agentExecutor) Handle(c *workflow.Context, msg any) error {
 		return err
 	}
 	if e.memory {
-		// The replies, and the calls the caller is to answer, in their
-		// order: a model pairs the answers in the next input with them.
+		// The replies, the agent's own tool calls with their results, and
+		// the calls the caller is to answer, in their order: the next turn
+		// sees what a client replaying the conversation would send, and a
+		// model pairs the answers in the next input with the calls.
 		conv := append(slices.Clip(before), in...)
 		for _, u := range res.segments {
 			switch u.Kind {
 			case UpdateText:
 				conv = append(conv, Message{Role: RoleAssistant, Text: u.Text})
+			case UpdateToolCall:
+				conv = append(conv, Message{Role: RoleAssistant, CallID: u.CallID, Name: u.Name, Arguments: u.Arguments},
+					Message{Role: RoleTool, CallID: u.CallID, Text: u.Text})
 			case UpdateFunctionCall:
 				conv = append(conv, Message{Role: RoleAssistant, CallID: u.CallID, Name: u.Name, Arguments: u.Arguments})
 			}

@@ -120,13 +120,10 @@ test('a stateless conversation resends the whole history, server-run tool calls 
   const turn1 = words('add {"a":2,"b":3}') + words('{"a":2,"b":3}') + words('5') + words('Tool add returned: 5');
   assert.equal(byHistory.usage_metadata.input_tokens, alone.usage_metadata.input_tokens + turn1);
 
-  // The same turn by previous_response_id has at least turn 1's message
-  // and answer. (The conversation memory of agent.WithMemory keeps the
-  // agent's texts only, not its server-run tool calls and results: the
-  // model gets turn1 - 2 tokens here. Tighten to equality with byHistory
-  // once it keeps them.)
+  // The same turn by previous_response_id sends the model the same
+  // context: the conversation's memory keeps the agent's own tool calls
+  // with their results, as the replayed history has them.
   const byId = await model.invoke('thanks', { previous_response_id: first.id });
   assert.equal(textOf(byId), 'Echo: thanks');
-  assert.ok(byId.usage_metadata.input_tokens >= alone.usage_metadata.input_tokens
-    + words('add {"a":2,"b":3}') + words('Tool add returned: 5'), JSON.stringify(byId.usage_metadata));
+  assert.equal(byId.usage_metadata.input_tokens, byHistory.usage_metadata.input_tokens, JSON.stringify(byId.usage_metadata));
 });
