@@ -152,11 +152,11 @@ type functionCall struct {
 	Output    *string `json:"output"`
 }
 
-// toolCalls returns the server-run tool call items (superstep:tool_call)
+// toolCalls returns the server-run tool call items (mcp_call)
 // of a Response object.
 func toolCalls(t *testing.T, raw string) []functionCall {
 	t.Helper()
-	return itemsOfType(t, raw, "superstep:tool_call")
+	return itemsOfType(t, raw, "mcp_call")
 }
 
 func functionCalls(t *testing.T, raw string) []functionCall {

@@ -195,7 +195,7 @@ func TestLLM_WriterReviewerStreamsTokens(t *testing.T) {
 }
 
 // TestLLM_ToolCallsAreServerToolItems: demo.tools' call of its own
-// calculate tool is a superstep:tool_call item (an extension type no SDK
+// calculate tool is an mcp_call item (the API's item for a call the server made; no SDK
 // mistakes for a function_call it must run) carrying its arguments and
 // output, before the answer's message; no function_call item or argument
 // event is sent for it; the tool journals its idempotency key.
@@ -215,14 +215,14 @@ func TestLLM_ToolCallsAreServerToolItems(t *testing.T) {
 		requireLifecycle(t, s, "response.completed")
 		final := s.last().Response
 		calls := toolCalls(t, final.RawJSON())
-		if len(calls) != 1 || calls[0].Name != examples.CalculateTool || calls[0].Arguments != args || calls[0].CallID == "" ||
+		if len(calls) != 1 || calls[0].Name != examples.CalculateTool || calls[0].Arguments != args || calls[0].ID == "" ||
 			calls[0].Output == nil || *calls[0].Output != "42" {
 			t.Fatalf("publication %q: tool calls %+v, want one calculate(%s) -> 42\n%s", pub, calls, args, final.RawJSON())
 		}
 		if fc := functionCalls(t, final.RawJSON()); len(fc) != 0 {
 			t.Fatalf("publication %q: function_call items %+v for the server's own tool", pub, fc)
 		}
-		if len(final.Output) != 2 || final.Output[0].Type != "superstep:tool_call" || final.Output[1].Type != "message" {
+		if len(final.Output) != 2 || final.Output[0].Type != "mcp_call" || final.Output[1].Type != "message" {
 			t.Fatalf("publication %q: output %s, want the tool call then the message", pub, final.RawJSON())
 		}
 		if got := outputTexts(t, final.RawJSON()); !slices.Equal(got, []string{"Tool calculate returned: 42"}) {
@@ -233,9 +233,9 @@ func TestLLM_ToolCallsAreServerToolItems(t *testing.T) {
 			switch {
 			case strings.HasPrefix(ev.Type, "response.function_call_arguments"):
 				t.Fatalf("publication %q: %s for the server's own tool: %v", pub, ev.Type, s.types())
-			case ev.Type == "response.output_item.added" && ev.Item.Type == "superstep:tool_call":
+			case ev.Type == "response.output_item.added" && ev.Item.Type == "mcp_call":
 				added = ev.Item.Name == examples.CalculateTool && ev.Item.ID == calls[0].ID
-			case ev.Type == "response.output_item.done" && ev.Item.Type == "superstep:tool_call":
+			case ev.Type == "response.output_item.done" && ev.Item.Type == "mcp_call":
 				done = added
 			}
 		}

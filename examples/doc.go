@@ -25,7 +25,7 @@
 //     outputs, the reviewer's last.
 //   - demo.tools: the "assistant" agent answers in one superstep, calling
 //     its calculate tool (CalcArgs: a op b, exact) as it needs; each call is
-//     a superstep:tool_call output item (name, arguments, output) before
+//     an mcp_call output item (name, arguments, output) before
 //     the answer: the server ran it, so no client answers it.
 //
 // Both are registered with live publication (tokens are published as they

@@ -263,7 +263,7 @@ func outputs(evs []event) []string {
 		switch e.Item.Type {
 		case "message":
 			out = append(out, e.Item.Content[0].Text)
-		case "function_call", "superstep:tool_call":
+		case "function_call", "mcp_call":
 			out = append(out, e.Item.Name+"("+e.Item.Args+")")
 		}
 	}

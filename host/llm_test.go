@@ -242,7 +242,7 @@ func TestLLM_ToolCallsAndUsage(t *testing.T) {
 			if got := outputs(evs); !slices.Equal(got, []string{`lookup({"q":"x"})`, "Tool lookup returned: found x"}) {
 				t.Fatalf("%s %v: outputs %q (%s)", model, md, got, types(evs))
 			}
-			// The agent's own call is a superstep:tool_call item with its
+			// The agent's own call is an mcp_call item with its
 			// output, never a function_call a client SDK would try to run.
 			var toolItems []string
 			for _, e := range evs {
@@ -253,7 +253,7 @@ func TestLLM_ToolCallsAndUsage(t *testing.T) {
 				case strings.HasPrefix(e.Type, "response.function_call_arguments"),
 					e.Item != nil && e.Item.Type == "function_call":
 					t.Fatalf("%s %v: a function_call event for the server's own tool: %s", model, md, types(evs))
-				case e.Item != nil && e.Item.Type == "superstep:tool_call":
+				case e.Item != nil && e.Item.Type == "mcp_call":
 					out := "<none>"
 					if e.Item.Output != nil {
 						out = *e.Item.Output
@@ -339,7 +339,7 @@ func TestLLM_ToolCallOrder(t *testing.T) {
 						order = append(order, strings.TrimPrefix(e.Type, "response.output_item.")+":"+e.Item.Type)
 					}
 				}
-				want := []string{"added:message", "done:message", "added:superstep:tool_call", "done:superstep:tool_call", "added:message", "done:message"}
+				want := []string{"added:message", "done:message", "added:mcp_call", "done:mcp_call", "added:message", "done:message"}
 				if !slices.Equal(order, want) {
 					t.Fatalf("%s live: item events %q", model, order)
 				}
@@ -466,7 +466,7 @@ func TestLLM_Recover_LiveToolCallCrash(t *testing.T) {
 				switch {
 				case e.Type == "response.in_progress":
 					resets++
-				case e.Type == "response.output_item.added" && e.Item != nil && e.Item.Type == "superstep:tool_call":
+				case e.Type == "response.output_item.added" && e.Item != nil && e.Item.Type == "mcp_call":
 					calls++
 				}
 			}

@@ -16,7 +16,7 @@ const (
 	InputFunctionCall       = "function_call"
 	InputReasoning          = "reasoning"
 	// InputToolCall is a server-run tool call an earlier response made
-	// (ItemToolCall), replayed with its output.
+	// (ItemToolCall, mcp_call), replayed with its output.
 	InputToolCall = ItemToolCall
 )
 
@@ -66,7 +66,7 @@ type Part struct {
 // those of their content parts. A case variant of one is refused.
 var (
 	itemKeys = []string{"type", "id", "status", "role", "content", "call_id", "output", "name", "arguments",
-		"summary", "encrypted_content"}
+		"summary", "encrypted_content", "server_label", "error", "approval_request_id"}
 	partKeys = []string{"type", "text", "annotations", "logprobs", "image_url", "file_id", "file_url",
 		"file_data", "filename", "detail"}
 )
@@ -238,23 +238,35 @@ func parseInputItem(raw []byte, param string) (InputItem, error) {
 	case InputReasoning:
 		return InputItem{Type: InputReasoning}, nil
 	case InputToolCall:
-		it, err := parseFunctionCall(fields, param)
-		if err != nil {
-			return InputItem{}, err
-		}
-		out, err := optString(fields["output"], param+".output")
-		if err != nil {
-			return InputItem{}, err
-		}
-		it.Type = InputToolCall
-		if out != nil {
-			it.Output = *out
-		}
-		return it, nil
+		return parseToolCall(fields, param)
 	}
 	return InputItem{}, requestErr(param+".type", CodeUnsupportedValue,
-		"Invalid value for '%s.type': '%s' is not supported; supported input item types are 'message', 'function_call', 'function_call_output', 'reasoning' and 'superstep:tool_call'.",
+		"Invalid value for '%s.type': '%s' is not supported; supported input item types are 'message', 'function_call', 'function_call_output', 'reasoning' and 'mcp_call'.",
 		param, truncate(kind, 64))
+}
+
+// parseToolCall reads a server-run tool call an earlier response made (an
+// mcp_call item) replayed by a client: its id stands for the call id, to
+// pair the call with its output.
+func parseToolCall(fields map[string]json.RawMessage, param string) (InputItem, error) {
+	it := InputItem{Type: InputToolCall}
+	for _, f := range []struct {
+		key      string
+		dst      *string
+		required bool
+	}{{"id", &it.CallID, true}, {"name", &it.Name, true}, {"arguments", &it.Arguments, false}, {"output", &it.Output, false}} {
+		v, err := optString(fields[f.key], param+"."+f.key)
+		if err != nil {
+			return InputItem{}, err
+		}
+		if f.required && (v == nil || *v == "") {
+			return InputItem{}, requestErr(param+"."+f.key, CodeMissingParam, "Missing required parameter: '%s.%s'.", param, f.key)
+		}
+		if v != nil {
+			*f.dst = *v
+		}
+	}
+	return it, nil
 }
 
 // parseFunctionCall reads a function_call item an earlier response made,

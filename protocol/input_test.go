@@ -261,7 +261,7 @@ func TestReadInput_ReplayedOutputItems(t *testing.T) {
 		{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Let me look.","annotations":[]}]},
 		{"type":"function_call","id":"fc_1","status":"completed","call_id":"call_1","name":"weather","arguments":"{\"city\":\"Paris\"}"},
 		{"type":"function_call_output","call_id":"call_1","output":"20C"},
-		{"type":"superstep:tool_call","id":"stc_1","status":"completed","call_id":"call_2","name":"calc","arguments":"{}","output":"42"}]}`
+		{"type":"mcp_call","id":"mcp_1","status":"completed","server_label":"superstep","name":"calc","arguments":"{}","output":"42","error":null,"approval_request_id":null}]}`
 	got, err := ReadInput([]byte(body))
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +270,7 @@ func TestReadInput_ReplayedOutputItems(t *testing.T) {
 		{Type: InputMessage, Role: "assistant", Text: "Let me look."},
 		{Type: InputFunctionCall, CallID: "call_1", Name: "weather", Arguments: `{"city":"Paris"}`},
 		{Type: InputFunctionCallOutput, CallID: "call_1", Output: "20C"},
-		{Type: InputToolCall, CallID: "call_2", Name: "calc", Arguments: "{}", Output: "42"}}
+		{Type: InputToolCall, CallID: "mcp_1", Name: "calc", Arguments: "{}", Output: "42"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}

@@ -10,11 +10,16 @@ const (
 	ItemMessage      = "message"
 	ItemFunctionCall = "function_call"
 	// ItemToolCall is a call of a tool the server ran itself (an agent's
-	// own tool): an extension item type, prefixed as OpenResponses requires
-	// of implementer types, so that no SDK mistakes it for a function_call
-	// its caller must run. It carries the call's name, arguments and, once
+	// own tool). It is the Responses API's item for a tool the server
+	// calls, mcp_call (server_label "superstep"), so that SDKs show it as a
+	// call the provider made and never run it: an implementer-prefixed type
+	// ("superstep:tool_call") would be the OpenResponses way, but the AI
+	// SDK's non-streaming parser rejects a response holding an item type
+	// it does not know. It carries the call's name, arguments and, once
 	// done, its output.
-	ItemToolCall = "superstep:tool_call"
+	ItemToolCall = "mcp_call"
+	// ToolServerLabel is the server_label of the server's own tool calls.
+	ToolServerLabel = "superstep"
 )
 
 // Item statuses.
@@ -49,13 +54,15 @@ type messageJSON struct {
 }
 
 type toolCallJSON struct {
-	ID        string  `json:"id"`
-	Type      string  `json:"type"`
-	Status    string  `json:"status"`
-	CallID    string  `json:"call_id"`
-	Name      string  `json:"name"`
-	Arguments string  `json:"arguments"`
-	Output    *string `json:"output"`
+	ID                string  `json:"id"`
+	Type              string  `json:"type"`
+	Status            string  `json:"status"`
+	ServerLabel       string  `json:"server_label"`
+	Name              string  `json:"name"`
+	Arguments         string  `json:"arguments"`
+	Output            *string `json:"output"`
+	Error             *string `json:"error"`
+	ApprovalRequestID *string `json:"approval_request_id"`
 }
 
 type functionCallJSON struct {
@@ -80,7 +87,10 @@ func (it Item) MarshalJSON() ([]byte, error) {
 	case ItemFunctionCall:
 		return json.Marshal(functionCallJSON{it.ID, it.Type, it.Status, it.CallID, it.Name, it.Arguments})
 	case ItemToolCall:
-		return json.Marshal(toolCallJSON{it.ID, it.Type, it.Status, it.CallID, it.Name, it.Arguments, it.Output})
+		// The model's call id stays in the host (live items pair by it); an
+		// mcp_call has none on the wire.
+		return json.Marshal(toolCallJSON{ID: it.ID, Type: it.Type, Status: it.Status, ServerLabel: ToolServerLabel,
+			Name: it.Name, Arguments: it.Arguments, Output: it.Output})
 	}
 	return nil, fmt.Errorf("protocol: unknown item type %q", it.Type)
 }
@@ -120,7 +130,7 @@ func MessageID(responseID string, outputIndex int) string {
 // ToolCallID is the deterministic id of the tool call item (ItemToolCall)
 // at outputIndex of the response.
 func ToolCallID(responseID string, outputIndex int) string {
-	return fmt.Sprintf("stc_%s_%d", idSuffix(responseID), outputIndex)
+	return fmt.Sprintf("mcp_%s_%d", idSuffix(responseID), outputIndex)
 }
 
 // FunctionCallID is the deterministic id of the function_call item at

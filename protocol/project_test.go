@@ -169,8 +169,8 @@ func TestProjectStep_OutputsAndCompletion(t *testing.T) {
 		5 output_text.done [0] msg_t_0 "hi"
 		6 content_part.done [0]
 		7 output_item.done [0] msg_t_0 completed "hi"
-		8 output_item.added [1] stc_t_1 in_progress tool add({"x":1})
-		9 output_item.done [1] stc_t_1 completed tool add({"x":1}) -> "2"
+		8 output_item.added [1] mcp_t_1 in_progress tool add({"x":1})
+		9 output_item.done [1] mcp_t_1 completed tool add({"x":1}) -> "2"
 		10 output_item.added [2] fc_t_2 in_progress
 		11 function_call_arguments.delta [2] fc_t_2 {"q":"ok?"}
 		12 function_call_arguments.done [2] fc_t_2 {"q":"ok?"}
@@ -329,8 +329,8 @@ func TestProjectLive_ToolCall(t *testing.T) {
 		5 output_text.done [0] msg_t_0 "Let me add."
 		6 content_part.done [0]
 		7 output_item.done [0] msg_t_0 completed "Let me add."
-		8 output_item.added [1] stc_t_1 in_progress tool add({"a":1})
-		9 output_item.done [1] stc_t_1 completed tool add({"a":1}) -> "2"
+		8 output_item.added [1] mcp_t_1 in_progress tool add({"a":1})
+		9 output_item.done [1] mcp_t_1 completed tool add({"a":1}) -> "2"
 		10 output_item.added [2] msg_t_2 in_progress
 		11 content_part.added [2]
 		12 output_text.delta [2] msg_t_2 "2"`)
@@ -345,7 +345,7 @@ func TestProjectLive_ToolCall(t *testing.T) {
 		14 content_part.done [2]
 		15 output_item.done [2] msg_t_2 completed "2"
 		16 completed completed output=3`)
-	if r := snapshot(t, c); r.Output[1].Type != ItemToolCall || r.Output[1].CallID != "call_1" || *r.Output[1].Output != "2" {
+	if r := snapshot(t, c); r.Output[1].Type != ItemToolCall || r.Output[1].Name != "add" || *r.Output[1].Output != "2" {
 		t.Fatalf("snapshot %s", c.Snapshot)
 	}
 }
@@ -358,7 +358,7 @@ func TestProjectLive_ToolCallClosedByCommit(t *testing.T) {
 	st.NextSeq = fs[len(fs)-1].Seq + 1
 	c := step(t, st, l, &Step{Number: 1, Status: StatusInProgress, Outputs: []Output{
 		{Kind: OutputToolCall, Executor: "w", CallID: "c", Name: "f", Arguments: "{}", Text: "out"}}})
-	want(t, c.Frames, `3 output_item.done [0] stc_t_0 completed tool f({}) -> "out"`)
+	want(t, c.Frames, `3 output_item.done [0] mcp_t_0 completed tool f({}) -> "out"`)
 }
 
 // A retried model call voids the message its stream was writing: a reset
@@ -519,7 +519,7 @@ func TestProjectEnd_CancelClosesOpenItems(t *testing.T) {
 	}
 	// The tool call never got its result: it ends incomplete, no output.
 	want(t, c.Frames, `
-		12 output_item.done [1] stc_t_1 incomplete tool f({})
+		12 output_item.done [1] mcp_t_1 incomplete tool f({})
 		13 output_text.done [2] msg_t_2 "par"
 		14 content_part.done [2]
 		15 output_item.done [2] msg_t_2 incomplete "par"
@@ -627,7 +627,7 @@ func TestProjectLive_ResetKeepsToolCalls(t *testing.T) {
 	}
 	want(t, all[len(all)-4:], `
 		8 in_progress in_progress output=0
-		9 output_item.added [0] stc_t_0 in_progress tool f({})
-		10 output_item.done [0] stc_t_0 completed tool f({}) -> "done"
-		11 output_item.added [1] stc_t_1 in_progress tool g({})`)
+		9 output_item.added [0] mcp_t_0 in_progress tool f({})
+		10 output_item.done [0] mcp_t_0 completed tool f({}) -> "done"
+		11 output_item.added [1] mcp_t_1 in_progress tool g({})`)
 }

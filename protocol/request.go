@@ -376,8 +376,8 @@ func BuildRequest(p *RequestParams) []byte {
 		case InputReasoning:
 			input = append(input, map[string]any{"type": InputReasoning, "summary": []any{}})
 		case InputToolCall:
-			input = append(input, map[string]any{"type": InputToolCall, "call_id": it.CallID, "name": it.Name,
-				"arguments": it.Arguments, "output": it.Output})
+			input = append(input, map[string]any{"type": InputToolCall, "id": it.CallID, "server_label": ToolServerLabel,
+				"name": it.Name, "arguments": it.Arguments, "output": it.Output})
 		case InputMessage, "":
 			role := it.Role
 			if role == "" {

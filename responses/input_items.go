@@ -25,11 +25,13 @@ type inputItem struct {
 	Content []contentPart `json:"content,omitempty"`
 	CallID  string        `json:"call_id,omitempty"`
 	Output  *string       `json:"output,omitempty"`
-	// Name and Arguments are a function_call's; Summary a reasoning
-	// item's (empty: its content is not kept).
-	Name      string  `json:"name,omitempty"`
-	Arguments *string `json:"arguments,omitempty"`
-	Summary   []any   `json:"summary,omitempty"`
+	// Name and Arguments are a function_call's or an mcp_call's (with its
+	// ServerLabel); Summary a reasoning item's (empty: its content is not
+	// kept).
+	Name        string  `json:"name,omitempty"`
+	Arguments   *string `json:"arguments,omitempty"`
+	Summary     []any   `json:"summary,omitempty"`
+	ServerLabel string  `json:"server_label,omitempty"`
 }
 
 type contentPart struct {
@@ -185,7 +187,7 @@ func inputItemID(in host.InputItem, suffix string, i int) string {
 
 // itemPrefix is the id prefix of each input item type.
 var itemPrefix = map[string]string{itemMessage: "msg_", itemFunctionCallOutput: "fco_",
-	protocol.InputFunctionCall: "fc_", protocol.InputReasoning: "rs_", protocol.InputToolCall: "stc_"}
+	protocol.InputFunctionCall: "fc_", protocol.InputReasoning: "rs_", protocol.InputToolCall: "mcp_"}
 
 // cursorIndex returns the index an input item id names, or -1 when id is
 // not the id of an item among n of the response with suffix. The item's
@@ -222,7 +224,8 @@ func toInputItem(in host.InputItem, id string) inputItem {
 		return inputItem{ID: id, Type: in.Type, Status: "completed", CallID: in.CallID, Name: in.Name, Arguments: &args}
 	case protocol.InputToolCall:
 		args, out := in.Arguments, in.Output
-		return inputItem{ID: id, Type: in.Type, Status: "completed", CallID: in.CallID, Name: in.Name, Arguments: &args, Output: &out}
+		return inputItem{ID: id, Type: in.Type, Status: "completed", ServerLabel: protocol.ToolServerLabel, Name: in.Name,
+			Arguments: &args, Output: &out}
 	case protocol.InputReasoning:
 		return inputItem{ID: id, Type: in.Type, Status: "completed", Summary: []any{}}
 	}

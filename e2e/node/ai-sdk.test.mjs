@@ -59,21 +59,36 @@ test('streamText streams an LLM workflow token by token', async () => {
   assert.match((await result.providerMetadata).openai.responseId, /^resp_/);
 });
 
-test('streamText on demo.tools shows no tool call of its own and ends with the tool\'s answer', async () => {
-  // The agent runs calculate on the server: its superstep:tool_call item
-  // must not become a tool call the SDK would try to run.
+test('streamText on demo.tools shows the server-run call as provider-executed and ends with the tool\'s answer', async () => {
+  // The agent runs calculate on the server: its mcp_call item is a call
+  // the provider made (providerExecuted), never one the SDK must run.
   const result = streamText({
     model: model('demo.tools'), prompt: 'What is 6 times 7? calculate {"a":6,"op":"*","b":7}', maxRetries: 0,
   });
   const parts = await streamParts(result);
-  const types = new Set(parts.map((p) => p.type));
-  for (const t of ['error', 'tool-call', 'tool-input-start', 'tool-result', 'tool-error']) {
-    assert.ok(!types.has(t), `${t} part in ${[...types]}`);
+  assert.ok(!parts.some((p) => p.type === 'error' || p.type === 'tool-error'), JSON.stringify(parts.map((p) => p.type)));
+  for (const p of parts.filter((p) => p.type === 'tool-call' || p.type === 'tool-result')) {
+    assert.equal(p.providerExecuted, true, JSON.stringify(p));
   }
   assert.equal(await result.text, 'Tool calculate returned: 42');
   assert.equal(await result.finishReason, 'stop');
-  assert.deepEqual(await result.toolCalls, []);
   assert.equal((await result.steps).length, 1);
+});
+
+test('generateText on demo.tools does not throw: the server-run call is provider-executed', async () => {
+  const result = await generateText({
+    model: model('demo.tools'), prompt: 'What is 6 times 7? calculate {"a":6,"op":"*","b":7}', maxRetries: 0,
+  });
+  assert.equal(result.text, 'Tool calculate returned: 42');
+  assert.equal(result.finishReason, 'stop');
+  assert.equal(result.steps.length, 1);
+  const calls = result.content.filter((p) => p.type === 'tool-call');
+  assert.equal(calls.length, 1, JSON.stringify(result.content));
+  assert.equal(calls[0].providerExecuted, true);
+  assert.equal(calls[0].toolName, 'mcp.calculate');
+  const results = result.content.filter((p) => p.type === 'tool-result');
+  assert.equal(results.length, 1);
+  assert.equal(results[0].output.output ?? results[0].output.value?.output ?? results[0].result?.output, '42', JSON.stringify(results[0]));
 });
 
 test('a conversation continues by previousResponseId and an earlier response branches', async () => {

@@ -72,7 +72,7 @@ test('demo.tools: the server-run tool call is no tool call for LangChain', async
   // LangChain keeps the item among the response's tool outputs.
   const outs = m.additional_kwargs.tool_outputs ?? [];
   assert.deepEqual(outs.map((o) => [o.type, o.name, o.arguments, o.output]),
-    [['superstep:tool_call', 'calculate', '{"a":6,"op":"*","b":7}', '42']]);
+    [['mcp_call', 'calculate', '{"a":6,"op":"*","b":7}', '42']]);
 
   const chunks = [];
   for await (const c of await chat('demo.tools').stream(prompt)) chunks.push(c);
@@ -105,13 +105,13 @@ test('a stateless conversation resends the whole history, server-run tool calls 
   noToolCalls(first);
   assert.equal(textOf(first), 'Tool add returned: 5');
   // Turn 2 by history: LangChain resends turn 1's output items as they
-  // came, the superstep:tool_call item among them.
+  // came, the mcp_call item among them.
   const history = [new HumanMessage('add {"a":2,"b":3}'), first, new HumanMessage('thanks')];
   const byHistory = await model.invoke(history);
   const sent = requests.at(-1);
   assert.equal(textOf(byHistory), 'Echo: thanks');
   assert.equal(sent.previous_response_id, undefined);
-  assert.deepEqual(sent.input.map((it) => it.type), ['message', 'superstep:tool_call', 'message', 'message']);
+  assert.deepEqual(sent.input.map((it) => it.type), ['message', 'mcp_call', 'message', 'message']);
   noToolCalls(byHistory);
 
   // The agent was sent turn 1 whole (message, call, result, answer) and
