@@ -19,7 +19,10 @@
 // log, so nothing is shown before its commit. The first commit carries
 // response.in_progress; the last one the terminal event
 // (response.completed — also when the run idles with pending requests —,
-// response.incomplete, response.failed, or response.cancelled).
+// response.incomplete, response.failed, or response.cancelled); that
+// commit also gives the run's lease up (store.CommitParams.Release), so a
+// finished response costs no write after it and another host can take the
+// run's next turn at once.
 //
 // A follow-up Create naming previous_response_id answers the pending
 // requests with function_call_output items and continues the same run

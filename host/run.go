@@ -54,6 +54,9 @@ type run struct {
 	liveQ    liveQueue     // live frames not durable yet
 	fenced   bool
 	finished bool // the head response reached a terminal status
+	// released: the commit that finished the head response also gave the
+	// lease up (store.CommitParams.Release); no release follows it.
+	released bool
 	// st is the head response's projection as of the last commit: its
 	// snapshot, next sequence number, the run's last step and the
 	// response's usage (kept in the record's usage field, which recovery
@@ -178,7 +181,8 @@ func (h *Host) driveWorkflow(r *run, wr *workflow.Run) func(ctx context.Context)
 
 // afterDrive finishes a run whose driver returned err: commits the
 // cancelled terminal event, fails the response loudly, or hands the run
-// back for recovery; then releases the lease.
+// back for recovery; then releases the lease (unless the terminal commit
+// did).
 func (h *Host) afterDrive(r *run, err error) {
 	h.stopLive(r) // no live append may follow (or race) the terminal commit
 	r.mu.Lock()
@@ -235,8 +239,13 @@ func (h *Host) afterDrive(r *run, err error) {
 	h.releaseLease(r)
 }
 
-// releaseLease gives r's lease up so the run can be claimed at once.
+// releaseLease gives r's lease up so the run can be claimed at once,
+// unless the commit that finished its response did so. Called with r.mu
+// held.
 func (h *Host) releaseLease(r *run) {
+	if r.released {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 5*time.Second)
 	defer cancel()
 	err := h.store.LeaseRelease(ctx, &store.LeaseParams{RunID: r.id, Owner: h.cfg.HostID, Epoch: r.epoch})
@@ -324,7 +333,10 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 	status := store.Status(next.Response.Status)
 	p := &store.CommitParams{RunID: r.id, Epoch: r.epoch, Step: next.Step, Checkpoint: parts,
 		ResponseID: next.Response.ID, Events: toEventInputs(c.Frames), Status: status,
-		Snapshot: c.Snapshot, Error: c.Error, Usage: c.Usage, PruneKeep: h.pruneKeep(next.Step, status.Terminal())}
+		Snapshot: c.Snapshot, Error: c.Error, Usage: c.Usage, PruneKeep: h.pruneKeep(next.Step, status.Terminal()),
+		// The commit that finishes the response gives the lease up too:
+		// nothing of the run is written after it here.
+		Release: status.Terminal()}
 	if err := h.commit(r, p, next.NextSeq); err != nil {
 		if errors.Is(err, store.ErrFenced) {
 			r.fenced = true
@@ -334,6 +346,7 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 	r.st, r.lastParts = next, parts
 	r.live = protocol.Live{} // the step's live items are closed (or void)
 	r.finished = status.Terminal()
+	r.released = p.Release
 	h.test.committed.Signal(next.Step)
 	return nil
 }
