@@ -48,6 +48,10 @@ type run struct {
 
 	liveMode bool // publication mode live (see PublicationLive)
 
+	// feed serves the head response's durable events and terminal state
+	// to this host's readers from memory; closed when the run stops here.
+	feed *feed
+
 	// mu serialises the run's commits and guards the state below.
 	mu       sync.Mutex
 	live     protocol.Live // live items of the running superstep (queued ones included)
@@ -134,7 +138,7 @@ func (h *Host) newRun(m *model, rr *store.Response, snap *protocol.Response, run
 	r := &run{id: runID, model: m, epoch: lease.Epoch, leaseExpires: lease.ExpiresAt, info: info, ctx: ctx, cancel: cancel,
 		liveMode: mode == PublicationLive, done: make(chan struct{}),
 		st:        protocol.State{Response: snap, NextSeq: rr.NextSeq, Step: lastStep},
-		lastParts: parts, startStep: rr.StartStep}
+		lastParts: parts, startStep: rr.StartStep, feed: newFeed(rr.ID, rr.NextSeq)}
 	r.liveQ.cond = sync.NewCond(&r.mu)
 	if len(rr.Usage) > 0 && !rr.Status.Terminal() {
 		if err := json.Unmarshal(rr.Usage, &r.st.Usage); err != nil {
@@ -151,6 +155,7 @@ func (h *Host) forgetRun(r *run) {
 		delete(h.mu.runs, r.id)
 	}
 	h.mu.Unlock()
+	r.feed.close() // readers go on from the store
 	r.cancel(context.Canceled)
 	if h.cfg.MaxRuns > 0 {
 		h.kickClaim() // a slot freed: claim queued runs
@@ -347,6 +352,12 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 	r.live = protocol.Live{} // the step's live items are closed (or void)
 	r.finished = status.Terminal()
 	r.released = p.Release
+	// Durable now: readers here may see it.
+	r.feed.publish(c.Frames, next.Step)
+	if r.finished {
+		r.feed.finish(&feedFinal{status: status, snapshot: p.Snapshot, errJSON: p.Error, usage: p.Usage,
+			nextSeq: next.NextSeq, commitStep: next.Step, at: time.Now()})
+	}
 	h.test.committed.Signal(next.Step)
 	return nil
 }
