@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -264,4 +266,87 @@ func TestHost_WaitLocalRunFromMemory(t *testing.T) {
 			t.Fatalf("Wait made %d store reads for a run driven here, want 1", n)
 		}
 	})
+}
+
+// holdStore holds the commit of step hold before writing it until release
+// is closed; with lost, that commit is written but reported failed
+// (transient) once, as when the answer is lost.
+type holdStore struct {
+	store.Store
+	hold    int64
+	lost    bool
+	held    chan int64 // receives the first seq of the held commit's events
+	release chan struct{}
+	once    atomic.Bool
+}
+
+func (s *holdStore) Commit(ctx context.Context, p *store.CommitParams) (*store.CommitResult, error) {
+	if p.Step != s.hold || !s.once.CompareAndSwap(false, true) {
+		return s.Store.Commit(ctx, p)
+	}
+	s.held <- p.Events[0].Seq
+	<-s.release
+	res, err := s.Store.Commit(ctx, p)
+	if err == nil && s.lost {
+		return nil, fmt.Errorf("answer lost: %w", store.ErrUnavailable)
+	}
+	return res, err
+}
+
+// A reader here gets a superstep's events only after its commit returned
+// (never while it is in flight), and once, also when the commit's answer
+// was lost and the host found it committed.
+func TestHost_EventsPublishedOnlyAfterCommit(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lost=%v", lost), func(t *testing.T) {
+			t.Parallel()
+			raw := openStore(t, filepath.Join(t.TempDir(), "host.db"))
+			defer raw.Close()
+			s := &holdStore{Store: raw, hold: 3, lost: lost, held: make(chan int64, 1), release: make(chan struct{})}
+			h := newHost(t, s, &host.Config{CommitBackoff: time.Millisecond}, registerTicker)
+			defer shutdown(t, h)
+			var once sync.Once
+			release := func() { once.Do(func() { close(s.release) }) }
+			defer release() // before the shutdown, also when the test fails
+			r := create(t, h, tickerModel, "x", map[string]string{"steps": "5"})
+			ctx := testCtx(t)
+			got := make(chan store.Event, 1000)
+			errc := make(chan error, 1)
+			go func() {
+				defer close(got)
+				for ev, err := range h.Events(ctx, r.ID, "", -1) {
+					if err != nil {
+						errc <- err
+						return
+					}
+					got <- ev
+				}
+			}()
+			first := <-s.held
+			var evs []store.Event
+			deadline := time.After(100 * time.Millisecond) // room for a wrong host to publish early
+		early:
+			for {
+				select {
+				case ev := <-got:
+					if ev.Seq >= first {
+						t.Fatalf("event %d (%s) reached a reader while its commit was in flight", ev.Seq, ev.Type)
+					}
+					evs = append(evs, ev)
+				case <-deadline:
+					break early
+				}
+			}
+			release()
+			for ev := range got {
+				evs = append(evs, ev)
+			}
+			select {
+			case err := <-errc:
+				t.Fatal(err)
+			default:
+			}
+			requireLog(t, raw, r.ID, evs)
+		})
+	}
 }
