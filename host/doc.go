@@ -15,11 +15,20 @@
 // makes message items of its outputs and function_call items of its
 // requests for input, and commits the frames and the next snapshot with the
 // checkpoint in one store.Commit (fenced by the lease epoch, retried with
-// backoff on transient errors). Readers (Events, Wait) read the durable
-// log, so nothing is shown before its commit. The first commit carries
+// backoff on transient errors). Readers (Events, Wait) see only what is
+// durable, so nothing is shown before its commit: for a run driven here,
+// the run publishes each commit's frames (and live appends) to an
+// in-memory feed after the store write returned, and readers take them
+// from there (a bounded tail; Wait gets the terminal response as its
+// commit wrote it); readers behind that tail, of runs driven elsewhere, or
+// of a run that stopped here read the store's log. Get reads the store:
+// a cancel or delete made through another host is only there. The first commit carries
 // response.in_progress; the last one the terminal event
 // (response.completed — also when the run idles with pending requests —,
-// response.incomplete, response.failed, or response.cancelled).
+// response.incomplete, response.failed, or response.cancelled); that
+// commit also gives the run's lease up (store.CommitParams.Release), so a
+// finished response costs no write after it and another host can take the
+// run's next turn at once.
 //
 // A follow-up Create naming previous_response_id answers the pending
 // requests with function_call_output items and continues the same run

@@ -229,6 +229,7 @@ func (h *Host) liveAppender(r *run) {
 		} else {
 			q.durable = live
 			r.st.NextSeq = batch[len(batch)-1].Seq + 1
+			r.feed.publish(batch, -1) // durable now: readers here may see it
 			now := time.Now()
 			for _, t := range recv {
 				h.metrics.livePublish.Observe(now.Sub(t).Seconds())
@@ -334,6 +335,7 @@ func (h *Host) resetUncommitted(ctx context.Context, r *run) error {
 		return err
 	}
 	r.st.NextSeq = reset.Seq + 1
+	r.feed.publish([]protocol.Frame{reset}, -1)
 	h.log.Info("host: live events past the last commit voided by a reset", "response_id", r.responseID(),
 		"seq", reset.Seq)
 	return nil

@@ -36,16 +36,19 @@ func (h *Host) wait(ctx context.Context, id, owner string) (*store.Response, err
 		if r.Finished() {
 			return r, nil // a recorded cancel is waited for until committed
 		}
-		// A run driven here: wait for its goroutine, which ends after the
-		// response's last commit (or when the run stops here, fenced or
-		// handed over), instead of reading the store after every commit.
-		if lr := h.registeredRun(r.RunID); lr != nil && lr.responseID() == id {
-			select {
-			case <-lr.done:
-				continue
-			case <-ctx.Done():
-				return nil, fmt.Errorf("host: wait for response %s: %w", id, ctx.Err())
+		// A run driven here: the response as its terminal commit wrote
+		// it comes from memory, instead of reading the store after every
+		// commit; when the run stops here unfinished (fenced, handed
+		// over), the store is read again.
+		if lr := h.lookupRun(r.RunID, id); lr != nil {
+			final, err := lr.feed.awaitFinal(ctx)
+			if err != nil {
+				return nil, err
 			}
+			if final != nil {
+				return final.apply(r), nil
+			}
+			continue // stopped here unfinished (and forgotten): read the store
 		}
 		if err := h.store.EventWait(ctx, id, r.NextSeq-1); err != nil {
 			return nil, fmt.Errorf("host: wait for response %s: %w", id, err)
@@ -55,7 +58,8 @@ func (h *Host) wait(ctx context.Context, id, owner string) (*store.Response, err
 
 func (h *Host) events(ctx context.Context, id, owner string, after int64) iter.Seq2[store.Event, error] {
 	return func(yield func(store.Event, error) bool) {
-		if _, err := h.get(ctx, id, owner); err != nil {
+		resp, err := h.get(ctx, id, owner)
+		if err != nil {
 			yield(store.Event{}, err)
 			return
 		}
@@ -63,6 +67,15 @@ func (h *Host) events(ctx context.Context, id, owner string, after int64) iter.S
 			after = -1
 		}
 		for {
+			// A run driven here: its durable events come from memory
+			// while the reader is within the tail the run keeps; behind
+			// it, and once the run stops here, from the store.
+			if lr := h.lookupRun(resp.RunID, id); lr != nil {
+				var done bool
+				if after, done = h.eventsFromFeed(ctx, lr.feed, after, yield); done {
+					return
+				}
+			}
 			var evs []store.Event
 			err := h.readRetry(ctx, func(ctx context.Context) (err error) {
 				evs, err = h.store.EventList(ctx, &store.EventListParams{ResponseID: id, After: after, MaxBytes: eventPageBytes})
@@ -95,6 +108,44 @@ func (h *Host) events(ctx context.Context, id, owner string, after int64) iter.S
 				yield(store.Event{}, fmt.Errorf("host: events of response %s: %w", id, err))
 				return
 			}
+		}
+	}
+}
+
+// eventsFromFeed yields the events after `after` from f until the reader
+// stops, the terminal event was yielded, or f cannot serve the reader (it
+// is behind f's tail, or f closed): then it returns the position reached
+// and done false, and the caller reads on from the store.
+func (h *Host) eventsFromFeed(ctx context.Context, f *feed, after int64, yield func(store.Event, error) bool) (int64, bool) {
+	for {
+		rd := f.since(after)
+		switch {
+		case rd.ended:
+			return after, true // the reader has seen the terminal event
+		case rd.behind:
+			return after, false
+		}
+		for _, ev := range rd.events {
+			if err := h.publishFault(ctx, &ev); err != nil {
+				yield(store.Event{}, err)
+				return after, true
+			}
+			if !yield(ev, nil) || protocol.IsTerminal(ev.Type) {
+				return after, true
+			}
+			after = ev.Seq
+		}
+		if len(rd.events) > 0 {
+			continue
+		}
+		if rd.closed {
+			return after, false
+		}
+		select {
+		case <-rd.changed:
+		case <-ctx.Done():
+			yield(store.Event{}, fmt.Errorf("host: events of response %s: %w", f.responseID, ctx.Err()))
+			return after, true
 		}
 	}
 }

@@ -48,12 +48,19 @@ type run struct {
 
 	liveMode bool // publication mode live (see PublicationLive)
 
+	// feed serves the head response's durable events and terminal state
+	// to this host's readers from memory; closed when the run stops here.
+	feed *feed
+
 	// mu serialises the run's commits and guards the state below.
 	mu       sync.Mutex
 	live     protocol.Live // live items of the running superstep (queued ones included)
 	liveQ    liveQueue     // live frames not durable yet
 	fenced   bool
 	finished bool // the head response reached a terminal status
+	// released: the commit that finished the head response also gave the
+	// lease up (store.CommitParams.Release); no release follows it.
+	released bool
 	// st is the head response's projection as of the last commit: its
 	// snapshot, next sequence number, the run's last step and the
 	// response's usage (kept in the record's usage field, which recovery
@@ -134,7 +141,7 @@ func (h *Host) newRun(m *model, rr *store.Response, snap *protocol.Response, run
 	r := &run{id: runID, model: m, epoch: lease.Epoch, leaseExpires: lease.ExpiresAt, info: info, ctx: ctx, cancel: cancel,
 		liveMode: mode == PublicationLive, done: make(chan struct{}),
 		st:        protocol.State{Response: snap, NextSeq: rr.NextSeq, Step: lastStep},
-		lastParts: parts, startStep: rr.StartStep}
+		lastParts: parts, startStep: rr.StartStep, feed: newFeed(rr.ID, rr.NextSeq)}
 	r.liveQ.cond = sync.NewCond(&r.mu)
 	if len(rr.Usage) > 0 && !rr.Status.Terminal() {
 		if err := json.Unmarshal(rr.Usage, &r.st.Usage); err != nil {
@@ -151,6 +158,7 @@ func (h *Host) forgetRun(r *run) {
 		delete(h.mu.runs, r.id)
 	}
 	h.mu.Unlock()
+	r.feed.close() // readers go on from the store
 	r.cancel(context.Canceled)
 	if h.cfg.MaxRuns > 0 {
 		h.kickClaim() // a slot freed: claim queued runs
@@ -185,7 +193,8 @@ func (h *Host) driveWorkflow(r *run, wr *workflow.Run) func(ctx context.Context)
 
 // afterDrive finishes a run whose driver returned err: commits the
 // cancelled terminal event, fails the response loudly, or hands the run
-// back for recovery; then releases the lease.
+// back for recovery; then releases the lease (unless the terminal commit
+// did).
 func (h *Host) afterDrive(r *run, err error) {
 	h.stopLive(r) // no live append may follow (or race) the terminal commit
 	r.mu.Lock()
@@ -242,8 +251,13 @@ func (h *Host) afterDrive(r *run, err error) {
 	h.releaseLease(r)
 }
 
-// releaseLease gives r's lease up so the run can be claimed at once.
+// releaseLease gives r's lease up so the run can be claimed at once,
+// unless the commit that finished its response did so. Called with r.mu
+// held.
 func (h *Host) releaseLease(r *run) {
+	if r.released {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 5*time.Second)
 	defer cancel()
 	err := h.store.LeaseRelease(ctx, &store.LeaseParams{RunID: r.id, Owner: h.cfg.HostID, Epoch: r.epoch})
@@ -331,7 +345,10 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 	status := store.Status(next.Response.Status)
 	p := &store.CommitParams{RunID: r.id, Epoch: r.epoch, Step: next.Step, Checkpoint: parts,
 		ResponseID: next.Response.ID, Events: toEventInputs(c.Frames), Status: status,
-		Snapshot: c.Snapshot, Error: c.Error, Usage: c.Usage, PruneKeep: h.pruneKeep(next.Step, status.Terminal())}
+		Snapshot: c.Snapshot, Error: c.Error, Usage: c.Usage, PruneKeep: h.pruneKeep(next.Step, status.Terminal()),
+		// The commit that finishes the response gives the lease up too:
+		// nothing of the run is written after it here.
+		Release: status.Terminal()}
 	if err := h.commit(r, p, next.NextSeq); err != nil {
 		if errors.Is(err, store.ErrFenced) {
 			r.fenced = true
@@ -341,6 +358,13 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 	r.st, r.lastParts = next, parts
 	r.live = protocol.Live{} // the step's live items are closed (or void)
 	r.finished = status.Terminal()
+	r.released = p.Release
+	// Durable now: readers here may see it.
+	r.feed.publish(c.Frames, next.Step)
+	if r.finished {
+		r.feed.finish(&feedFinal{status: status, snapshot: p.Snapshot, errJSON: p.Error, usage: p.Usage,
+			nextSeq: next.NextSeq, commitStep: next.Step, at: time.Now()})
+	}
 	h.test.committed.Signal(next.Step)
 	return nil
 }

@@ -295,6 +295,15 @@ type CommitParams struct {
 	// as CheckpointPrune with KeepLast PruneKeep would, in the commit's own
 	// transaction (no write of its own).
 	PruneKeep int
+	// Release, on a commit whose Status is terminal (the one that finishes
+	// the head response), also gives the run's lease up in the commit's
+	// transaction, as LeaseRelease would: the owner is cleared and the
+	// lease expires, the epoch stays (the releasing holder is fenced from
+	// then on), so another host can claim the run's next turn at once and
+	// no release write follows the commit. A commit with Release and a
+	// Status that is not terminal is refused, nothing written: a run that
+	// goes on needs its lease.
+	Release bool
 }
 
 // CommitResult is returned by Commit.

@@ -17,7 +17,7 @@ import (
 // lease fence compares with the expiry and which the commit records, is
 // the caller's Now or else the database's clock (callTime).
 const commitSQL = `SELECT o_next_seq, o_bytes FROM superstep_commit($1, $2, $3, $4, $5, $6, $7, $8, $9,
-	$10, $11, $12, $13, $14, $15, $16, $17, $18, coalesce($19::timestamptz, now()), $20, $21, $22)`
+	$10, $11, $12, $13, $14, $15, $16, $17, $18, coalesce($19::timestamptz, now()), $20, $21, $22, $23)`
 
 // Commit atomically writes one superstep: the checkpoint, the step's events
 // and the head response's status and snapshot, in one transaction made by
@@ -30,6 +30,9 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	}
 	if err := validateWrite("commit", p.Status, p.Events, true); err != nil {
 		return nil, err
+	}
+	if p.Release && !p.Status.Terminal() {
+		return nil, fmt.Errorf("store/postgres: commit: Release with status %q: only a terminal commit releases the lease", p.Status)
 	}
 	ev := encodeEvents(p.Events)
 	known := s.parts.known(p.RunID)
@@ -71,11 +74,7 @@ func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encod
 	commit := func(ctx context.Context, q interface {
 		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	}) error {
-		return q.QueryRow(ctx, commitSQL, p.RunID, p.Epoch, p.Step, p.ResponseID,
-			ev.first, ev.count, ev.bytes, ev.data,
-			enc.names, enc.hashes, enc.blobHashes, enc.blobData, enc.refHashes, enc.size,
-			string(p.Status), p.Snapshot, p.Error, p.Usage, callTime(p.Now), p.Status.Terminal(), s.txChannel(), failAt,
-		).Scan(&res.NextSeq, &res.BytesWritten)
+		return q.QueryRow(ctx, commitSQL, commitArgs(p, ev, enc, s.txChannel(), failAt)...).Scan(&res.NextSeq, &res.BytesWritten)
 	}
 	var err error
 	cancelling := p.Status == store.StatusCancelled

@@ -262,11 +262,16 @@ func (r *commitReq) commitRow(ctx context.Context, q interface {
 
 // args are the commit function's parameters.
 func (r *commitReq) args(channel string) []any {
-	p, ev, enc := r.p, r.ev, r.enc
+	return commitArgs(r.p, r.ev, r.enc, channel, r.failAt)
+}
+
+// commitArgs are the commit function's parameters for p (see commitSQL).
+func commitArgs(p *store.CommitParams, ev *encodedEvents, enc *encodedParts, channel, failAt string) []any {
 	return []any{p.RunID, p.Epoch, p.Step, p.ResponseID,
 		ev.first, ev.count, ev.bytes, ev.data,
 		enc.names, enc.hashes, enc.blobHashes, enc.blobData, enc.refHashes, enc.size,
-		string(p.Status), p.Snapshot, p.Error, p.Usage, callTime(p.Now), p.Status.Terminal(), channel, r.failAt}
+		string(p.Status), p.Snapshot, p.Error, p.Usage, callTime(p.Now), p.Status.Terminal(), channel, failAt,
+		p.Release && p.Status.Terminal()}
 }
 
 // commitSteps runs a complex commit's statements in tx: reopen the

@@ -20,11 +20,15 @@ import (
 // the run is not active, the response is not the head, or the events' Seq
 // do not continue the log), store.ErrCancelled (the response's cancel is
 // recorded and p.Status is not cancelled), store.ErrNotFound (unknown run
-// or response). A commit resets the run's Resume. The store does not keep
+// or response). A commit resets the run's Resume; with p.Release (terminal
+// commits only) it also releases the lease. The store does not keep
 // p or its slices after Commit returns.
 func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.CommitResult, error) {
 	if p == nil || !p.Status.Valid() {
 		return nil, errors.New("sqlite: commit: a valid Status is required")
+	}
+	if p.Release && !p.Status.Terminal() {
+		return nil, fmt.Errorf("sqlite: commit: Release with status %q: only a terminal commit releases the lease", p.Status)
 	}
 	now := orNow(p.Now)
 	parts := hashParts(p.Checkpoint)
@@ -91,6 +95,10 @@ func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []ha
 	q := "UPDATE runs SET last_step = ?1, checkpoint_step = ?1, updated_at = ?2"
 	if p.Status.Terminal() {
 		q += ", active = 0"
+		if p.Release {
+			// As LeaseRelease: unowned and expired, the epoch kept.
+			q += ", lease_owner = '', lease_expires_at = 0"
+		}
 	}
 	if run.Resume.Failures > 0 || run.Resume.Error != "" || !run.Resume.NotBefore.IsZero() {
 		// A commit shows the run can be resumed: failed attempts are

@@ -59,6 +59,111 @@ func testCommit(t *testing.T, h Harness) {
 		requireIs(t, err, store.ErrConflict, "Commit after the run completed")
 	})
 
+	// Release on the commit that finishes the response gives the lease up
+	// as LeaseRelease would, in the same write: a queued next turn is
+	// claimed by another host at once. Without Release (the control) the
+	// finished run's lease still keeps others off until it expires.
+	t.Run("TerminalCommitReleasesLease", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name             string
+			status           store.Status
+			cancel, release  bool
+			pruneKeep, steps int
+		}{
+			{name: "Completed", status: store.StatusCompleted, release: true},
+			{name: "CompletedPruning", status: store.StatusCompleted, release: true, pruneKeep: 1, steps: 2},
+			{name: "Cancelled", status: store.StatusCancelled, cancel: true, release: true},
+			{name: "NoRelease", status: store.StatusCompleted},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				b := h.setup(t)
+				c := CreateResponse(b.ctx, t, b.s, &ResponseOpts{LeaseDuration: time.Hour})
+				for range tc.steps {
+					Commit(b.ctx, t, b.s, c.Run.ID, nil)
+				}
+				if tc.cancel {
+					_, err := b.s.ResponseCancel(b.ctx, c.Response.ID)
+					requireNoError(t, err, "ResponseCancel")
+				}
+				p := NextCommit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: tc.status, Events: 1})
+				p.Release, p.PruneKeep = tc.release, tc.pruneKeep
+				_, err := b.s.Commit(b.ctx, p)
+				requireNoError(t, err, "terminal Commit")
+				run, err := b.s.RunGet(b.ctx, c.Run.ID)
+				requireNoError(t, err, "RunGet")
+				if run.Active || run.Lease.Epoch != c.Run.Lease.Epoch || (run.Lease.Owner == "") != tc.release {
+					t.Fatalf("run after the terminal commit (Release %v): %+v", tc.release, run)
+				}
+				resp, err := b.s.ResponseGet(b.ctx, c.Response.ID)
+				requireNoError(t, err, "ResponseGet")
+				if resp.Status != tc.status || !resp.Finished() || resp.NextSeq != p.Events[0].Seq+1 {
+					t.Fatalf("response after the terminal commit: %+v", resp)
+				}
+				lp := &store.LeaseParams{RunID: c.Run.ID, Owner: LeaseOwnerDefault, Epoch: c.Run.Lease.Epoch, Duration: time.Hour}
+				if tc.release {
+					// The releasing holder is fenced, as after LeaseRelease.
+					_, err := b.s.LeaseRenew(b.ctx, lp)
+					requireIs(t, err, store.ErrFenced, "LeaseRenew after the releasing commit")
+					requireIs(t, b.s.LeaseRelease(b.ctx, lp), store.ErrFenced, "LeaseRelease after the releasing commit")
+				}
+				// The next turn, queued (no lease owner): another host claims it
+				// at once only if the lease was released.
+				next := CreateResponse(b.ctx, t, b.s, &ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID, NoLease: true})
+				claimed, err := b.s.LeaseClaim(b.ctx, &store.LeaseClaimParams{Owner: "host-b", Duration: time.Minute})
+				requireNoError(t, err, "LeaseClaim")
+				if !tc.release {
+					if len(claimed) != 0 {
+						t.Fatalf("claimed %+v while the finished run's lease was held", claimed)
+					}
+					return
+				}
+				if len(claimed) != 1 || claimed[0].ID != c.Run.ID || claimed[0].Lease.Owner != "host-b" ||
+					claimed[0].Lease.Epoch != c.Run.Lease.Epoch+1 || claimed[0].HeadResponseID != next.Response.ID {
+					t.Fatalf("claimed %+v after the releasing commit", claimed)
+				}
+				Commit(b.ctx, t, b.s, c.Run.ID, nil) // the new owner's epoch commits
+			})
+		}
+	})
+
+	// Release is for the commit that finishes a response: on any other it
+	// is refused and nothing is written.
+	t.Run("ReleaseRequiresTerminal", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		before := ReadRunState(b.ctx, t, b.s, c.Run.ID)
+		p := NextCommit(b.ctx, t, b.s, c.Run.ID, nil)
+		p.Release = true
+		if _, err := b.s.Commit(b.ctx, p); err == nil {
+			t.Fatal("a non-terminal commit with Release was accepted")
+		}
+		requireSameState(t, ReadRunState(b.ctx, t, b.s, c.Run.ID), before, "refused commit with Release")
+		Commit(b.ctx, t, b.s, c.Run.ID, nil) // the lease is still held
+	})
+
+	// A fenced commit with Release changes nothing: not the new owner's
+	// lease either.
+	t.Run("ReleaseFenced", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		p := NextCommit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+		p.Release = true
+		requireNoError(t, b.s.LeaseRelease(b.ctx, &store.LeaseParams{RunID: c.Run.ID, Owner: LeaseOwnerDefault, Epoch: c.Run.Lease.Epoch}), "LeaseRelease")
+		_, err := b.s.LeaseClaim(b.ctx, &store.LeaseClaimParams{Owner: "host-b", Duration: time.Hour})
+		requireNoError(t, err, "LeaseClaim")
+		before := ReadRunState(b.ctx, t, b.s, c.Run.ID)
+		_, err = b.s.Commit(b.ctx, p)
+		requireIs(t, err, store.ErrFenced, "releasing Commit at the old epoch")
+		after := ReadRunState(b.ctx, t, b.s, c.Run.ID)
+		requireSameState(t, after, before, "fenced commit with Release")
+		if after.Run.Lease.Owner != "host-b" {
+			t.Fatalf("lease after a fenced releasing commit: %+v", after.Run.Lease)
+		}
+	})
+
 	t.Run("SilentStep", func(t *testing.T) {
 		t.Parallel()
 		b := h.setup(t)

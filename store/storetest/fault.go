@@ -119,11 +119,18 @@ func faultOps(t *testing.T, b *bundle) []faultOp {
 	state := func(runID string) func(b *bundle) any {
 		return func(b *bundle) any { return ReadRunState(b.ctx, t, b.s, runID) }
 	}
+	rel := CreateResponse(b.ctx, t, b.s, nil)
 	newRun := ResponseParams(&ResponseOpts{Checkpoint: Parts(2, 500, 4)})
 	cont := ResponseParams(&ResponseOpts{RunID: done.Run.ID, PreviousResponseID: done.Response.ID})
 	return []faultOp{
 		{"Commit", state(c.Run.ID), func(ctx context.Context, b *bundle) error {
 			p := NextCommit(ctx, t, b.s, c.Run.ID, &CommitOpts{Events: 3, Checkpoint: append(Parts(2, 1000, 1), Parts(1, 1000, 7)...)})
+			_, err := b.s.Commit(ctx, p)
+			return err
+		}},
+		{"CommitRelease", state(rel.Run.ID), func(ctx context.Context, b *bundle) error {
+			p := NextCommit(ctx, t, b.s, rel.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+			p.Release, p.PruneKeep = true, 1
 			_, err := b.s.Commit(ctx, p)
 			return err
 		}},
