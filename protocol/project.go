@@ -91,7 +91,9 @@ type State struct {
 type Commit struct {
 	Frames []Frame
 	Next   State
-	// Snapshot is Next.Response encoded.
+	// Snapshot is Next.Response encoded, or nil when the step changed
+	// nothing the Response object shows (a silent superstep): the store
+	// keeps the snapshot it has (store.CommitParams.Snapshot).
 	Snapshot []byte
 	// Error is the response's error object encoded, for a failed one.
 	Error []byte
@@ -113,7 +115,7 @@ func Create(p *NewResponseParams) (Commit, error) {
 	if err := seq.Lifecycle(EventResponseCreated, resp); err != nil {
 		return Commit{}, err
 	}
-	return seal(seq, State{Response: resp, NextSeq: seq.Next}, false)
+	return seal(seq, State{Response: resp, NextSeq: seq.Next}, false, true)
 }
 
 // ProjectStep returns the commit of step s on top of st. live is what s
@@ -151,7 +153,19 @@ func ProjectStep(st State, live Live, s *Step) (Commit, error) {
 			return Commit{}, err
 		}
 	}
-	return seal(seq, State{Response: resp, NextSeq: seq.Next, Step: s.Number, Usage: usage}, usage != Usage{})
+	next := State{Response: resp, NextSeq: seq.Next, Step: s.Number, Usage: usage}
+	return seal(seq, next, usage != Usage{}, !sameShape(st.Response, resp))
+}
+
+// sameShape reports whether next reads as prev does: same status, output
+// items, incomplete details, usage and error. Items are compared by count:
+// a step that changes an item adds one (items are final once in the
+// output).
+func sameShape(prev, next *Response) bool {
+	return prev.Status == next.Status && len(prev.Output) == len(next.Output) &&
+		(prev.IncompleteDetails == nil) == (next.IncompleteDetails == nil) &&
+		(prev.IncompleteDetails == nil || *prev.IncompleteDetails == *next.IncompleteDetails) &&
+		prev.Usage == nil && next.Usage == nil && prev.Error == nil && next.Error == nil
 }
 
 // ProjectEnd returns the commit that ends the response in status with no
@@ -191,7 +205,7 @@ func ProjectEnd(st State, live Live, status string, e *Error, at time.Time) (Com
 	if err := finish(seq, resp, status, at, e, st.Usage); err != nil {
 		return Commit{}, err
 	}
-	return seal(seq, State{Response: resp, NextSeq: seq.Next, Step: st.Step + 1, Usage: st.Usage}, st.Usage != Usage{})
+	return seal(seq, State{Response: resp, NextSeq: seq.Next, Step: st.Step + 1, Usage: st.Usage}, st.Usage != Usage{}, true)
 }
 
 // Reset returns the reset response.in_progress at sequence number seq: it
@@ -215,12 +229,15 @@ func finish(seq *Seq, resp *Response, status string, at time.Time, e *Error, usa
 	return seq.Lifecycle(TerminalEventType(status), resp)
 }
 
-// seal makes the Commit of seq's frames, leading to next.
-func seal(seq *Seq, next State, withUsage bool) (Commit, error) {
+// seal makes the Commit of seq's frames, leading to next; the snapshot is
+// encoded when it changed.
+func seal(seq *Seq, next State, withUsage, snapshot bool) (Commit, error) {
 	c := Commit{Frames: seq.Frames, Next: next}
 	var err error
-	if c.Snapshot, err = json.Marshal(next.Response); err != nil {
-		return Commit{}, fmt.Errorf("protocol: encode response snapshot: %w", err)
+	if snapshot {
+		if c.Snapshot, err = json.Marshal(next.Response); err != nil {
+			return Commit{}, fmt.Errorf("protocol: encode response snapshot: %w", err)
+		}
 	}
 	if next.Response.Error != nil {
 		if c.Error, err = json.Marshal(next.Response.Error); err != nil {

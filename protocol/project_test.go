@@ -123,10 +123,19 @@ func liveEv(t *testing.T, st State, next int64, l Live, ev LiveEvent) ([]Frame, 
 	return fs, nl
 }
 
+// snapshot returns the snapshot as it reads after c: the one c writes, or,
+// when c writes none (nothing the Response shows changed), c's next state.
 func snapshot(t *testing.T, c Commit) Response {
 	t.Helper()
+	data := c.Snapshot
+	if data == nil {
+		var err error
+		if data, err = json.Marshal(c.Next.Response); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var r Response
-	if err := json.Unmarshal(c.Snapshot, &r); err != nil {
+	if err := json.Unmarshal(data, &r); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -144,6 +153,10 @@ func TestProjectStep_InProgressOnce(t *testing.T) {
 	c2 := step(t, c.Next, Live{}, &Step{Number: 2, Status: StatusInProgress})
 	if len(c2.Frames) != 0 || c2.Next.NextSeq != 2 {
 		t.Fatalf("second silent step: %s", render(c2.Frames))
+	}
+	// Nothing the Response shows changed: no snapshot to write.
+	if c2.Snapshot != nil || c.Snapshot != nil {
+		t.Fatalf("silent steps wrote snapshots %s / %s", c.Snapshot, c2.Snapshot)
 	}
 	if r := snapshot(t, c2); r.Status != StatusInProgress || r.Usage != nil {
 		t.Fatalf("snapshot %+v", r)
@@ -630,4 +643,33 @@ func TestProjectLive_ResetKeepsToolCalls(t *testing.T) {
 		9 output_item.added [0] mcp_t_0 in_progress tool f({})
 		10 output_item.done [0] mcp_t_0 completed tool f({}) -> "done"
 		11 output_item.added [1] mcp_t_1 in_progress tool g({})`)
+}
+
+// A step writes the snapshot exactly when the Response reads differently:
+// a new item, a status change, incomplete details, the terminal fields.
+func TestProjectStep_SnapshotOnlyWhenChanged(t *testing.T) {
+	c, err := Create(&NewResponseParams{ID: "resp_t", Model: "m", Status: StatusQueued, CreatedAt: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := c.Next
+	for _, tc := range []struct {
+		name  string
+		s     Step
+		write bool
+	}{
+		{"queued to in progress", Step{Status: StatusInProgress}, true},
+		{"silent", Step{Status: StatusInProgress, Usage: Usage{TotalTokens: 3}}, false},
+		{"new item", Step{Status: StatusInProgress, Outputs: []Output{{Kind: OutputMessage, Executor: "w", Text: "x"}}}, true},
+		{"silent again", Step{Status: StatusInProgress}, false},
+		{"cut short", Step{Status: StatusInProgress, Incomplete: &Incomplete{Executor: "w", Reason: "max_output_tokens"}}, true},
+		{"terminal", Step{Status: StatusCompleted}, true},
+	} {
+		tc.s.Number = st.Step + 1
+		c := step(t, st, Live{}, &tc.s)
+		if (c.Snapshot != nil) != tc.write {
+			t.Fatalf("%s: snapshot written %v, want %v", tc.name, c.Snapshot != nil, tc.write)
+		}
+		st = c.Next
+	}
 }

@@ -285,7 +285,9 @@ type CommitParams struct {
 	// Events are appended to the response's log; the first Seq must equal
 	// the response's NextSeq and the rest follow contiguously.
 	Events []EventInput
-	// Status, Snapshot, Error and Usage replace the response's fields.
+	// Status, Snapshot, Error and Usage replace the response's fields; a
+	// nil Snapshot keeps the one the response has (a superstep that changed
+	// nothing its Response object shows need not rewrite it).
 	Status   Status
 	Snapshot []byte
 	Error    []byte

@@ -79,7 +79,7 @@ func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []ha
 	if p.Status.Terminal() {
 		completed = now.UnixNano()
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE responses SET status = ?, snapshot = ?, error = ?, usage = ?, next_seq = ?,
+	_, err = tx.ExecContext(ctx, `UPDATE responses SET status = ?, snapshot = coalesce(?, snapshot), error = ?, usage = ?, next_seq = ?,
 		commit_step = ?, updated_at = ?, completed_at = ? WHERE id = ?`,
 		p.Status, p.Snapshot, p.Error, p.Usage, res.NextSeq, p.Step, now.UnixNano(), completed, p.ResponseID)
 	if err != nil {

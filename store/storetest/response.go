@@ -303,6 +303,37 @@ func testResponse(t *testing.T, h Harness) {
 		CreateResponse(b.ctx, t, b.s, &ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
 	})
 
+	// A commit with a nil Snapshot keeps the response's snapshot while
+	// the rest of the commit applies (status, log, step); the next commit
+	// with one replaces it.
+	t.Run("CommitNilSnapshotKeepsIt", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		Commit(b.ctx, t, b.s, c.Run.ID, nil)
+		before, err := b.s.ResponseGet(b.ctx, c.Response.ID)
+		requireNoError(t, err, "ResponseGet")
+		p := NextCommit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{NoEvents: true})
+		p.Snapshot = nil
+		_, err = b.s.Commit(b.ctx, p)
+		requireNoError(t, err, "Commit with a nil snapshot")
+		kept, err := b.s.ResponseGet(b.ctx, c.Response.ID)
+		requireNoError(t, err, "ResponseGet")
+		if string(kept.Snapshot) != string(before.Snapshot) || kept.CommitStep != p.Step || kept.NextSeq != before.NextSeq {
+			t.Fatalf("after a nil-snapshot commit: snapshot %s (was %s), commit step %d (want %d)", kept.Snapshot, before.Snapshot,
+				kept.CommitStep, p.Step)
+		}
+		p = NextCommit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+		_, err = b.s.Commit(b.ctx, p)
+		requireNoError(t, err, "Commit")
+		done, err := b.s.ResponseGet(b.ctx, c.Response.ID)
+		requireNoError(t, err, "ResponseGet")
+		if string(done.Snapshot) != string(p.Snapshot) || string(done.Snapshot) == string(before.Snapshot) {
+			t.Fatalf("a commit with a snapshot did not replace it: %s", done.Snapshot)
+		}
+		requireNoError(t, store.Check(b.ctx, b.s), "Check")
+	})
+
 	// A branch is a new run continuing a previous response (not its
 	// run's head, or a head whose run is busy) from a checkpoint the caller
 	// copied: the new run starts at step 0 with it, the previous response
