@@ -21,6 +21,9 @@ const model = (id) => openai.responses(id);
 // words counts the local model's tokens of a text (it splits at spaces).
 const words = (s) => s.split(/ +/).filter(Boolean).length;
 
+// bodyOf returns the body of the request a step sent.
+const bodyOf = (req) => (typeof req.body === 'string' ? JSON.parse(req.body) : req.body);
+
 const responseId = (r) => r.providerMetadata?.openai?.responseId;
 
 // streamParts reads a streamText result's full stream.
@@ -143,12 +146,37 @@ test('a stateless conversation resends the whole messages array', async () => {
   assert.equal(r.usage.inputTokens, system + words('hello there Echo: hello there second turn'));
   assert.equal(r.response.body.previous_response_id, null);
 
-  // The SDK's own response messages, resent with store: false (the SDK
-  // then sends the items themselves, not item_reference ids).
-  const opts = { providerOptions: { openai: { store: false } }, maxRetries: 0 };
-  const first = await generateText({ model: model(chatModel), prompt: 'hello there', ...opts });
-  const messages = [{ role: 'user', content: 'hello there' }, ...first.response.messages, { role: 'user', content: 'again' }];
-  const again = await generateText({ model: model(chatModel), messages, ...opts });
-  assert.equal(again.text, 'Echo: again');
-  assert.equal(again.usage.inputTokens, system + words('hello there Echo: hello there again'));
+  // The SDK's own response messages resent: with the default store the
+  // SDK sends the earlier output items as item_reference ids, which the
+  // server resolves to its stored items; with store: false it sends the
+  // items themselves. The model is sent the same either way.
+  for (const store of [undefined, false]) {
+    const opts = { providerOptions: { openai: store === undefined ? {} : { store } }, maxRetries: 0 };
+    const first = await generateText({ model: model(chatModel), prompt: 'hello there', ...opts });
+    const messages = [{ role: 'user', content: 'hello there' }, ...first.response.messages, { role: 'user', content: 'again' }];
+    const again = await generateText({ model: model(chatModel), messages, ...opts });
+    const sent = bodyOf(again.request).input;
+    assert.deepEqual(sent.map((it) => it.type ?? it.role),
+      store === false ? ['user', 'assistant', 'user'] : ['user', 'item_reference', 'user'], JSON.stringify(sent));
+    if (store !== false) assert.equal(sent[1].id, first.response.body.output[0].id);
+    assert.equal(again.text, 'Echo: again');
+    assert.equal(again.usage.inputTokens, system + words('hello there Echo: hello there again'), `store ${store}`);
+  }
+
+  // A turn in which the agent ran its own tool: the SDK references the
+  // mcp_call item (by its tool result) and the answer; the server resolves
+  // the call with its output, so the model is sent turn 1 whole.
+  const prompt = 'add {"a":2,"b":3}';
+  const withTool = await generateText({ model: model(chatModel), prompt, maxRetries: 0 });
+  assert.equal(withTool.text, 'Tool add returned: 5');
+  const next = await generateText({
+    model: model(chatModel), maxRetries: 0,
+    messages: [{ role: 'user', content: prompt }, ...withTool.response.messages, { role: 'user', content: 'thanks' }],
+  });
+  const sent = bodyOf(next.request).input;
+  assert.deepEqual(sent.map((it) => it.type ?? it.role), ['user', 'item_reference', 'item_reference', 'user'], JSON.stringify(sent));
+  assert.deepEqual(sent.slice(1, 3).map((it) => it.id), withTool.response.body.output.map((it) => it.id));
+  assert.equal(next.text, 'Echo: thanks');
+  const turn1 = words(prompt) + words('{"a":2,"b":3}') + words('5') + words('Tool add returned: 5');
+  assert.equal(next.usage.inputTokens, system + turn1 + words('thanks'));
 });
