@@ -78,6 +78,14 @@ func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, er
 			return resp, err // seen before: nothing starts
 		}
 	}
+	// References to earlier output items become those items: what is
+	// recorded (store.Response.Input) and run is the resolved input; the
+	// stored request keeps the references as the client sent them.
+	in, err := h.resolveReferences(ctx, p.Owner, p.Input)
+	if err != nil {
+		return nil, err
+	}
+	p.Input = in // p is withStoredRequest's copy
 	if p.PreviousResponseID != "" {
 		return h.createContinuation(ctx, m, p)
 	}

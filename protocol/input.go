@@ -18,17 +18,24 @@ const (
 	// InputToolCall is a server-run tool call an earlier response made
 	// (ItemToolCall, mcp_call), replayed with its output.
 	InputToolCall = ItemToolCall
+	// InputItemReference names an output item of a stored response by its
+	// id (ID), in place of the item itself: the AI SDK sends earlier
+	// output items so when store is true. The host resolves it, at create,
+	// to the item it names.
+	InputItemReference = "item_reference"
 )
 
 // InputItem is one input item of a create request, normalised: a message
 // (Role, Text), a function_call_output (CallID, Output), a function_call
 // an earlier response made (CallID, Name, Arguments), a server-run tool
-// call an earlier response made (CallID, Name, Arguments, Output), or a
-// reasoning item
-// (kept only as a place in the conversation: its content is the model's,
-// and no hosted model reads it back).
+// call an earlier response made (CallID, Name, Arguments, Output), a
+// reasoning item (kept only as a place in the conversation: its content is
+// the model's, and no hosted model reads it back), or a reference to an
+// output item of a stored response (ID), which the host resolves to one of
+// the others before anything reads the input.
 type InputItem struct {
 	Type      string `json:"type"`                // one of the Input* item types
+	ID        string `json:"id,omitempty"`        // item_reference: the referenced output item's id
 	Role      string `json:"role,omitempty"`      // message: "user", "system", "developer", "assistant"
 	Text      string `json:"text,omitempty"`      // message text
 	CallID    string `json:"call_id,omitempty"`   // function_call_output, function_call
@@ -211,7 +218,8 @@ func scanInput(raw []byte, want func(int) bool, visit func(int, InputItem) error
 }
 
 // parseInputItem reads one input item: a message (the type may be left out
-// when a role is given) or a function_call_output.
+// when a role is given), a function_call_output, a function_call, a
+// reasoning item, an mcp_call or an item_reference (its id required).
 func parseInputItem(raw []byte, param string) (InputItem, error) {
 	if JSONKind(raw) != "an object" {
 		return InputItem{}, typeError(param, "an object", raw)
@@ -239,9 +247,18 @@ func parseInputItem(raw []byte, param string) (InputItem, error) {
 		return InputItem{Type: InputReasoning}, nil
 	case InputToolCall:
 		return parseToolCall(fields, param)
+	case InputItemReference:
+		id, err := optString(fields["id"], param+".id")
+		if err != nil {
+			return InputItem{}, err
+		}
+		if id == nil || *id == "" {
+			return InputItem{}, requestErr(param+".id", CodeMissingParam, "Missing required parameter: '%s.id'.", param)
+		}
+		return InputItem{Type: InputItemReference, ID: *id}, nil
 	}
 	return InputItem{}, requestErr(param+".type", CodeUnsupportedValue,
-		"Invalid value for '%s.type': '%s' is not supported; supported input item types are 'message', 'function_call', 'function_call_output', 'reasoning' and 'mcp_call'.",
+		"Invalid value for '%s.type': '%s' is not supported; supported input item types are 'message', 'function_call', 'function_call_output', 'reasoning', 'mcp_call' and 'item_reference'.",
 		param, truncate(kind, 64))
 }
 

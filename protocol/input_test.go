@@ -329,3 +329,59 @@ func TestReadInput_ImageAndFileParts(t *testing.T) {
 		}
 	}
 }
+
+// An item_reference is read as a reference to the output item its id
+// names (the host resolves it); the id is required and must be a string.
+// BuildRequest writes it back as the reader reads it.
+func TestReadInput_ItemReference(t *testing.T) {
+	t.Parallel()
+	got, err := ReadInput([]byte(`{"model":"m","input":[{"role":"user","content":"hi"},
+		{"type":"item_reference","id":"msg_abc_0"},{"type":"item_reference","id":"fc_abc_1"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []InputItem{{Type: InputMessage, Role: "user", Text: "hi"},
+		{Type: InputItemReference, ID: "msg_abc_0"}, {Type: InputItemReference, ID: "fc_abc_1"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	again, err := ReadInput(BuildRequest(&RequestParams{Model: "m", Input: want}))
+	if err != nil || !reflect.DeepEqual(again, want) {
+		t.Fatalf("round trip %+v %v", again, err)
+	}
+	for _, c := range []struct{ item, param, code string }{
+		{`{"type":"item_reference"}`, "input[0].id", CodeMissingParam},
+		{`{"type":"item_reference","id":""}`, "input[0].id", CodeMissingParam},
+		{`{"type":"item_reference","id":null}`, "input[0].id", CodeMissingParam},
+		{`{"type":"item_reference","id":7}`, "input[0].id", CodeInvalidType},
+		{`{"type":"item_reference","ID":"msg_abc_0"}`, "input[0].ID", CodeUnknownParam},
+	} {
+		_, err := ReadInput([]byte(`{"model":"m","input":[` + c.item + `]}`))
+		re, ok := errors.AsType[*RequestError](err)
+		if !ok || re.Param != c.param || re.Code != c.code {
+			t.Errorf("%s: %v, want an error on %s (%s)", c.item, err, c.param, c.code)
+		}
+	}
+}
+
+// ParseOutputItemID reads back the ids MessageID, FunctionCallID and
+// ToolCallID make, and nothing else.
+func TestParseOutputItemID(t *testing.T) {
+	t.Parallel()
+	const resp = "resp_0123abcd"
+	for _, id := range []string{MessageID(resp, 0), FunctionCallID(resp, 3), ToolCallID(resp, 12)} {
+		r, i, ok := ParseOutputItemID(id)
+		if !ok || r != resp {
+			t.Errorf("%s: %s %d %v", id, r, i, ok)
+		}
+	}
+	if _, i, _ := ParseOutputItemID(ToolCallID(resp, 12)); i != 12 {
+		t.Errorf("index %d, want 12", i)
+	}
+	for _, id := range []string{"", "msg_", "msg_abc", "msg__0", "msg_abc_", "msg_abc_x", "msg_abc_-1", "msg_abc_01",
+		"rs_abc_0", "resp_abc", "fco_abc_0000"} {
+		if r, i, ok := ParseOutputItemID(id); ok {
+			t.Errorf("%q read as %s %d", id, r, i)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // Item types.
@@ -137,6 +139,30 @@ func ToolCallID(responseID string, outputIndex int) string {
 // outputIndex of the response.
 func FunctionCallID(responseID string, outputIndex int) string {
 	return fmt.Sprintf("fc_%s_%d", idSuffix(responseID), outputIndex)
+}
+
+// ParseOutputItemID reads an output item id made by MessageID,
+// FunctionCallID or ToolCallID: the id of the response that holds the item
+// and its index in that response's output. ok is false for any other id.
+func ParseOutputItemID(id string) (responseID string, outputIndex int, ok bool) {
+	var rest string
+	for _, p := range []string{"msg_", "fc_", "mcp_"} {
+		if rest, ok = strings.CutPrefix(id, p); ok {
+			break
+		}
+	}
+	if !ok {
+		return "", 0, false
+	}
+	k := strings.LastIndexByte(rest, '_')
+	if k <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(rest[k+1:])
+	if err != nil || n < 0 || strconv.Itoa(n) != rest[k+1:] {
+		return "", 0, false
+	}
+	return "resp_" + rest[:k], n, true
 }
 
 // idSuffix drops the "resp_" prefix of a response id.

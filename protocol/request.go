@@ -378,6 +378,8 @@ func BuildRequest(p *RequestParams) []byte {
 		case InputToolCall:
 			input = append(input, map[string]any{"type": InputToolCall, "id": it.CallID, "server_label": ToolServerLabel,
 				"name": it.Name, "arguments": it.Arguments, "output": it.Output})
+		case InputItemReference:
+			input = append(input, map[string]any{"type": InputItemReference, "id": it.ID})
 		case InputMessage, "":
 			role := it.Role
 			if role == "" {

@@ -58,7 +58,7 @@ func BenchmarkInputItems_Limit1(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(req)))
 	for b.Loop() {
-		page, err := inputItemsPage("resp_abc", req, listQuery{limit: 1, desc: true})
+		page, err := inputItemsPage("resp_abc", req, nil, listQuery{limit: 1, desc: true})
 		if err != nil || len(page.Data) != 1 {
 			b.Fatal(page, err)
 		}

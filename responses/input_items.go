@@ -1,6 +1,8 @@
 package responses
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -91,7 +93,7 @@ func (s *server) handleInputItems(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, mapNotFound(err, id))
 		return
 	}
-	list, err := inputItemsPage(id, resp.Request, q)
+	list, err := inputItemsPage(id, resp.Request, resp.Input, q)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -106,7 +108,14 @@ func (s *server) handleInputItems(w http.ResponseWriter, r *http.Request) {
 // skipped without being decoded, so a call holds the page, not the
 // request's items. Item ids hold the item's index, so a cursor is found
 // without a search.
-func inputItemsPage(responseID string, request []byte, q listQuery) (inputItemList, error) {
+//
+// An item_reference is listed as the item it was resolved to at create,
+// read from resolved (the response's recorded input, store.Response.Input,
+// one item per item of the request): the type, content and id prefix of
+// that item, under this response's own input item id. The API's input item
+// list has no item_reference type, and the SDKs decode it by the types it
+// has.
+func inputItemsPage(responseID string, request, resolved []byte, q listQuery) (inputItemList, error) {
 	suffix := strings.TrimPrefix(responseID, "resp_")
 	var (
 		page          = inputItemList{Object: "list", Data: []inputItem{}}
@@ -150,7 +159,14 @@ func inputItemsPage(responseID string, request []byte, q listQuery) (inputItemLi
 		return func(i int) bool { return inPage(i) || i == after || i == before }
 	}
 	afterOK, beforeOK := false, false
+	refs := recordedItems{raw: resolved}
 	_, err := protocol.ScanInput(request, plan, func(i int, in host.InputItem) error {
+		if in.Type == protocol.InputItemReference {
+			var err error
+			if in, err = refs.at(i); err != nil {
+				return err
+			}
+		}
 		id := inputItemID(in, suffix, i)
 		if inPage(i) {
 			page.Data[pos(i)-lo] = toInputItem(in, id)
@@ -234,4 +250,51 @@ func toInputItem(in host.InputItem, id string) inputItem {
 		part = contentPart{Type: "output_text", Text: in.Text, Annotations: []any{}}
 	}
 	return inputItem{ID: id, Type: itemMessage, Status: "completed", Role: in.Role, Content: []contentPart{part}}
+}
+
+// recordedItems reads items of a response's recorded input (a JSON array of
+// input items), asked for in increasing index order: one pass, decoding
+// only the items asked for.
+type recordedItems struct {
+	raw  []byte
+	dec  *json.Decoder
+	next int // index of the next element dec reads
+}
+
+// at returns the recorded item at index i, which must be an item the host
+// resolved (not a reference): i is greater than any index asked before.
+func (r *recordedItems) at(i int) (host.InputItem, error) {
+	bad := func(why string) (host.InputItem, error) {
+		return host.InputItem{}, fmt.Errorf("responses: the recorded input item %d: %s", i, why)
+	}
+	if r.dec == nil {
+		if len(r.raw) == 0 {
+			return bad("the response has no recorded input")
+		}
+		r.dec = json.NewDecoder(bytes.NewReader(r.raw))
+		if t, err := r.dec.Token(); err != nil || t != json.Delim('[') {
+			return bad("the recorded input is not an array")
+		}
+	}
+	for ; r.next < i; r.next++ {
+		var skip struct{}
+		if !r.dec.More() {
+			return bad("missing")
+		}
+		if err := r.dec.Decode(&skip); err != nil {
+			return bad(err.Error())
+		}
+	}
+	if r.next > i || !r.dec.More() {
+		return bad("missing")
+	}
+	var it host.InputItem
+	if err := r.dec.Decode(&it); err != nil {
+		return bad(err.Error())
+	}
+	r.next++
+	if _, known := itemPrefix[it.Type]; !known {
+		return bad(fmt.Sprintf("type %q", it.Type))
+	}
+	return it, nil
 }

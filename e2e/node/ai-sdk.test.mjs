@@ -8,7 +8,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createOpenAI } from '@ai-sdk/openai';
-import { generateText, streamText } from 'ai';
+import { generateText, stepCountIs, streamText, tool } from 'ai';
+import { z } from 'zod';
 
 const baseURL = process.env.SUPERSTEP_BASE_URL;
 const chatModel = process.env.SUPERSTEP_CHAT_MODEL;
@@ -20,6 +21,9 @@ const model = (id) => openai.responses(id);
 
 // words counts the local model's tokens of a text (it splits at spaces).
 const words = (s) => s.split(/ +/).filter(Boolean).length;
+
+// bodyOf returns the body of the request a step sent.
+const bodyOf = (req) => (typeof req.body === 'string' ? JSON.parse(req.body) : req.body);
 
 const responseId = (r) => r.providerMetadata?.openai?.responseId;
 
@@ -143,12 +147,84 @@ test('a stateless conversation resends the whole messages array', async () => {
   assert.equal(r.usage.inputTokens, system + words('hello there Echo: hello there second turn'));
   assert.equal(r.response.body.previous_response_id, null);
 
-  // The SDK's own response messages, resent with store: false (the SDK
-  // then sends the items themselves, not item_reference ids).
-  const opts = { providerOptions: { openai: { store: false } }, maxRetries: 0 };
-  const first = await generateText({ model: model(chatModel), prompt: 'hello there', ...opts });
-  const messages = [{ role: 'user', content: 'hello there' }, ...first.response.messages, { role: 'user', content: 'again' }];
-  const again = await generateText({ model: model(chatModel), messages, ...opts });
-  assert.equal(again.text, 'Echo: again');
-  assert.equal(again.usage.inputTokens, system + words('hello there Echo: hello there again'));
+  // The SDK's own response messages resent: with the default store the
+  // SDK sends the earlier output items as item_reference ids, which the
+  // server resolves to its stored items; with store: false it sends the
+  // items themselves. The model is sent the same either way.
+  for (const store of [undefined, false]) {
+    const opts = { providerOptions: { openai: store === undefined ? {} : { store } }, maxRetries: 0 };
+    const first = await generateText({ model: model(chatModel), prompt: 'hello there', ...opts });
+    const messages = [{ role: 'user', content: 'hello there' }, ...first.response.messages, { role: 'user', content: 'again' }];
+    const again = await generateText({ model: model(chatModel), messages, ...opts });
+    const sent = bodyOf(again.request).input;
+    assert.deepEqual(sent.map((it) => it.type ?? it.role),
+      store === false ? ['user', 'assistant', 'user'] : ['user', 'item_reference', 'user'], JSON.stringify(sent));
+    if (store !== false) assert.equal(sent[1].id, first.response.body.output[0].id);
+    assert.equal(again.text, 'Echo: again');
+    assert.equal(again.usage.inputTokens, system + words('hello there Echo: hello there again'), `store ${store}`);
+  }
+
+  // A turn in which the agent ran its own tool: the SDK references the
+  // mcp_call item (by its tool result) and the answer; the server resolves
+  // the call with its output, so the model is sent turn 1 whole.
+  const prompt = 'add {"a":2,"b":3}';
+  const withTool = await generateText({ model: model(chatModel), prompt, maxRetries: 0 });
+  assert.equal(withTool.text, 'Tool add returned: 5');
+  const next = await generateText({
+    model: model(chatModel), maxRetries: 0,
+    messages: [{ role: 'user', content: prompt }, ...withTool.response.messages, { role: 'user', content: 'thanks' }],
+  });
+  const sent = bodyOf(next.request).input;
+  assert.deepEqual(sent.map((it) => it.type ?? it.role), ['user', 'item_reference', 'item_reference', 'user'], JSON.stringify(sent));
+  assert.deepEqual(sent.slice(1, 3).map((it) => it.id), withTool.response.body.output.map((it) => it.id));
+  assert.equal(next.text, 'Echo: thanks');
+  const turn1 = words(prompt) + words('{"a":2,"b":3}') + words('5') + words('Tool add returned: 5');
+  assert.equal(next.usage.inputTokens, system + turn1 + words('thanks'));
+});
+
+// A client tool run by the SDK: the model (made to call lookup_order on
+// the first step by toolChoice) calls it, the response ends with its
+// function_call, the SDK runs execute and resends the call (whole, with
+// either store setting: this SDK sends item_reference only for assistant
+// text and provider-executed calls) with its output, and the model's
+// answer uses the output. The next turn resends the whole exchange: with
+// the default store the answer goes as an item_reference, and the model is
+// sent the same as with store: false.
+test('generateText runs a client tool and the model answers with its output', async () => {
+  const followUpTokens = [];
+  for (const store of [undefined, false]) {
+    const ran = [];
+    const lookup_order = tool({
+      description: "Looks an order's status up.",
+      inputSchema: z.object({ id: z.string() }),
+      execute: async ({ id }) => { ran.push(id); return `order ${id} shipped`; },
+    });
+    const opts = { tools: { lookup_order }, providerOptions: { openai: store === undefined ? {} : { store } }, maxRetries: 0 };
+    const r = await generateText({
+      model: model(chatModel), prompt: 'where is my order?', stopWhen: stepCountIs(3),
+      prepareStep: ({ stepNumber }) => (stepNumber === 0 ? { toolChoice: { type: 'tool', toolName: 'lookup_order' } } : {}),
+      ...opts,
+    });
+    assert.deepEqual(ran, ['x'], `store ${store}`); // the local model's argument for a required string
+    assert.equal(r.steps.length, 2);
+    assert.equal(r.steps[0].finishReason, 'tool-calls');
+    assert.deepEqual(r.steps[0].toolCalls.map((c) => [c.toolName, c.input, c.providerExecuted ?? false]),
+      [['lookup_order', { id: 'x' }, false]]);
+    assert.equal(r.text, 'Tool lookup_order returned: order x shipped', `store ${store}`);
+    assert.equal(r.finishReason, 'stop');
+    const sent = bodyOf(r.steps[1].request);
+    assert.deepEqual(sent.input.map((it) => it.type ?? it.role), ['user', 'function_call', 'function_call_output'],
+      JSON.stringify(sent.input));
+    assert.equal(sent.input[2].output, 'order x shipped');
+    assert.equal(sent.previous_response_id, undefined);
+
+    const messages = [{ role: 'user', content: 'where is my order?' }, ...r.response.messages, { role: 'user', content: 'thanks' }];
+    const next = await generateText({ model: model(chatModel), messages, ...opts });
+    assert.equal(next.text, 'Echo: thanks');
+    assert.deepEqual(ran, ['x']);
+    const types = bodyOf(next.request).input.map((it) => it.type ?? it.role);
+    assert.deepEqual(types, ['user', 'function_call', 'function_call_output', store === false ? 'assistant' : 'item_reference', 'user']);
+    followUpTokens.push(next.usage.inputTokens);
+  }
+  assert.equal(followUpTokens[0], followUpTokens[1], 'the model is sent the same context by reference and by value');
 });

@@ -8,7 +8,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ChatOpenAI } from '@langchain/openai';
-import { HumanMessage } from '@langchain/core/messages';
+import { HumanMessage, ToolMessage } from '@langchain/core/messages';
+import { tool } from '@langchain/core/tools';
+import { z } from 'zod';
 
 const baseURL = process.env.SUPERSTEP_BASE_URL;
 const chatModel = process.env.SUPERSTEP_CHAT_MODEL;
@@ -126,4 +128,65 @@ test('a stateless conversation resends the whole history, server-run tool calls 
   const byId = await model.invoke('thanks', { previous_response_id: first.id });
   assert.equal(textOf(byId), 'Echo: thanks');
   assert.equal(byId.usage_metadata.input_tokens, byHistory.usage_metadata.input_tokens, JSON.stringify(byId.usage_metadata));
+});
+
+// lookupOrder is a client tool: LangChain runs it, the server never does.
+function lookupOrder(ran) {
+  return tool(async ({ id }) => { ran.push(id); return `order ${id} shipped`; }, {
+    name: 'lookup_order', description: "Looks an order's status up.", schema: z.object({ id: z.string() }),
+  });
+}
+
+// The local model calls a tool the last user message names, with the JSON
+// object in it as arguments, until its result is in.
+const orderPrompt = 'where is my order? lookup_order {"id":"A1"}';
+
+test('a client tool loop: bindTools, run the tool calls, send the history with a ToolMessage', async () => {
+  const ran = [];
+  const lookup = lookupOrder(ran);
+  const model = chat(chatModel).bindTools([lookup]);
+  const history = [new HumanMessage(orderPrompt)];
+  const ai = await model.invoke(history);
+  assert.deepEqual(ai.tool_calls.map((c) => [c.name, c.args]), [['lookup_order', { id: 'A1' }]]);
+  assert.deepEqual(requests.at(-1).tools.map((t) => t.name), ['lookup_order']);
+  assert.deepEqual(ran, []);
+  history.push(ai);
+  for (const call of ai.tool_calls) history.push(await lookup.invoke(call));
+  assert.ok(history.at(-1) instanceof ToolMessage);
+  assert.deepEqual(ran, ['A1']);
+
+  const answer = await model.invoke(history);
+  const sent = requests.at(-1);
+  assert.equal(sent.previous_response_id, undefined);
+  assert.deepEqual(sent.input.map((it) => it.type ?? it.role), ['message', 'function_call', 'function_call_output'],
+    JSON.stringify(sent.input));
+  assert.equal(textOf(answer), 'Tool lookup_order returned: order A1 shipped');
+  noToolCalls(answer);
+  assert.equal(answer.response_metadata.status, 'completed');
+});
+
+test('a client tool loop by previous_response_id: only the ToolMessage is sent', async () => {
+  const ran = [];
+  const lookup = lookupOrder(ran);
+  const model = chat(chatModel).bindTools([lookup]);
+  const ai = await model.invoke(orderPrompt);
+  assert.equal(ai.tool_calls.length, 1);
+  const result = await lookup.invoke(ai.tool_calls[0]);
+  const answer = await model.invoke([result], { previous_response_id: ai.id });
+  const sent = requests.at(-1);
+  assert.equal(sent.previous_response_id, ai.id);
+  assert.deepEqual(sent.input.map((it) => [it.type, it.call_id]), [['function_call_output', ai.tool_calls[0].id]]);
+  assert.equal(textOf(answer), 'Tool lookup_order returned: order A1 shipped');
+  noToolCalls(answer);
+  assert.deepEqual(ran, ['A1']);
+  // The model was sent what the same turn sent as history gives it.
+  const byHistory = await model.invoke([new HumanMessage(orderPrompt), ai, result]);
+  assert.equal(textOf(byHistory), textOf(answer));
+  assert.equal(answer.usage_metadata.input_tokens, byHistory.usage_metadata.input_tokens);
+
+  // The conversation goes on from the answer: the model was sent the turn
+  // with the call and its output.
+  const next = await model.invoke('thanks', { previous_response_id: answer.id });
+  assert.equal(textOf(next), 'Echo: thanks');
+  noToolCalls(next);
 });
