@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/localmodel"
-	responsesapi "github.com/superstep/superstep/responses"
 )
 
 // newChatEnv is a server hosting "chat.local", a plain ChatAgent on the
@@ -42,18 +40,7 @@ func newChatEnv(t *testing.T) *env {
 	if err := h.RegisterAgent("chat.local", chat); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Start(context.Background()); err != nil {
-		t.Fatalf("host.Start: %v", err)
-	}
-	handler, err := responsesapi.NewHandler(h, &responsesapi.Options{Logger: logger})
-	if err != nil {
-		t.Fatalf("responses.NewHandler: %v", err)
-	}
-	e := &env{t: t, store: st, host: h, srv: httptest.NewServer(handler), dialer: &cuttableDialer{}, apiKey: "test-key"}
-	e.http = &http.Client{Timeout: time.Minute, Transport: &http.Transport{DialContext: e.dialer.DialContext}}
-	e.client = e.newClient(e.apiKey)
-	t.Cleanup(e.close)
-	return e
+	return serveHost(t, context.Background(), st, h, logger)
 }
 
 // A conversation through openai-go: previous_response_id continues the

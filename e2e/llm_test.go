@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/store"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -50,6 +53,13 @@ func newLLMEnv(t *testing.T, baseURL, journal string) *env {
 	if err != nil {
 		t.Fatalf("RegisterLLM: %v", err)
 	}
+	return serveHost(t, ctx, st, h, logger)
+}
+
+// serveHost starts h, serves it over a real HTTP server and returns the
+// env of a client of it (API key "test-key").
+func serveHost(t *testing.T, ctx context.Context, st store.Store, h *host.Host, logger *slog.Logger) *env {
+	t.Helper()
 	if err := h.Start(ctx); err != nil {
 		t.Fatalf("host.Start: %v", err)
 	}
