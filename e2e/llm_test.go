@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"github.com/superstep/superstep/host"
-	"github.com/superstep/superstep/store"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,8 +19,10 @@ import (
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/examples"
+	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/localmodel"
 	responsesapi "github.com/superstep/superstep/responses"
+	"github.com/superstep/superstep/store"
 )
 
 // newLLMEnv is newEnv with the LLM demos on the local model server (or on
