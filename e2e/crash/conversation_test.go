@@ -43,7 +43,8 @@ import (
 // answers it with function_call_output and previous_response_id. Turns
 // are streamed, blocking, or background and polled.
 //
-// At the end: each turn's key gave one response id; the database holds
+// At the end, after every turn's create was sent once more with its key:
+// each turn's key gave one response id; the database holds
 // exactly the two conversations' responses, each conversation on one run,
 // linked by previous_response_id in turn order; every turn's output,
 // call id and usage equal the reference's (the local model's input_tokens
@@ -105,9 +106,9 @@ func (m turnMode) String() string { return [...]string{"stream", "blocking", "ba
 // convPattern is the conversation's turn kinds, repeated to its length.
 var convPattern = []turnKind{kindText, kindCallChoice, kindAnswer, kindText, kindCallFollow, kindAnswer}
 
-// convTurns returns the script's length: 12 turns with the default
+// convTurns returns the script's length: 20 turns with the default
 // -kills, more with more.
-func convTurns() int { return max(12, *flagKills/4) }
+func convTurns() int { return max(20, *flagKills*2/5) }
 
 // turnKindOf returns turn i's kind; a call is never the last turn.
 func turnKindOf(i, n int) turnKind {
@@ -246,11 +247,11 @@ func (p killPlan) String() string {
 func drawPlan(rng *rand.Rand, mode turnMode) killPlan {
 	p := killPlan{afterMS: -1, again: -1}
 	r := rng.IntN(8)
-	if r < 2 {
+	if r < 1 {
 		return p
 	}
 	if mode == modeStream && r%2 == 0 {
-		p.afterEvents = 1 + rng.IntN(16)
+		p.afterEvents = 1 + rng.IntN(20)
 	} else {
 		p.afterMS = rng.IntN(120)
 	}
@@ -280,6 +281,8 @@ type convRun struct {
 	// streams are every client stream, for verify.
 	streams []*resumeclient.Stream
 	results []*convResult
+	// params are the turns' create requests.
+	params []responses.ResponseNewParams
 	// resumes and reposts count the retries of cut streams by kind.
 	resumes, reposts int
 }
@@ -418,7 +421,16 @@ func (cr *convRun) run(ctx context.Context) {
 			cr.resend(ctx, i, params)
 		}
 		cr.results = append(cr.results, res)
+		cr.params = append(cr.params, params)
 		prev = res
+	}
+}
+
+// resendAll sends every turn's create again with its key, late, as a
+// duplicate delivered after the conversation went on would arrive.
+func (cr *convRun) resendAll(ctx context.Context) {
+	for i, p := range cr.params {
+		cr.resend(ctx, i, p)
 	}
 }
 
@@ -602,10 +614,11 @@ func runConversation(t *testing.T, b *backend) {
 	ch.run(ctx)
 	t.Logf("%d kills in %v:\n  %s", len(ch.kills), time.Since(began).Round(time.Millisecond), strings.Join(ch.kills, "\n  "))
 	t.Logf("cut streams: %d resumed with starting_after, %d sent again with their key", ch.resumes, ch.reposts)
-	if len(ch.kills) < n/4 {
+	if len(ch.kills) < n/5 {
 		t.Errorf("seed %d: only %d kills landed in %d turns: the test did not test recovery", seed, len(ch.kills), n)
 	}
 	for _, cr := range []*convRun{ref, ch} {
+		cr.resendAll(ctx)
 		checkKeys(t, cr)
 		checkServed(ctx, t, cr)
 	}
