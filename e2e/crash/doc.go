@@ -12,6 +12,14 @@
 // stream (deltas, then a reset back to the committed output, then the
 // re-run's deltas) ends equal to the final output.
 //
+// TestCrash_Conversation_* drive one multi-turn conversation on a
+// proxied local model (--proxy-models all), with client tool calls and
+// their answers, every create sent with an Idempotency-Key, killing the
+// server at seeded points of the turns; each key must give one response,
+// the conversation one linear chain, and every turn the answer of a
+// crash-free run (output and usage, which counts the history). Their
+// length grows with -kills.
+//
 // Run more kills locally with
 //
 //	go test ./e2e/crash -run TestCrash -kills 2000 -timeout 1h
