@@ -115,8 +115,8 @@ type agentExecutor struct {
 // conversation with WithConversation, or a Transfer after a handoff). When
 // the agent called its own tools, the yields follow the order of the turn:
 // the text before each call, the call itself as an Update of kind
-// UpdateToolCall (which UpdateFromEvent maps back, so a host shows it as a
-// function_call item), and the text after it; the text sent along edges is
+// UpdateToolCall carrying its output (which UpdateFromEvent maps back, so a host shows it as a
+// server-run tool call item, never a function_call), and the text after it; the text sent along edges is
 // still the whole reply. The turn's usage (a Usage) and an incomplete
 // reply (an Incomplete) annotate the superstep (workflow.Context.Annotate),
 // where a host reads them with StepUsage. A turn that fails
