@@ -15,15 +15,9 @@ import (
 	"github.com/superstep/superstep/store/internal/eventrec"
 )
 
-// undoVersion8 undoes migration 8 (the commit that releases the lease) as
-// far as the tests that build an older schema from a new one need: the
-// function goes (undoVersion5 drops the older one only if it exists).
-const undoVersion8 = "DROP FUNCTION superstep_commit(text, bigint, bigint, text, bigint, bigint, bigint, bytea, text[], bytea[], " +
-	"bytea[], bytea[], bytea[], bigint, text, bytea, bytea, bytea, timestamptz, boolean, text, text, boolean); "
-
-// undoVersion7 undoes migrations 8 and 7 (idempotency keys), for tests that
+// undoVersion7 undoes migration 7 (idempotency keys), for tests that
 // build a database of an older version.
-const undoVersion7 = undoVersion8 + "DROP TABLE idempotency_keys; "
+const undoVersion7 = "DROP TABLE idempotency_keys; "
 
 // undoVersion6 undoes migrations 7 and 6 (response facts), for tests that build a
 // schema of an older version from a new one.
@@ -33,12 +27,12 @@ const undoVersion6 = undoVersion7 + "ALTER TABLE responses DROP COLUMN publicati
 // build a schema of an older version from a new one: the events table
 // comes back empty and every log with it (next_seq 0), as those tests do
 // not read events, and the record-taking functions go (migration 5 drops
-// the old ones only if they exist). TestMigrateEventRecords builds a
+// the older ones only if they exist). TestMigrateEventRecords builds a
 // version-4 schema with events.
 const undoVersion5 = undoVersion6 + "DROP TABLE event_records; CREATE TABLE events (response_id text NOT NULL, seq bigint NOT NULL, " +
 	"type text NOT NULL, payload bytea, step bigint NOT NULL, PRIMARY KEY (response_id, seq)); " +
-	"DROP FUNCTION IF EXISTS superstep_commit(text, bigint, bigint, text, bigint, bigint, bigint, bytea, text[], bytea[], bytea[], " +
-	"bytea[], bytea[], bigint, text, bytea, bytea, bytea, timestamptz, boolean, text, text); " +
+	"DROP FUNCTION superstep_commit(text, bigint, bigint, text, bigint, bigint, bigint, bytea, text[], bytea[], bytea[], " +
+	"bytea[], bytea[], bigint, text, bytea, bytea, bytea, timestamptz, boolean, text, text, boolean); " +
 	"DROP FUNCTION superstep_append_batch(text[], bigint[], text[], bigint[], int[], bigint[], bytea[], timestamptz[], text); " +
 	"UPDATE responses SET next_seq = 0; "
 

@@ -53,14 +53,19 @@ DROP FUNCTION IF EXISTS superstep_append_batch(text[], bigint[], text[], int[], 
 -- the notification when p_channel is not empty (NOTIFY serialises
 -- committing transactions database-wide, so by default the store notifies
 -- after the commit). p_fail_at names a fault point to raise at (tests; ''
--- in production). Statements are inlined: every nested call or PERFORM
+-- in production). With p_release and a terminal status, the commit also
+-- gives the run's lease up, as LeaseRelease does (owner cleared, lease
+-- expired at the commit's time, epoch kept): the commit that finishes a
+-- response needs no release write after it (store.CommitParams.Release).
+-- A NULL p_snapshot keeps the response's snapshot (a superstep that changed
+-- nothing its Response object shows: store.CommitParams.Snapshot nil). Statements are inlined: every nested call or PERFORM
 -- costs an executor start on the hot path.
 CREATE FUNCTION superstep_commit(p_run text, p_epoch bigint, p_step bigint, p_response text,
     p_first bigint, p_count bigint, p_bytes bigint, p_data bytea,
     p_part_names text[], p_part_hashes bytea[], p_blob_hashes bytea[], p_blob_data bytea[],
     p_ref_hashes bytea[], p_size bigint,
     p_status text, p_snapshot bytea, p_error bytea, p_usage bytea,
-    p_now timestamptz, p_terminal boolean, p_channel text, p_fail_at text,
+    p_now timestamptz, p_terminal boolean, p_channel text, p_fail_at text, p_release boolean,
     OUT o_next_seq bigint, OUT o_bytes bigint)
 LANGUAGE plpgsql
 -- Custom plans would re-plan every statement on every call (their cost
@@ -73,7 +78,9 @@ DECLARE
     v_have bigint;
     v_parent bigint := p_step - 1;
 BEGIN
-    UPDATE runs SET last_step = p_step, active = NOT p_terminal, updated_at = p_now
+    UPDATE runs SET last_step = p_step, active = NOT p_terminal, updated_at = p_now,
+        lease_owner = CASE WHEN p_release AND p_terminal THEN '' ELSE lease_owner END,
+        lease_expires_at = CASE WHEN p_release AND p_terminal THEN p_now ELSE lease_expires_at END
     WHERE id = p_run AND lease_epoch = p_epoch AND lease_owner <> '' AND lease_expires_at > p_now
       AND last_step = p_step - 1 AND head_response_id = p_response;
     IF NOT FOUND THEN
@@ -83,7 +90,7 @@ BEGIN
         RAISE EXCEPTION 'injected fault at %', p_fail_at USING ERRCODE = 'SSI01';
     END IF;
     UPDATE responses SET next_seq = next_seq + v_n, commit_step = p_step, status = p_status,
-        snapshot = p_snapshot, error = p_error, usage = p_usage,
+        snapshot = coalesce(p_snapshot, snapshot), error = p_error, usage = p_usage,
         completed_at = CASE WHEN p_terminal THEN coalesce(completed_at, p_now) END, updated_at = p_now
     WHERE id = p_response AND status NOT IN ('completed', 'failed', 'cancelled', 'incomplete')
       AND (v_n = 0 OR next_seq = p_first)
