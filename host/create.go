@@ -64,15 +64,17 @@ func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, er
 	if err != nil {
 		return nil, err
 	}
-	if _, err := publicationMode(p.Metadata, m.publication); err != nil {
+	mode, err := publicationMode(p.Metadata, m.publication)
+	if err != nil {
 		return nil, err
 	}
 	if p, err = withStoredRequest(p); err != nil {
 		return nil, err
 	}
-	if _, err := modelParams(m, p.Request); err != nil {
+	if p.params, err = modelParams(m, p.Request); err != nil {
 		return nil, err
 	}
+	p.publication = mode // p is withStoredRequest's copy
 	if p.IdempotencyKey != "" {
 		if resp, err := h.replay(ctx, p); resp != nil || err != nil {
 			return resp, err // seen before: nothing starts
@@ -259,24 +261,16 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 		owner = "" // queued: any host with capacity claims it
 	}
 	// The durable facts recovery reads instead of re-deriving them: the
-	// publication mode decided now (the model's default may change before
-	// a recovery) and the input as read now (the reader may change).
-	mode, err := publicationMode(p.Metadata, m.publication)
-	if err != nil {
-		return nil, err
-	}
+	// publication mode decided by create (the model's default may change
+	// before a recovery) and the input as read now (the reader may change).
 	input, err := json.Marshal(p.Input)
 	if err != nil {
 		return nil, fmt.Errorf("host: encode input: %w", err)
 	}
-	params, err := modelParams(m, p.Request) // checked by create
-	if err != nil {
-		return nil, err
-	}
 	res, err := h.store.ResponseCreate(ctx, &store.ResponseCreateParams{
 		Response: &store.Response{ID: snap.ID, PreviousResponseID: p.PreviousResponseID, Model: m.ID,
 			Owner: p.Owner, Status: store.Status(status), Request: p.Request, Snapshot: c.Snapshot, CreatedAt: now,
-			Publication: mode, Input: input},
+			Publication: p.publication, Input: input},
 		RunID: sp.runID, Branch: sp.branch, Checkpoint: sp.checkpoint, Events: toEventInputs(c.Frames),
 		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration, // the lease on the store's clock
 		IdempotencyKey: p.IdempotencyKey, RequestHash: keyHash(p)})
@@ -291,7 +285,7 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 		h.log.Info("host: at MaxRuns; response queued for a host with capacity", "response_id", snap.ID)
 	} else {
 		r := h.newRun(m, res.Response, snap, sp.runID, res.Run.Lease, sp.lastStep, sp.lastParts)
-		r.info.Params = params
+		r.info.Params = p.params
 		if err := h.startRun(r, sp.drive(r)); err != nil {
 			// The response is durable; recovery (Start on any host) resumes it.
 			h.log.Warn("host: created response not started here; left for recovery", "response_id", snap.ID, "err", err)

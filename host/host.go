@@ -190,6 +190,11 @@ type CreateParams struct {
 	// in the transaction that creates the response, so this holds across
 	// crashes, hosts and concurrent creates.
 	IdempotencyKey string
+
+	// publication and params are what Create decided from the request
+	// (on its own copy of the params), once, for the steps after it.
+	publication string
+	params      *agent.ModelParams
 }
 
 // InputItem is one normalised input item. It is the type the one reader
