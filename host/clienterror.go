@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/workflow"
@@ -102,11 +103,15 @@ func cutNetwork(err error) (string, bool) {
 	return prefix + what, true
 }
 
-// isFmtWrapper reports whether e was made by fmt.Errorf with %w, or is
-// an agent's TurnError, which words its message the same way.
+// isFmtWrapper reports whether e was made by fmt.Errorf with %w (its
+// types are unexported: matched by name), or is an agent's TurnError,
+// which words its message the same way.
 func isFmtWrapper(e error) bool {
+	if _, ok := e.(*agent.TurnError); ok {
+		return true
+	}
 	switch reflect.TypeOf(e).String() {
-	case "*fmt.wrapError", "*fmt.wrapErrors", "*agent.TurnError":
+	case "*fmt.wrapError", "*fmt.wrapErrors":
 		return true
 	}
 	return false
