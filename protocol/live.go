@@ -57,12 +57,6 @@ type Live struct {
 	items []liveItem
 }
 
-// Step returns the superstep l's items belong to.
-func (l Live) Step() int64 { return l.step }
-
-// Len returns how many items l holds.
-func (l Live) Len() int { return len(l.items) }
-
 // liveItem is an output item published live by one executor attempt, not
 // yet part of the output: a message opened by text deltas (open until the
 // commit, or until the attempt's next tool call closes it) or the

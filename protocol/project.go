@@ -101,12 +101,6 @@ type Commit struct {
 	Usage []byte
 }
 
-// Terminal reports whether the commit ends the response.
-func (c Commit) Terminal() bool { return IsTerminalStatus(c.Next.Response.Status) }
-
-// IsTerminalStatus reports whether a response in status ended.
-func IsTerminalStatus(status string) bool { return TerminalEventType(status) != "" }
-
 // Create returns the commit that creates a response: response.created
 // (sequence 0) carrying the new snapshot.
 func Create(p *NewResponseParams) (Commit, error) {

@@ -147,7 +147,7 @@ func TestProjectStep_InProgressOnce(t *testing.T) {
 	st := created(t)
 	c := step(t, st, Live{}, &Step{Number: 1, Status: StatusInProgress})
 	want(t, c.Frames, `1 in_progress in_progress output=0`)
-	if c.Next.NextSeq != 2 || c.Next.Step != 1 || c.Terminal() || c.Usage != nil {
+	if c.Next.NextSeq != 2 || c.Next.Step != 1 || terminal(c) || c.Usage != nil {
 		t.Fatalf("next %+v usage %s", c.Next, c.Usage)
 	}
 	c2 := step(t, c.Next, Live{}, &Step{Number: 2, Status: StatusInProgress})
@@ -190,7 +190,7 @@ func TestProjectStep_OutputsAndCompletion(t *testing.T) {
 		13 output_item.done [2] fc_t_2 completed approve({"q":"ok?"})
 		14 completed completed output=3`)
 	r := snapshot(t, c)
-	if !c.Terminal() || r.Status != StatusCompleted || r.CompletedAt == nil || *r.CompletedAt != t0.Unix()+1 ||
+	if !terminal(c) || r.Status != StatusCompleted || r.CompletedAt == nil || *r.CompletedAt != t0.Unix()+1 ||
 		r.Usage == nil || r.Usage.TotalTokens != 5 || r.Output[2].CallID != "req_1" ||
 		r.Output[1].Type != ItemToolCall || r.Output[1].Output == nil || *r.Output[1].Output != "2" {
 		t.Fatalf("snapshot %s", c.Snapshot)
@@ -291,8 +291,8 @@ func TestProjectLive_DeltasThenCommit(t *testing.T) {
 		3 content_part.added [0]
 		4 output_text.delta [0] msg_t_0 "He"
 		5 output_text.delta [0] msg_t_0 "llo"`)
-	if l.Step() != 1 || l.Len() != 1 {
-		t.Fatalf("live %d items at step %d", l.Len(), l.Step())
+	if l.step != 1 || len(l.items) != 1 {
+		t.Fatalf("live %d items at step %d", len(l.items), l.step)
 	}
 	st.NextSeq = next // durable
 	c := step(t, st, l, &Step{Number: 1, Status: StatusCompleted, Outputs: []Output{{Kind: OutputMessage, Executor: "w", Text: "Hello"}}})
@@ -310,7 +310,7 @@ func TestProjectLive_DoesNotModifyItsArgument(t *testing.T) {
 	_, l1 := liveEv(t, st, 1, Live{}, LiveEvent{Step: 1, Executor: "w", Stream: "w#1", Kind: LiveTextDelta, Text: "a"})
 	_, l2 := liveEv(t, st, 5, l1, LiveEvent{Step: 1, Executor: "w", Stream: "w#1", Kind: LiveToolCall, CallID: "c", Name: "f", Arguments: "{}"})
 	_, l3 := liveEv(t, st, 9, l2, LiveEvent{Step: 1, Executor: "w", Stream: "w#1", Kind: LiveToolResult, CallID: "c", Text: "r"})
-	if l1.Len() != 1 || l1.items[0].done || l2.Len() != 2 || !l2.items[0].done || l2.items[1].done || !l3.items[1].done {
+	if len(l1.items) != 1 || l1.items[0].done || len(l2.items) != 2 || !l2.items[0].done || l2.items[1].done || !l3.items[1].done {
 		t.Fatalf("l1 %+v l2 %+v", l1.items, l2.items)
 	}
 }
@@ -435,7 +435,7 @@ func TestProjectLive_NothingToVoid(t *testing.T) {
 	st := created(t)
 	for _, k := range []LiveKind{LiveRetry, LiveDiscard} {
 		fs, l, err := ProjectLive(st, 1, Live{}, &LiveEvent{Step: 1, Executor: "a", Stream: "a#1", Kind: k})
-		if err != nil || len(fs) != 0 || l.Len() != 0 {
+		if err != nil || len(fs) != 0 || len(l.items) != 0 {
 			t.Fatalf("kind %d: %v %s", k, err, render(fs))
 		}
 	}
@@ -471,7 +471,7 @@ func TestProjectLive_DiscardVoidsNestedStreams(t *testing.T) {
 		9 output_item.added [0] msg_t_0 in_progress
 		10 content_part.added [0]
 		11 output_text.delta [0] msg_t_0 "sibling"`)
-	if l.Len() != 1 || l.items[0].executor != "outer1" {
+	if len(l.items) != 1 || l.items[0].executor != "outer1" {
 		t.Fatalf("live after discard %+v", l.items)
 	}
 }
@@ -488,8 +488,8 @@ func TestProjectLive_NewStepStartsFresh(t *testing.T) {
 		8 output_item.added [1] msg_t_1 in_progress
 		9 content_part.added [1]
 		10 output_text.delta [1] msg_t_1 "y"`)
-	if l2.Step() != 2 || l2.Len() != 1 {
-		t.Fatalf("live %d at %d", l2.Len(), l2.Step())
+	if l2.step != 2 || len(l2.items) != 1 {
+		t.Fatalf("live %d at %d", len(l2.items), l2.step)
 	}
 }
 
@@ -539,7 +539,7 @@ func TestProjectEnd_CancelClosesOpenItems(t *testing.T) {
 		16 cancelled cancelled output=3`)
 	r := snapshot(t, c)
 	if r.Output[1].Type != ItemToolCall || r.Output[1].Output != nil || r.Output[1].Status != ItemIncomplete ||
-		r.Output[2].Status != ItemIncomplete || c.Next.Step != 2 || !c.Terminal() {
+		r.Output[2].Status != ItemIncomplete || c.Next.Step != 2 || !terminal(c) {
 		t.Fatalf("snapshot %s next %+v", c.Snapshot, c.Next)
 	}
 }
@@ -673,3 +673,6 @@ func TestProjectStep_SnapshotOnlyWhenChanged(t *testing.T) {
 		st = c.Next
 	}
 }
+
+// terminal reports whether c ends the response.
+func terminal(c Commit) bool { return TerminalEventType(c.Next.Response.Status) != "" }
