@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"errors"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/superstep/superstep/agent"
 	"iter"
 	"path/filepath"
@@ -496,4 +497,53 @@ func TestHost_Continue_BadAnswerRefused(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A branch cancelled before its first commit ends cancelled at once: its
+// run starts at the step the branched-from response left (not at 0), so the
+// cancelled commit is the run's next step, not a refused one.
+func TestHost_Conversation_BranchCancelledBeforeFirstCommit(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	b := setup(t, &setupOpts{noReg: true, cfg: &host.Config{Metrics: reg, CommitBackoff: time.Millisecond}})
+	a := &blockingAgent{started: make(chan struct{})}
+	var calls atomic.Int32
+	gate := agent.AgentFunc(func(ctx context.Context, s *agent.Session, in []agent.Message) iter.Seq2[agent.Update, error] {
+		if calls.Add(1) <= 2 { // the first two turns answer at once
+			return func(yield func(agent.Update, error) bool) {
+				yield(agent.Update{Kind: agent.UpdateText, Text: "ok"}, nil)
+			}
+		}
+		return a.Run(ctx, s, in) // the branch blocks until cancelled
+	})
+	if err := b.host.RegisterAgent("gate", gate); err != nil {
+		t.Fatal(err)
+	}
+	first := create(t, b.host, "gate", "hi", nil)
+	wait(t, b.host, first.ID)
+	second, err := b.host.Create(testCtx(t), &host.CreateParams{Model: "gate", Store: true, PreviousResponseID: first.ID,
+		Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: "again"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, b.host, second.ID)
+	branch, err := b.host.Create(testCtx(t), &host.CreateParams{Model: "gate", Store: true, Background: true, PreviousResponseID: first.ID,
+		Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: "other"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-a.started
+	if _, err := b.host.Cancel(testCtx(t), branch.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	from, err := b.store.ResponseGet(testCtx(t), first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := wait(t, b.host, branch.ID); got.Status != store.StatusCancelled || got.CommitStep != from.CommitStep+1 {
+		t.Fatalf("branch ended %s at step %d, want cancelled at step %d", got.Status, got.CommitStep, from.CommitStep+1)
+	}
+	if n := metricValue(t, reg, "superstep_host_commit_failures_total"); n != 0 {
+		t.Fatalf("%v commit attempts failed: the cancelled commit was not the run's next step", n)
+	}
 }

@@ -149,25 +149,21 @@ func (h *Host) createContinuation(ctx context.Context, m *model, p *CreateParams
 			"response %s cannot be continued: the run's last commit (step %d) belongs to a later response that was deleted",
 			prev.ID, sr.LastStep)}
 	}
-	cp, err := h.store.CheckpointGetLast(ctx, sr.ID)
-	if err != nil {
-		return nil, fmt.Errorf("host: load checkpoint of run %s: %w", sr.ID, err)
-	}
-	wr, err := m.wf.Restore(sr.ID, toWorkflowParts(cp.Parts))
-	if err != nil {
-		return nil, fmt.Errorf("host: restore run %s: %w", sr.ID, err)
-	}
-	if err := h.deliverInput(ctx, m, prev.ID, sr.ID, wr, p.Input); err != nil {
-		return nil, err
-	}
-	return h.createAndStart(ctx, m, p, &startSpec{runID: sr.ID, lastStep: cp.Step, lastParts: cp.Parts,
-		drive: func(r *run) func(context.Context) error { return h.driveWorkflow(r, wr) }})
+	return h.continueFrom(ctx, m, p, prev, sr.ID)
 }
 
-// createBranch continues prev on a new run whose step-0 checkpoint is a copy
-// of the state prev's last commit left (kept by the store for every
-// response, whatever KeepCheckpoints says); prev and its run are untouched.
+// createBranch continues prev on a new run, which starts from a copy of the
+// state prev's last commit left (kept by the store for every response,
+// whatever KeepCheckpoints says); prev and its run are untouched.
 func (h *Host) createBranch(ctx context.Context, m *model, p *CreateParams, prev *store.Response) (*store.Response, error) {
+	return h.continueFrom(ctx, m, p, prev, "")
+}
+
+// continueFrom restores the state prev's commit left, delivers p's input to
+// it and starts it under a new response: on runID, prev's own run (whose
+// last commit is prev's), or, with runID "", on a new run branching from
+// prev. Either way the run goes on from prev's step.
+func (h *Host) continueFrom(ctx context.Context, m *model, p *CreateParams, prev *store.Response, runID string) (*store.Response, error) {
 	cp, err := h.store.CheckpointGet(ctx, prev.RunID, prev.CommitStep)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, &InputError{Param: "previous_response_id", Code: "invalid_value", Message: fmt.Sprintf(
@@ -176,17 +172,22 @@ func (h *Host) createBranch(ctx context.Context, m *model, p *CreateParams, prev
 	if err != nil {
 		return nil, fmt.Errorf("host: load the state of response %s: %w", prev.ID, err)
 	}
-	runID := newID("run_")
-	wr, err := m.wf.Restore(runID, toWorkflowParts(cp.Parts))
+	sp := &startSpec{runID: runID, lastStep: cp.Step, lastParts: cp.Parts}
+	if runID == "" {
+		sp.runID, sp.checkpoint, sp.branch = newID("run_"), cp.Parts, true
+	}
+	wr, err := m.wf.Restore(sp.runID, toWorkflowParts(cp.Parts))
 	if err != nil {
 		return nil, fmt.Errorf("host: restore the state of response %s: %w", prev.ID, err)
 	}
-	if err := h.deliverInput(ctx, m, prev.ID, runID, wr, p.Input); err != nil {
+	if err := h.deliverInput(ctx, m, prev.ID, sp.runID, wr, p.Input); err != nil {
 		return nil, err
 	}
-	h.metrics.branches.Inc()
-	return h.createAndStart(ctx, m, p, &startSpec{runID: runID, checkpoint: cp.Parts, lastParts: cp.Parts, branch: true,
-		drive: func(r *run) func(context.Context) error { return h.driveWorkflow(r, wr) }})
+	if sp.branch {
+		h.metrics.branches.Inc()
+	}
+	sp.drive = func(r *run) func(context.Context) error { return h.driveWorkflow(r, wr) }
+	return h.createAndStart(ctx, m, p, sp)
 }
 
 // continuable checks that p.PreviousResponseID can be continued: visible to
@@ -231,7 +232,7 @@ func (h *Host) continuesInFlight(ctx context.Context, sr *store.Run, prevID stri
 // startSpec says how createAndStart positions and drives a run.
 type startSpec struct {
 	runID      string
-	checkpoint []store.Part // the step-0 checkpoint of a new run; nil to continue a run
+	checkpoint []store.Part // the first checkpoint of a new run (at lastStep); nil to continue a run
 	lastStep   int64        // the run's last committed step
 	lastParts  []store.Part // its checkpoint
 	branch     bool         // a new run branching from p.PreviousResponseID
