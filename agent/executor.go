@@ -256,9 +256,7 @@ func (e *agentExecutor) Handle(c *workflow.Context, msg any) error {
 			return err
 		}
 	}
-	if err := e.record(c, res); err != nil {
-		return err
-	}
+	e.record(c, res)
 	reply := strings.Join(res.texts, "\n\n")
 	if c.CanYield() && (reply != "" || res.handoff == "" || res.calls > 0) {
 		for _, v := range res.yields(reply, e.memory) {
@@ -341,14 +339,13 @@ func (e *agentExecutor) turn(c *workflow.Context, in []Message) (*turnResult, er
 }
 
 // record annotates the step with the turn's usage and incomplete reason.
-func (e *agentExecutor) record(c *workflow.Context, res *turnResult) error {
+func (e *agentExecutor) record(c *workflow.Context, res *turnResult) {
 	if res.usage != (Usage{}) {
 		c.Annotate(res.usage)
 	}
 	if res.reason != "" {
 		c.Annotate(Incomplete{Reason: res.reason, ExecutorID: e.id, Step: c.Step()})
 	}
-	return nil
 }
 
 // StepUsage returns what the agent executors of a committed step s
