@@ -2,8 +2,7 @@ package host
 
 import (
 	"errors"
-	"fmt"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/superstep/superstep/agent"
@@ -89,18 +88,20 @@ func protocolUsage(u agent.Usage) protocol.Usage {
 // without an agent emit strings); a workflow.LiveDiscard voids the
 // attempt's stream.
 func liveInput(ev workflow.LiveEvent) (protocol.LiveEvent, bool) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s#%d", ev.ExecutorID, ev.Attempt)
+	// Once per token: appended, not formatted.
+	buf := make([]byte, 0, 32)
+	buf = strconv.AppendInt(append(append(buf, ev.ExecutorID...), '#'), int64(ev.Attempt), 10)
 	v := ev.Value
 	for {
 		inner, nested := v.(workflow.LiveEvent)
 		if !nested {
 			break
 		}
-		fmt.Fprintf(&b, "/%d/%s#%d", inner.Step, inner.ExecutorID, inner.Attempt)
+		buf = strconv.AppendInt(append(buf, '/'), inner.Step, 10)
+		buf = strconv.AppendInt(append(append(append(buf, '/'), inner.ExecutorID...), '#'), int64(inner.Attempt), 10)
 		v = inner.Value
 	}
-	le := protocol.LiveEvent{Step: ev.Step, Executor: ev.ExecutorID, Stream: b.String()}
+	le := protocol.LiveEvent{Step: ev.Step, Executor: ev.ExecutorID, Stream: string(buf)}
 	switch v := v.(type) {
 	case string:
 		le.Kind, le.Text = protocol.LiveTextDelta, v

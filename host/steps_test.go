@@ -42,3 +42,13 @@ func TestLiveInput(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkLiveInput measures the adapter's cost per live token (the
+// stream name is built for every one).
+func BenchmarkLiveInput(b *testing.B) {
+	ev := workflow.LiveEvent{Step: 3, ExecutorID: "assistant", Attempt: 1, Value: agent.Update{Kind: agent.UpdateTextDelta, Text: "tok"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		liveInput(ev)
+	}
+}
