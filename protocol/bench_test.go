@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -53,4 +54,28 @@ func benchState(b *testing.B, n int) State {
 		st = c.Next
 	}
 	return st
+}
+
+// BenchmarkProjectLive_LongMessage streams one message of 4,000 deltas
+// (about 16 KB) and closes it at the commit, as a long model reply does: the
+// cost per delta must not grow with the message's length.
+func BenchmarkProjectLive_LongMessage(b *testing.B) {
+	st := benchState(b, 10)
+	ev := &LiveEvent{Step: 11, Executor: "w", Stream: "w#1", Kind: LiveTextDelta, Text: "tok "}
+	const deltas = 4000
+	b.ReportAllocs()
+	for b.Loop() {
+		live, next := Live{}, st.NextSeq
+		for range deltas {
+			fs, l, err := ProjectLive(st, next, live, ev)
+			if err != nil {
+				b.Fatal(err)
+			}
+			live, next = l, fs[len(fs)-1].Seq+1
+		}
+		if _, err := ProjectStep(st, live, &Step{Number: 11, Status: StatusInProgress,
+			Outputs: []Output{{Kind: OutputMessage, Executor: "w", Text: strings.Repeat("tok ", deltas)}}}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -188,7 +188,7 @@ func ProjectEnd(st State, live Live, status string, e *Error, at time.Time) (Com
 			case it.tool: // the call did not finish: no output
 				item, err = seq.ToolCallEnd(it.item, it.index, nil, ItemIncomplete)
 			default:
-				item, err = seq.MessageEnd(it.id, it.index, it.text, ItemIncomplete)
+				item, err = seq.MessageEnd(it.id, it.index, it.text.String(), ItemIncomplete)
 			}
 			if err != nil {
 				return Commit{}, err
