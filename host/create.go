@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/protocol"
@@ -88,6 +89,9 @@ func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, er
 		return nil, err
 	}
 	p.Input = in // p is withStoredRequest's copy
+	if p.Conversation != "" {
+		return h.createTurn(ctx, m, p)
+	}
 	if p.PreviousResponseID != "" {
 		return h.createContinuation(ctx, m, p)
 	}
@@ -100,7 +104,7 @@ func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, er
 // createWorkflowRun starts a new run of m's workflow with p's input.
 func (h *Host) createWorkflowRun(ctx context.Context, m *model, p *CreateParams) (*store.Response, error) {
 	runID := newID("run_")
-	in, err := agent.WorkflowInput(m.wf, toMessages(p.Input))
+	in, err := agent.WorkflowInput(m.wf, toMessages(append(slices.Clip(p.history), p.Input...)))
 	if err != nil {
 		return nil, &InputError{Param: "input", Code: "invalid_value", Message: err.Error()}
 	}
@@ -250,7 +254,7 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 	}
 	c, err := protocol.Create(&protocol.NewResponseParams{ID: newID("resp_"), Model: m.ID, Status: status,
 		CreatedAt: now, PreviousResponseID: p.PreviousResponseID, Instructions: p.Instructions,
-		Metadata: p.Metadata, Background: p.Background, Store: p.Store, Request: p.Request})
+		Metadata: p.Metadata, Background: p.Background, Store: p.Store, Request: p.Request, Conversation: turnID(p.turn)})
 	if err != nil {
 		return nil, fmt.Errorf("host: create response: %w", err)
 	}
@@ -274,7 +278,7 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 			Publication: p.publication, Input: input},
 		RunID: sp.runID, Branch: sp.branch, Checkpoint: sp.checkpoint, Events: toEventInputs(c.Frames),
 		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration, // the lease on the store's clock
-		IdempotencyKey: p.IdempotencyKey, RequestHash: keyHash(p)})
+		IdempotencyKey: p.IdempotencyKey, RequestHash: keyHash(p), Conversation: p.turn})
 	if ie, ok := errors.AsType[*store.IdempotencyError](err); ok {
 		return h.replayRaced(ctx, p, ie) // a concurrent create with the key won
 	}

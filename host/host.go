@@ -190,11 +190,20 @@ type CreateParams struct {
 	// in the transaction that creates the response, so this holds across
 	// crashes, hosts and concurrent creates.
 	IdempotencyKey string
+	// Conversation, when not empty, makes the response a turn of that
+	// conversation of Owner's (see conversation.go): its items come before
+	// Input, and the turn's items are appended to it by its terminal
+	// commit. It cannot go with PreviousResponseID.
+	Conversation string
 
 	// publication and params are what Create decided from the request
 	// (on its own copy of the params), once, for the steps after it.
 	publication string
 	params      *agent.ModelParams
+	// history and turn are a conversation turn's items before Input and
+	// the conversation version they were read at (createTurn).
+	history []InputItem
+	turn    *store.ConversationTurn
 }
 
 // InputItem is one normalised input item. It is the type the one reader

@@ -70,6 +70,9 @@ type run struct {
 	// startStep is the head response's StartStep: Config.MaxSupersteps
 	// counts the supersteps after it (a limit per response).
 	startStep int64
+	// conv is the conversation the head response is a turn of (nil for
+	// none): its terminal commit appends the turn's items to it.
+	conv *convTurn
 }
 
 // runInfo is what a run's driver tells its executors about the response
@@ -141,7 +144,7 @@ func (h *Host) newRun(m *model, rr *store.Response, snap *protocol.Response, run
 	r := &run{id: runID, model: m, epoch: lease.Epoch, leaseExpires: lease.ExpiresAt, info: info, ctx: ctx, cancel: cancel,
 		liveMode: mode == PublicationLive, done: make(chan struct{}),
 		st:        protocol.State{Response: snap, NextSeq: rr.NextSeq, Step: lastStep},
-		lastParts: parts, startStep: rr.StartStep, feed: newFeed(rr.ID, rr.NextSeq)}
+		lastParts: parts, startStep: rr.StartStep, feed: newFeed(rr.ID, rr.NextSeq), conv: turnOf(rr, snap)}
 	r.liveQ.cond = sync.NewCond(&r.mu)
 	if len(rr.Usage) > 0 && !rr.Status.Terminal() {
 		if err := json.Unmarshal(rr.Usage, &r.st.Usage); err != nil {
@@ -349,6 +352,9 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 		// The commit that finishes the response gives the lease up too:
 		// nothing of the run is written after it here.
 		Release: status.Terminal()}
+	if status.Terminal() && r.conv != nil {
+		p.Conversation = h.conversationAppend(r, status, next.Response)
+	}
 	if err := h.commit(r, p, next.NextSeq); err != nil {
 		if errors.Is(err, store.ErrFenced) {
 			r.fenced = true

@@ -79,6 +79,10 @@ type CreateRequest struct {
 	Background         bool
 	Store              bool
 	PreviousResponseID string
+	// Conversation is the conversation the response is a turn of ("" for
+	// none): its items are the turn's context, and the turn's items are
+	// appended to it. It cannot go with PreviousResponseID.
+	Conversation string
 }
 
 // ParseCreate parses the body of a create request (POST /v1/responses).
@@ -103,6 +107,13 @@ func ParseCreate(body []byte, maxInputItems int) (*CreateRequest, error) {
 	}
 	if p.PreviousResponseID, err = stringField(fields, "previous_response_id"); err != nil {
 		return nil, err
+	}
+	if p.Conversation, err = ParseConversationParam(fields["conversation"]); err != nil {
+		return nil, err
+	}
+	if p.Conversation != "" && p.PreviousResponseID != "" {
+		return nil, requestErr("previous_response_id", CodeInvalidValue,
+			"Previous response cannot be used for this conversation: 'previous_response_id' and 'conversation' cannot be used together.")
 	}
 	if p.Metadata, err = parseMetadata(fields["metadata"]); err != nil {
 		return nil, err

@@ -50,6 +50,9 @@ type Response struct {
 	Metadata           map[string]string  `json:"metadata"`
 	SafetyIdentifier   *string            `json:"safety_identifier"`
 	PromptCacheKey     *string            `json:"prompt_cache_key"`
+	// Conversation is the conversation the response is a turn of; absent
+	// for a response of none.
+	Conversation *ConversationRef `json:"conversation,omitempty"`
 }
 
 // IncompleteDetails says why a response is incomplete.
@@ -112,6 +115,9 @@ type NewResponseParams struct {
 	// temperature, text, ...) are copied from it, with the documented
 	// defaults where it omits them or cannot be parsed.
 	Request []byte
+	// Conversation is the conversation the response is a turn of ("" for
+	// none).
+	Conversation string
 }
 
 // requestEcho is the subset of a create request echoed in the Response.
@@ -170,6 +176,9 @@ func NewResponse(p *NewResponseParams) *Response {
 	}
 	if p.PreviousResponseID != "" {
 		r.PreviousResponseID = &p.PreviousResponseID
+	}
+	if p.Conversation != "" {
+		r.Conversation = &ConversationRef{ID: p.Conversation}
 	}
 	if p.Instructions != nil {
 		r.Instructions, _ = json.Marshal(*p.Instructions)

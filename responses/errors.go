@@ -84,6 +84,7 @@ func (e *apiError) body() errorBody {
 func toAPIError(err error) *apiError {
 	var ae *apiError
 	var ie *host.InputError
+	var nfe *host.NotFoundError
 	var ke *host.IdempotencyError
 	var mbe *http.MaxBytesError
 	var bte *bodyTimeoutError
@@ -92,6 +93,11 @@ func toAPIError(err error) *apiError {
 		return ae
 	case errors.As(err, &ie):
 		return badRequest(ie.Param, ie.Code, "%s", ie.Message)
+	case errors.As(err, &nfe):
+		return notFoundError(nfe)
+	case errors.Is(err, host.ErrConversationsUnsupported):
+		return &apiError{Status: http.StatusNotImplemented, Type: typeInvalidRequest, Code: "unsupported",
+			Message: "This server's store keeps no conversations."}
 	case errors.As(err, &ke):
 		// 422, as the IETF Idempotency-Key draft says for a key reused
 		// with another payload: the request is well-formed but cannot be

@@ -44,7 +44,7 @@ func parseCreate(body []byte, maxInputItems int) (*host.CreateParams, error) {
 	}
 	return &host.CreateParams{Request: body, Model: req.Model, Input: req.Input, Instructions: req.Instructions,
 		Metadata: req.Metadata, Stream: req.Stream, Background: req.Background, Store: req.Store,
-		PreviousResponseID: req.PreviousResponseID}, nil
+		PreviousResponseID: req.PreviousResponseID, Conversation: req.Conversation}, nil
 }
 
 // requestError is the 400 of a request the wire reader refuses.

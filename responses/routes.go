@@ -157,6 +157,7 @@ func (s *server) routes() http.Handler {
 	api("GET /v1/models", s.handleModels)
 	api("GET /v1/models/{model}", s.handleModel)
 	api("GET /v1/hosts", s.withStoreTimeout(s.handleHosts))
+	s.conversationRoutes(api)
 	api("/v1/", s.handleUnknownRoute)
 	mux.Handle("GET /healthz", s.instrument(http.HandlerFunc(handleHealthz)))
 	mux.Handle("GET /readyz", s.instrument(http.HandlerFunc(s.handleReadyz)))

@@ -262,6 +262,11 @@ type ResponseCreateParams struct {
 	// store; the host hashes the request body).
 	RequestHash string
 	Now         time.Time // zero means time.Now()
+	// Conversation, when not nil, makes the response a turn of that
+	// conversation, taken in the same transaction (see ConversationTurn;
+	// a *ConversationError, nothing written, when refused). Only a
+	// ConversationStore honours it; other stores refuse it.
+	Conversation *ConversationTurn
 }
 
 // ResponseCreateResult is returned by ResponseCreate.
@@ -306,6 +311,17 @@ type CommitParams struct {
 	// Status that is not terminal is refused, nothing written: a run that
 	// goes on needs its lease.
 	Release bool
+	// Conversation, when not nil (on the commit that finishes a turn),
+	// appends the turn's items to its conversation and ends the turn, in
+	// the commit's transaction: a turn's items are in its conversation
+	// exactly when its terminal commit is (see ConversationAppend). Only a
+	// ConversationStore honours it; other stores refuse it.
+	Conversation *ConversationAppend
+	// PendingCalls, on the commit that finishes a response waiting for
+	// answers, records those call ids for the response (and its owner) in
+	// the commit's transaction, so that PendingCallGet finds it by one of
+	// them. Only a PendingCallReader honours it; other stores refuse it.
+	PendingCalls []string
 }
 
 // CommitResult is returned by Commit.

@@ -79,7 +79,7 @@ func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encod
 	var err error
 	cancelling := p.Status == store.StatusCancelled
 	_, resetResume := s.resumeFailed.Load(p.RunID)
-	if p.PruneKeep > 0 || cancelling || resetResume {
+	if p.PruneKeep > 0 || cancelling || resetResume || hasExtras(p) {
 		// One transaction, so one WAL flush: the commit, then the prune.
 		err = s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 			if cancelling {
@@ -88,6 +88,9 @@ func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encod
 				}
 			}
 			if err := commit(ctx, tx); err != nil {
+				return err
+			}
+			if err := commitExtras(ctx, tx, p); err != nil {
 				return err
 			}
 			if resetResume {

@@ -37,6 +37,9 @@ func (s *Store) ResponseDelete(ctx context.Context, id string) error {
 		if _, err := tx.Exec(ctx, "DELETE FROM idempotency_keys WHERE response_id = $1", id); err != nil {
 			return err
 		}
+		if _, err := tx.Exec(ctx, "DELETE FROM pending_calls WHERE response_id = $1", id); err != nil {
+			return err
+		}
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("store/postgres: delete response %s: %w", id, store.ErrNotFound)
 		}

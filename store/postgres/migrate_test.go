@@ -15,9 +15,14 @@ import (
 	"github.com/superstep/superstep/store/internal/eventrec"
 )
 
-// undoVersion7 undoes migration 7 (idempotency keys), for tests that
-// build a database of an older version.
-const undoVersion7 = "DROP TABLE idempotency_keys; "
+// undoVersionConversations undoes the conversations migration (the one
+// after idempotency keys), for tests that build a database of an older
+// version.
+const undoVersionConversations = "DROP TABLE conversations; DROP TABLE conversation_items; DROP TABLE pending_calls; "
+
+// undoVersion7 undoes migration 7 (idempotency keys) and the ones after
+// it, for tests that build a database of an older version.
+const undoVersion7 = undoVersionConversations + "DROP TABLE idempotency_keys; "
 
 // undoVersion6 undoes migrations 7 and 6 (response facts), for tests that build a
 // schema of an older version from a new one.

@@ -87,6 +87,9 @@ func (s *Store) pruneOne(ctx context.Context, tx pgx.Tx, id, runID string) error
 	if _, err := tx.Exec(ctx, "DELETE FROM idempotency_keys WHERE response_id = $1", id); err != nil {
 		return err
 	}
+	if _, err := tx.Exec(ctx, "DELETE FROM pending_calls WHERE response_id = $1", id); err != nil {
+		return err
+	}
 	if err := fixRunAfterDelete(ctx, tx, runID, id); err != nil {
 		return err
 	}

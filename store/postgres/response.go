@@ -36,6 +36,11 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 				return err
 			}
 		}
+		if p.Conversation != nil {
+			if err := takeTurn(ctx, tx, p.Conversation, p.Response.ID); err != nil {
+				return err
+			}
+		}
 		run, created, err := createOrContinueRun(ctx, tx, p, now)
 		if err != nil {
 			return err

@@ -34,7 +34,10 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	parts := hashParts(p.Checkpoint)
 	res := &store.CommitResult{}
 	err := s.writeWake(ctx, "commit", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Tx) error {
-		if err := commitTx(ctx, tx, p, parts, now, res); err != nil || p.PruneKeep <= 0 {
+		if err := commitTx(ctx, tx, p, parts, now, res); err != nil {
+			return err
+		}
+		if err := commitExtrasTx(ctx, tx, p, now); err != nil || p.PruneKeep <= 0 {
 			return err
 		}
 		var err error

@@ -113,6 +113,11 @@ func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, re
 	if exists > 0 {
 		return nil, fmt.Errorf("sqlite: response create: %w: response %s exists", store.ErrConflict, resp.ID)
 	}
+	if p.Conversation != nil {
+		if err := takeTurnTx(ctx, tx, p.Conversation, resp.ID); err != nil {
+			return nil, err
+		}
+	}
 	run, err := getRun(ctx, tx, p.RunID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -331,6 +336,9 @@ func deleteResponseTx(ctx context.Context, tx *sql.Tx, id string) error {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM idempotency_keys WHERE response_id = ?", id); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM pending_calls WHERE response_id = ?", id); err != nil {
 		return err
 	}
 	if err := fault.Point(ctx, "delete.response_deleted"); err != nil {

@@ -63,6 +63,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Check", func(t *testing.T) { testCheck(t, h) })
 	t.Run("Checkpoint", func(t *testing.T) { testCheckpoint(t, h) })
 	t.Run("Commit", func(t *testing.T) { testCommit(t, h) })
+	t.Run("Conversation", func(t *testing.T) { testConversation(t, h) })
 	t.Run("CommitConcurrent", func(t *testing.T) { testCommitConcurrent(t, h) })
 	t.Run("Crash", func(t *testing.T) { testCrash(t, h) })
 	t.Run("EventAppend", func(t *testing.T) { testEventAppend(t, h) })
