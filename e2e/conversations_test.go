@@ -188,6 +188,7 @@ func TestConversations_BadInput(t *testing.T) {
 		{"POST", "/v1/responses", `{"model":"history","input":"x","conversation":"conv_nope"}`, 404, "conversation"},
 		{"POST", "/v1/responses", `{"model":"history","input":"x","conversation":"nope"}`, 400, "conversation"},
 		{"POST", "/v1/responses", `{"model":"history","input":"x","conversation":{"ID":"conv_x"}}`, 400, "conversation.ID"},
+		{"POST", "/v1/responses", `{"model":"demo.approval","input":[{"type":"function_call_output","call_id":"call_unknown","output":"approve"}]}`, 400, "input[0].call_id"},
 	} {
 		req, _ := http.NewRequest(tc.method, e.srv.URL+tc.path, strings.NewReader(tc.body))
 		req.Header.Set("Authorization", "Bearer key-a")
@@ -209,4 +210,42 @@ func jsonParam(p string) string {
 		return "null"
 	}
 	return `"` + p + `"`
+}
+
+// A stateless client answers a workflow's request with a
+// function_call_output naming only its call_id: the run continues (the
+// new response names the one it continues); another key's answer to the
+// same call is a 400 naming input[0].call_id and changes nothing.
+func TestAnswerByCallID_OpenAIGo(t *testing.T) {
+	t.Parallel()
+	e := newConversationEnv(t)
+	ctx := context.Background()
+	first, err := e.client.Responses.New(ctx, responses.ResponseNewParams{Model: "demo.approval", Input: textInput("deploy?")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Output) != 1 || first.Output[0].Type != "function_call" {
+		t.Fatalf("first response: %s", first.RawJSON())
+	}
+	callID := first.Output[0].CallID
+	answer := func(c openai.Client) (*responses.Response, error) {
+		out := responses.ResponseInputItemParamOfFunctionCallOutput("approve")
+		out.OfFunctionCallOutput.CallID = openai.String(callID)
+		return c.Responses.New(ctx, responses.ResponseNewParams{Model: "demo.approval",
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}}})
+	}
+	before := dumpStore(t, e.store)
+	var apiErr *openai.Error
+	if _, err := answer(e.newClient("key-b")); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest ||
+		apiErr.Param != "input[0].call_id" {
+		t.Fatalf("another key's answer: %v", err)
+	}
+	requireSameDump(t, before, dumpStore(t, e.store), "after another key's answer")
+	second, err := answer(e.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.PreviousResponseID != first.ID || second.OutputText() != "approved" {
+		t.Fatalf("the answer: %s", second.RawJSON())
+	}
 }
