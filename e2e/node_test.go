@@ -18,7 +18,7 @@ import (
 // nodeTests are the node:test files of e2e/node, and nodePackages the npm
 // packages they import (each must be installed in e2e/node/node_modules).
 var (
-	nodeTests    = []string{"responses.test.mjs", "ai-sdk.test.mjs", "langchain.test.mjs"}
+	nodeTests    = []string{"responses.test.mjs", "ai-sdk.test.mjs", "langchain.test.mjs", "conversations.test.mjs"}
 	nodePackages = []string{"openai", "ai", "@ai-sdk/openai", "@langchain/openai", "@langchain/core"}
 )
 
@@ -93,6 +93,9 @@ func newNodeEnv(t *testing.T) *env {
 		chat, err := agent.NewChatAgent(&agent.Options{Name: "assistant", BaseURL: ms.URL, APIKey: "local", Model: "e2e-model",
 			Instructions: "You are a helpful assistant.", Tools: []*agent.Tool{add}, Retry: retry})
 		if err != nil {
+			return err
+		}
+		if err := h.RegisterAgent("history", historyAgent); err != nil { // conversations.test.mjs
 			return err
 		}
 		return h.RegisterAgent(chatModel, chat)

@@ -92,6 +92,13 @@ func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, er
 	if p.Conversation != "" {
 		return h.createTurn(ctx, m, p)
 	}
+	if p.PreviousResponseID == "" {
+		// Answers naming only call ids continue the response that made
+		// the calls (pendingcall.go).
+		if p.PreviousResponseID, err = h.answeredResponse(ctx, p); err != nil {
+			return nil, err
+		}
+	}
 	if p.PreviousResponseID != "" {
 		return h.createContinuation(ctx, m, p)
 	}

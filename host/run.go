@@ -355,6 +355,9 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 	if status.Terminal() && r.conv != nil {
 		p.Conversation = h.conversationAppend(r, status, next.Response)
 	}
+	if status.Terminal() {
+		p.PendingCalls = h.pendingCalls(status, next.Response)
+	}
 	if err := h.commit(r, p, next.NextSeq); err != nil {
 		if errors.Is(err, store.ErrFenced) {
 			r.fenced = true

@@ -285,6 +285,9 @@ type convRun struct {
 	params []responses.ResponseNewParams
 	// resumes and reposts count the retries of cut streams by kind.
 	resumes, reposts int
+	// conv, when set, is the conversation the turns name (the
+	// conversation parameter) instead of previous_response_id.
+	conv string
 }
 
 // turnState is one turn's kill triggers.
@@ -404,6 +407,9 @@ func (cr *convRun) run(ctx context.Context) {
 			ts.plan = drawPlan(cr.rng, turnModeOf(i))
 		}
 		params := turnParams(i, cr.n, prev)
+		if cr.conv != "" {
+			params = inConversation(params, cr.conv)
+		}
 		var res *convResult
 		switch turnModeOf(i) {
 		case modeStream:
@@ -684,7 +690,7 @@ func checkServed(ctx context.Context, t *testing.T, cr *convRun) {
 			t.Errorf("%s: turn %d: GET %s shows %+v; the client was shown %+v", cr.name, i, want.ID, got, want)
 		}
 		wantPrev := ""
-		if i > 0 {
+		if i > 0 && cr.conv == "" {
 			wantPrev = cr.results[i-1].ID
 		}
 		if got.Prev != wantPrev {
