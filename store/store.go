@@ -306,6 +306,12 @@ type CommitParams struct {
 	// Status that is not terminal is refused, nothing written: a run that
 	// goes on needs its lease.
 	Release bool
+	// Webhooks, on a commit whose Status is terminal, are webhook
+	// deliveries of the response written in the commit's transaction (the
+	// outbox; see WebhookOutbox, which the store must implement). A commit
+	// with Webhooks and a Status that is not terminal is refused, nothing
+	// written: only a finished response has webhooks.
+	Webhooks []WebhookInput
 }
 
 // CommitResult is returned by Commit.

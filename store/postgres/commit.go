@@ -34,6 +34,14 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	if p.Release && !p.Status.Terminal() {
 		return nil, fmt.Errorf("store/postgres: commit: Release with status %q: only a terminal commit releases the lease", p.Status)
 	}
+	if len(p.Webhooks) > 0 && !p.Status.Terminal() {
+		return nil, fmt.Errorf("store/postgres: commit: webhooks with status %q: only a terminal commit has webhooks", p.Status)
+	}
+	for _, w := range p.Webhooks {
+		if w.EventID == "" || w.Type == "" || w.Endpoint == "" {
+			return nil, errors.New("store/postgres: commit: a webhook needs an EventID, a Type and an Endpoint")
+		}
+	}
 	ev := encodeEvents(p.Events)
 	known := s.parts.known(p.RunID)
 	for attempt := 0; ; attempt++ {
@@ -79,7 +87,7 @@ func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encod
 	var err error
 	cancelling := p.Status == store.StatusCancelled
 	_, resetResume := s.resumeFailed.Load(p.RunID)
-	if p.PruneKeep > 0 || cancelling || resetResume {
+	if p.PruneKeep > 0 || cancelling || resetResume || len(p.Webhooks) > 0 {
 		// One transaction, so one WAL flush: the commit, then the prune.
 		err = s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 			if cancelling {
@@ -88,6 +96,9 @@ func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encod
 				}
 			}
 			if err := commit(ctx, tx); err != nil {
+				return err
+			}
+			if err := insertWebhooks(ctx, tx, p); err != nil {
 				return err
 			}
 			if resetResume {

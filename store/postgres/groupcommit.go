@@ -251,7 +251,9 @@ func (s *Store) commitAlone(r *commitReq) error {
 }
 
 // complex reports whether the commit takes more than the commit function.
-func (r *commitReq) complex() bool { return r.cancelling || r.reset || r.p.PruneKeep > 0 }
+func (r *commitReq) complex() bool {
+	return r.cancelling || r.reset || r.p.PruneKeep > 0 || len(r.p.Webhooks) > 0
+}
 
 // commitRow calls the commit function (query: commitSQL or batchCommitSQL).
 func (r *commitReq) commitRow(ctx context.Context, q interface {
@@ -284,6 +286,9 @@ func (s *Store) commitSteps(ctx context.Context, tx pgx.Tx, r *commitReq, query 
 		}
 	}
 	if err := r.commitRow(ctx, tx, query, s.txChannel()); err != nil {
+		return err
+	}
+	if err := insertWebhooks(ctx, tx, p); err != nil {
 		return err
 	}
 	if r.reset {

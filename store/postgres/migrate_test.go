@@ -17,7 +17,10 @@ import (
 
 // undoVersion7 undoes migration 7 (idempotency keys), for tests that
 // build a database of an older version.
-const undoVersion7 = "DROP TABLE idempotency_keys; "
+const undoVersion7 = undoWebhooks + "DROP TABLE idempotency_keys; "
+
+// undoWebhooks undoes the webhook outbox's migration (the newest).
+const undoWebhooks = "DROP TABLE webhook_deliveries; "
 
 // undoVersion6 undoes migrations 7 and 6 (response facts), for tests that build a
 // schema of an older version from a new one.
