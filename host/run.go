@@ -349,6 +349,9 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 		// The commit that finishes the response gives the lease up too:
 		// nothing of the run is written after it here.
 		Release: status.Terminal()}
+	if status.Terminal() {
+		p.Webhooks = h.webhooks(next.Response)
+	}
 	if err := h.commit(r, p, next.NextSeq); err != nil {
 		if errors.Is(err, store.ErrFenced) {
 			r.fenced = true
@@ -359,6 +362,7 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 	r.live = protocol.Live{} // the step's live items are closed (or void)
 	r.finished = status.Terminal()
 	r.released = p.Release
+	h.webhooksEnqueued(p)
 	// Durable now: readers here may see it.
 	r.feed.publish(c.Frames, next.Step)
 	if r.finished {

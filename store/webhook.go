@@ -86,7 +86,7 @@ type WebhookReportParams struct {
 	// WebhookPending: retry after RetryAfter.
 	Status     WebhookStatus
 	RetryAfter time.Duration
-	Error      string // the failed attempt's reason
+	Error      string // the failed attempt's reason; replaces LastError ("" clears it)
 	Now        time.Time
 }
 
