@@ -55,7 +55,7 @@ func requireEvent(t *testing.T, ds []*store.WebhookDelivery, responseID, typ str
 func TestHost_Webhooks_EventPerTerminalStatus(t *testing.T) {
 	t.Parallel()
 	var kicks atomic.Int64
-	b := setup(t, &setupOpts{cfg: &host.Config{WebhookURLs: hookURLs, WebhookEnqueued: func() { kicks.Add(1) }, 
+	b := setup(t, &setupOpts{cfg: &host.Config{WebhookURLs: hookURLs, WebhookEnqueued: func() { kicks.Add(1) },
 		CommitBackoff: time.Millisecond}})
 	ctx := testCtx(t)
 	bad := workflow.Func("bad", func(*workflow.Context, string) error { return errors.New("boom") })
