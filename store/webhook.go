@@ -56,7 +56,9 @@ type WebhookDelivery struct {
 	// NextAttemptAt is when the delivery is due: when a retry is due, or
 	// when the current claim expires.
 	NextAttemptAt time.Time
-	// ClaimOwner names the sender that made the last claim ("" before).
+	// ClaimOwner names the sender holding the claim of a pending
+	// delivery ("" when none holds it: before the first claim, after a
+	// retry report) or that delivered it or marked it failed.
 	ClaimOwner string
 	// LastError is the last failed attempt's reason ("" when none).
 	LastError string
@@ -117,7 +119,9 @@ type WebhookPruneParams struct {
 //
 // A delivery is claimed for a lease, attempted, and reported; a claim
 // whose holder died expires and the delivery is claimed again, by any
-// sender: delivery is at least once. Deliveries are not deleted with
+// sender: delivery is at least once. (A store that knows its previous
+// user is gone may release its claims when it opens, as SQLite does with
+// leases.) Deliveries are not deleted with
 // their response (ResponseDelete, ResponsePrune): the event happened, so
 // a pending one is still sent, and the receiver reading the response gets
 // what any reader of a deleted response gets. WebhookPrune deletes those

@@ -25,7 +25,7 @@ const (
 	RetryForDefault    = 72 * time.Hour
 	BackoffDefault     = time.Second
 	BackoffMaxDefault  = time.Hour
-	TimeoutDefault     = 15 * time.Second
+	TimeoutDefault     = 10 * time.Second
 	PollDefault        = time.Second
 	ConcurrencyDefault = 8
 	// KeepDoneDefault: delivered and failed deliveries are kept a week.
@@ -49,8 +49,9 @@ type Options struct {
 	Backoff, BackoffMax time.Duration
 	// Timeout bounds one attempt (connect, request, answer headers).
 	Timeout time.Duration
-	// Lease is how long a claim holds; at least twice Timeout (the
-	// default, plus a margin): a claim outlives its attempt and report.
+	// Lease is how long a claim holds: a delivery whose sender died is
+	// sent again by another after it. Default twice Timeout, so that a
+	// claim outlives its attempt and report; at least Timeout.
 	Lease time.Duration
 	// Poll is how often the outbox is read for due deliveries other hosts
 	// wrote, retries and expired claims (Kick reads it at once).
@@ -82,7 +83,7 @@ func (o *Options) withDefaults() (Options, error) {
 	def(&c.Backoff, BackoffDefault)
 	def(&c.BackoffMax, BackoffMaxDefault)
 	def(&c.Timeout, TimeoutDefault)
-	def(&c.Lease, 2*c.Timeout+10*time.Second)
+	def(&c.Lease, 2*c.Timeout)
 	def(&c.Poll, PollDefault)
 	def(&c.KeepDone, KeepDoneDefault)
 	if c.Concurrency == 0 {

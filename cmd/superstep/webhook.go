@@ -24,6 +24,7 @@ type webhookConfig struct {
 	urls       []string
 	secretFile string
 	retryFor   time.Duration
+	timeout    time.Duration
 	// secret is the parsed secret (after resolve): from --webhook-secret-file,
 	// else SUPERSTEP_WEBHOOK_SECRET.
 	secret *webhook.Secret
@@ -40,6 +41,7 @@ func (c *webhookConfig) register(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&c.secretFile, "webhook-secret-file", "", "file holding the webhook signing secret, whsec_<base64> (default: env SUPERSTEP_WEBHOOK_SECRET, the secret itself). With a secret, this host also sends deliveries other hosts enqueued")
 	fs.DurationVar(&c.retryFor, "webhook-retry-for", webhook.RetryForDefault, "how long a webhook delivery is retried before it is marked failed")
+	fs.DurationVar(&c.timeout, "webhook-timeout", webhook.TimeoutDefault, "how long one webhook attempt may take; a delivery claimed by a host that died is sent again by another after twice that")
 }
 
 // resolve reads the environment (for what the command line left unset)
@@ -76,8 +78,8 @@ func (c *webhookConfig) resolve(fs *flag.FlagSet) error {
 	if len(c.urls) > 0 && raw == "" {
 		errs = append(errs, errors.New("serve: --webhook-url needs a signing secret: --webhook-secret-file or SUPERSTEP_WEBHOOK_SECRET"))
 	}
-	if c.retryFor <= 0 {
-		errs = append(errs, fmt.Errorf("serve: --webhook-retry-for must be positive, got %v", c.retryFor))
+	if c.retryFor <= 0 || c.timeout <= 0 {
+		errs = append(errs, fmt.Errorf("serve: --webhook-retry-for and --webhook-timeout must be positive, got %v and %v", c.retryFor, c.timeout))
 	}
 	return errors.Join(errs...)
 }
@@ -100,7 +102,7 @@ func (c *webhookConfig) newSender(st store.Store, owner string, hc *host.Config,
 		name, _ := os.Hostname()
 		owner = fmt.Sprintf("%s-%d-%x", name, os.Getpid(), time.Now().UnixNano()&0xffffff)
 	}
-	snd, err := webhook.New(outbox, &webhook.Options{Secret: c.secret, Owner: owner, RetryFor: c.retryFor, Logger: log, Metrics: reg})
+	snd, err := webhook.New(outbox, &webhook.Options{Secret: c.secret, Owner: owner, RetryFor: c.retryFor, Timeout: c.timeout, Logger: log, Metrics: reg})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

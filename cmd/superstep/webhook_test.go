@@ -45,6 +45,7 @@ func TestParseServeFlags_Webhooks(t *testing.T) {
 		{"--webhook-url", "not a url", "--webhook-secret-file", file},
 		{"--webhook-secret-file", filepath.Join(t.TempDir(), "missing")},
 		{"--webhook-secret-file", file, "--webhook-retry-for", "0s"},
+		{"--webhook-secret-file", file, "--webhook-timeout", "-1s"},
 	} {
 		if _, err := parseServeFlags(args, io.Discard); err == nil {
 			t.Errorf("%q: no error", args)

@@ -123,7 +123,8 @@ func (s *Store) WebhookReport(ctx context.Context, p *store.WebhookReportParams)
 				status = $4,
 				last_error = $5,
 				next_attempt_at = CASE WHEN $4 = 'pending' THEN t.now + $6 * interval '1 microsecond' ELSE d.next_attempt_at END,
-				done_at = CASE WHEN $4 = 'pending' THEN NULL ELSE t.now END
+				done_at = CASE WHEN $4 = 'pending' THEN NULL ELSE t.now END,
+				claim_owner = CASE WHEN $4 = 'pending' THEN '' ELSE d.claim_owner END
 			FROM t WHERE d.id = $1 AND d.claim_owner = $2 AND d.attempts = $3 AND d.status = 'pending'
 			RETURNING d.id)
 			SELECT EXISTS (SELECT 1 FROM u), EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1)`,

@@ -105,7 +105,7 @@ func (s *Store) WebhookReport(ctx context.Context, p *store.WebhookReportParams)
 		var res sql.Result
 		var err error
 		if p.Status == store.WebhookPending {
-			res, err = tx.ExecContext(ctx, `UPDATE webhook_deliveries SET next_attempt_at = ?, last_error = ?
+			res, err = tx.ExecContext(ctx, `UPDATE webhook_deliveries SET next_attempt_at = ?, last_error = ?, claim_owner = ''
 				WHERE id = ? AND claim_owner = ? AND attempts = ? AND status = 'pending'`,
 				now.Add(p.RetryAfter).UnixNano(), p.Error, p.ID, p.Owner, p.Attempt)
 		} else {
@@ -214,4 +214,14 @@ func (s *Store) WebhookPrune(ctx context.Context, p *store.WebhookPruneParams) (
 		return err
 	})
 	return int(n), mapError("webhook prune", err)
+}
+
+// releaseWebhookClaims makes the deliveries claimed by a previous process
+// (which held the file lock, so it is gone) due at once, as releaseLeases
+// does for its leases: a crashed server's deliveries are sent again when
+// it restarts, not when their claims would have expired.
+func releaseWebhookClaims(ctx context.Context, db *sql.DB) error {
+	_, err := db.ExecContext(ctx, `UPDATE webhook_deliveries SET claim_owner = '', next_attempt_at = ?
+		WHERE status = 'pending' AND claim_owner <> ''`, time.Now().UnixNano())
+	return mapError("release webhook claims of a previous process", err)
 }

@@ -203,7 +203,7 @@ func testWebhook(t *testing.T, h Harness) {
 			RetryAfter: 10 * time.Second, Error: "HTTP 500", Now: t1})
 		requireNoError(t, err, "WebhookReport retry")
 		d := listWebhooks(t, b, o, nil)[0]
-		if d.Status != store.WebhookPending || d.LastError != "HTTP 500" || !d.NextAttemptAt.Equal(t1.Add(10*time.Second)) {
+		if d.Status != store.WebhookPending || d.LastError != "HTTP 500" || !d.NextAttemptAt.Equal(t1.Add(10*time.Second)) || d.ClaimOwner != "" {
 			t.Fatalf("after a retry report: %+v", d)
 		}
 		if ds := claimWebhooks(t, b, o, "host-a", time.Minute, t1.Add(9*time.Second)); len(ds) != 0 {
