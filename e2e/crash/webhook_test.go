@@ -16,10 +16,12 @@ import (
 
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/superstep/superstep/internal/testkit/pgtest"
 	"github.com/superstep/superstep/internal/testkit/proctest"
 	"github.com/superstep/superstep/internal/testkit/verifytest"
 	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/postgres"
 	"github.com/superstep/superstep/store/sqlite"
 	"github.com/superstep/superstep/webhook"
 )
@@ -39,7 +41,17 @@ func TestCrash_Webhooks_SQLite(t *testing.T) {
 	runWebhookCrash(t, &hookBackend{dbArg: db,
 		open: func(ctx context.Context) (store.Store, error) { return sqlite.Open(ctx, db, nil) },
 		read: func(ctx context.Context) (store.Store, error) { return sqlite.OpenReadOnly(ctx, db, nil) },
-	})
+	}, hookKills())
+}
+
+// TestCrash_Webhooks_Postgres is TestCrash_Webhooks_SQLite on PostgreSQL,
+// with fewer kills (a third): a killed host's runs and claimed deliveries
+// wait for their leases to expire before the next host takes them.
+func TestCrash_Webhooks_Postgres(t *testing.T) {
+	t.Parallel()
+	db := pgtest.Database(t, "superstep_webhooks")
+	open := func(ctx context.Context) (store.Store, error) { return postgres.Open(ctx, db, nil) }
+	runWebhookCrash(t, &hookBackend{dbArg: db, open: open, read: open, extraArgs: postgresServeArgs}, hookKills()/3)
 }
 
 // hookBackend is a database the webhook crash test runs on.
@@ -178,12 +190,11 @@ const (
 // hookKills is how many kills the test makes: 30 with the default -kills.
 func hookKills() int { return max(30, *flagKills*3/5) }
 
-func runWebhookCrash(t *testing.T, b *hookBackend) {
+func runWebhookCrash(t *testing.T, b *hookBackend, kills int) {
 	seed := *flagSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	kills := hookKills()
 	t.Logf("seed %d, %d kills (replay: go test ./e2e/crash -run '^%s$' -seed %d -kills %d)", seed, kills, t.Name(), seed, *flagKills)
 	dir := proctest.WorkDir(t, *flagKeep, "superstep-webhooks")
 	secret := webhook.NewSecret()
@@ -203,7 +214,7 @@ func runWebhookCrash(t *testing.T, b *hookBackend) {
 	}
 	for ch.kills < kills && ctx.Err() == nil {
 		// A few kills a third of the way in find the receiver down.
-		ch.rcv.setDown(ch.kills >= kills/3 && ch.kills < kills/3+3)
+		ch.rcv.setDown(ch.kills >= kills/3 && ch.kills < kills/3+max(1, kills/10))
 		ch.round(ctx)
 		ch.killOnce(ctx)
 		ch.checkUnfinishedSilent(ctx)
