@@ -1,7 +1,10 @@
 package host_test
 
 import (
+	"context"
 	"errors"
+	"log/slog"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/sqlite"
 	"github.com/superstep/superstep/workflow"
 )
 
@@ -126,3 +130,40 @@ func TestHost_Webhooks_NeedOutbox(t *testing.T) {
 
 // noOutbox hides a store's optional interfaces.
 type noOutbox struct{ store.Store }
+
+// BenchmarkHost_EchoResponseWebhook is BenchmarkHost_EchoResponse with one
+// webhook URL: the terminal commit also writes the response's delivery.
+func BenchmarkHost_EchoResponseWebhook(b *testing.B) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := host.New(s, &host.Config{Logger: slog.New(slog.DiscardHandler), WebhookURLs: hookURLs[:1]})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := examples.Register(h); err != nil {
+		b.Fatal(err)
+	}
+	if err := h.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = h.Shutdown(ctx)
+		_ = s.Close()
+	})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		r, err := h.Create(context.Background(), &host.CreateParams{Model: examples.Echo, Store: true,
+			Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: "bench"}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := h.Wait(context.Background(), r.ID, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
