@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
 	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/webhook"
 )
@@ -67,11 +70,19 @@ func TestServe_Webhooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// OpenAI's own Go SDK reads our webhooks as it reads OpenAI's.
+	oc := openai.NewClient(option.WithAPIKey("unused"), option.WithWebhookSecret(secret))
 	got := make(chan protocol.WebhookEvent, 10)
+	sdk := make(chan string, 10)
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if err := v.Verify(r.Header, body); err != nil {
 			t.Errorf("receiver: %v", err)
+		}
+		if ev, err := oc.Webhooks.Unwrap(body, r.Header); err != nil {
+			t.Errorf("receiver: openai-go Unwrap: %v", err)
+		} else {
+			sdk <- ev.Type + " " + ev.AsResponseCompleted().Data.ID
 		}
 		var ev protocol.WebhookEvent
 		if err := json.Unmarshal(body, &ev); err != nil {
@@ -100,6 +111,9 @@ func TestServe_Webhooks(t *testing.T) {
 	case ev := <-got:
 		if ev.Type != protocol.WebhookCompleted || ev.Data.ID != r.ID || ev.Object != "event" {
 			t.Fatalf("event %+v, want response.completed of %s", ev, r.ID)
+		}
+		if s := <-sdk; s != "response.completed "+r.ID {
+			t.Fatalf("openai-go read %q, want response.completed of %s", s, r.ID)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("no webhook\n%s", logs)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/superstep/superstep/internal/testkit/pgtest"
@@ -76,6 +78,7 @@ type hookRequest struct {
 type hookReceiver struct {
 	t        *testing.T
 	verifier *webhook.Verifier
+	sdk      openai.Client // OpenAI's Go SDK, which verifies them too
 	srv      *httptest.Server
 	held     chan struct{} // a held request arrived
 
@@ -93,7 +96,8 @@ func newHookReceiver(t *testing.T, secret string, seed uint64) *hookReceiver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &hookReceiver{t: t, verifier: v, held: make(chan struct{}, 1)}
+	r := &hookReceiver{t: t, verifier: v, held: make(chan struct{}, 1),
+		sdk: openai.NewClient(option.WithAPIKey("unused"), option.WithWebhookSecret(secret))}
 	r.mu.rng = rand.New(rand.NewPCG(seed, 0x400c))
 	r.mu.reqs = map[string][]hookRequest{}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
@@ -110,6 +114,9 @@ func (r *hookReceiver) serve(w http.ResponseWriter, req *http.Request) {
 		r.t.Errorf("receiver: signature of %s: %v", body, err)
 		w.WriteHeader(http.StatusUnauthorized)
 		return
+	}
+	if err := r.sdk.Webhooks.VerifySignature(body, req.Header); err != nil {
+		r.t.Errorf("receiver: openai-go refuses the signature of %s: %v", body, err)
 	}
 	var ev protocol.WebhookEvent
 	if err := json.Unmarshal(body, &ev); err != nil || ev.Object != "event" || ev.ID != req.Header.Get(webhook.HeaderID) || ev.Data.ID == "" {
