@@ -28,6 +28,9 @@ func newHost(s store.Store, cfg *Config) (*Host, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	if err := checkWebhooks(s, &c); err != nil {
+		return nil, err
+	}
 	m, err := newMetrics(c.Metrics)
 	if err != nil {
 		return nil, err

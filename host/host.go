@@ -123,6 +123,15 @@ type Config struct {
 	// active runs; an old completed head goes, ending its conversation).
 	// 0 (the default) keeps responses forever.
 	Retention time.Duration
+	// WebhookURLs, when not empty, turns webhooks on: the commit that
+	// finishes a response also writes, in its transaction, one delivery
+	// of the response's event to each URL (the outbox; the store must
+	// implement store.WebhookOutbox). Package webhook sends them.
+	WebhookURLs []string
+	// WebhookEnqueued, when not nil, is called after each commit that
+	// wrote webhook deliveries, so their sender looks at once. It must
+	// not block (a run's commit calls it).
+	WebhookEnqueued func()
 	// Test holds knobs for tests only (fault injection); the superstep
 	// command never sets them.
 	Test TestConfig

@@ -352,11 +352,11 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 		// The commit that finishes the response gives the lease up too:
 		// nothing of the run is written after it here.
 		Release: status.Terminal()}
-	if status.Terminal() && r.conv != nil {
-		p.Conversation = h.conversationAppend(r, status, next.Response)
-	}
 	if status.Terminal() {
-		p.PendingCalls = h.pendingCalls(status, next.Response)
+		if r.conv != nil {
+			p.Conversation = h.conversationAppend(r, status, next.Response)
+		}
+		p.Webhooks = h.webhooks(next.Response)
 	}
 	if err := h.commit(r, p, next.NextSeq); err != nil {
 		if errors.Is(err, store.ErrFenced) {
@@ -368,6 +368,7 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 	r.live = protocol.Live{} // the step's live items are closed (or void)
 	r.finished = status.Terminal()
 	r.released = p.Release
+	h.webhooksEnqueued(p)
 	// Durable now: readers here may see it.
 	r.feed.publish(c.Frames, next.Step)
 	if r.finished {

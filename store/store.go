@@ -322,6 +322,12 @@ type CommitParams struct {
 	// the commit's transaction, so that PendingCallGet finds it by one of
 	// them. Only a PendingCallReader honours it; other stores refuse it.
 	PendingCalls []string
+	// Webhooks, on a commit whose Status is terminal, are webhook
+	// deliveries of the response written in the commit's transaction (the
+	// outbox; see WebhookOutbox, which the store must implement). A commit
+	// with Webhooks and a Status that is not terminal is refused, nothing
+	// written: only a finished response has webhooks.
+	Webhooks []WebhookInput
 }
 
 // CommitResult is returned by Commit.

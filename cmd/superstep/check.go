@@ -39,6 +39,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if checkErr == nil {
 		checkErr = reportUnresumable(ctx, s, stdout)
 	}
+	if checkErr == nil {
+		checkErr = reportWebhooks(ctx, s, stdout)
+	}
 	closeErr := s.Close()
 	if checkErr != nil {
 		return withCode(exitCheck, fmt.Errorf("check %s: %w", redactURL(db), checkErr))

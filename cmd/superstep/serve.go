@@ -59,6 +59,8 @@ type serveConfig struct {
 	// proxyModels lists the model server's models to host as durable
 	// models (comma-separated ids, or proxyAll).
 	proxyModels string
+	// webhook configures webhooks (webhook.go).
+	webhook webhookConfig
 }
 
 // proxyAll as --proxy-models hosts every model the model server lists.
@@ -99,6 +101,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.model, "model", agent.DefaultModel, "model name the LLM demos send to the model server (any name works with local)")
 	fs.StringVar(&c.modelAPI, "model-api", string(agent.APIChatCompletions), "API the LLM demos use: chat_completions or responses")
 	fs.StringVar(&c.proxyModels, "proxy-models", "", "models of the model server to host as durable models under their own ids: comma-separated ids, or \"all\" for every id its GET /models lists (needs --model-server or --openai-api-key)")
+	c.webhook.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -117,6 +120,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 			return nil, withCode(exitUsage, fmt.Errorf("serve: SUPERSTEP_RETENTION: %w", err))
 		}
 		c.retention = d
+	}
+	if err := c.webhook.resolve(fs); err != nil {
+		return nil, withCode(exitUsage, err)
 	}
 	return c, c.validate()
 }
@@ -262,6 +268,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer cancel()
 		return errors.Join(fmt.Errorf("serve: start host: %w", err), h.Shutdown(graceCtx))
 	}
+	stopWebhooks := cfg.webhook.start(ctx)
+	defer stopWebhooks() // after the host stopped, before the store closes
 	fmt.Fprintf(stdout, "superstep: listening on http://%s\n", ln.Addr())
 	log.Info("superstep: serving", "addr", ln.Addr().String(), "db", redactURL(cfg.db), "auth", len(keys)+len(adminKeys) > 0,
 		"admin_keys", len(adminKeys))
@@ -387,8 +395,12 @@ func resolveProxies(ctx context.Context, cfg *serveConfig, llm *examples.LLMOpti
 // their metrics on reg.
 func newServer(cfg *serveConfig, st store.Store, keys, adminKeys map[string]string, llm *examples.LLMOptions, proxies []string,
 	log *slog.Logger, reg *prometheus.Registry) (*http.Server, *host.Host, error) {
-	h, err := host.New(st, &host.Config{HostID: cfg.hostID, Addr: cfg.advertise, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps, MaxRuns: cfg.maxRuns,
-		KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, Logger: log, Metrics: reg})
+	hc := &host.Config{HostID: cfg.hostID, Addr: cfg.advertise, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps, MaxRuns: cfg.maxRuns,
+		KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, Logger: log, Metrics: reg}
+	if err := cfg.webhook.newSender(st, cfg.hostID, hc, log, reg); err != nil {
+		return nil, nil, err
+	}
+	h, err := host.New(st, hc)
 	if err != nil {
 		return nil, nil, withCode(exitUsage, fmt.Errorf("serve: %w", err))
 	}

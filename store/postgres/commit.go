@@ -34,6 +34,14 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	if p.Release && !p.Status.Terminal() {
 		return nil, fmt.Errorf("store/postgres: commit: Release with status %q: only a terminal commit releases the lease", p.Status)
 	}
+	if len(p.Webhooks) > 0 && !p.Status.Terminal() {
+		return nil, fmt.Errorf("store/postgres: commit: webhooks with status %q: only a terminal commit has webhooks", p.Status)
+	}
+	for _, w := range p.Webhooks {
+		if w.EventID == "" || w.Type == "" || w.Endpoint == "" {
+			return nil, errors.New("store/postgres: commit: a webhook needs an EventID, a Type and an Endpoint")
+		}
+	}
 	ev := encodeEvents(p.Events)
 	known := s.parts.known(p.RunID)
 	for attempt := 0; ; attempt++ {

@@ -285,31 +285,6 @@ func takeTurn(ctx context.Context, tx pgx.Tx, turn *store.ConversationTurn, id s
 	return err
 }
 
-// hasExtras reports whether a commit writes more than superstep_commit
-// does: a conversation append or pending calls.
-func hasExtras(p *store.CommitParams) bool { return p.Conversation != nil || len(p.PendingCalls) > 0 }
-
-// commitExtras writes what p adds besides the superstep, in the commit's
-// transaction, after superstep_commit: its conversation append (skipped
-// when the conversation was deleted) and its pending calls.
-func commitExtras(ctx context.Context, tx pgx.Tx, p *store.CommitParams) error {
-	if a := p.Conversation; a != nil {
-		_, err := appendItems(ctx, tx, a.ID, a.ResponseID, a.Items, callTime(p.Now))
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-	}
-	if len(p.PendingCalls) > 0 {
-		_, err := tx.Exec(ctx, `INSERT INTO pending_calls (owner, call_id, response_id)
-			SELECT r.owner, c, r.id FROM responses r, unnest($2::text[]) AS c WHERE r.id = $1
-			ON CONFLICT (owner, call_id) DO UPDATE SET response_id = excluded.response_id`, p.ResponseID, p.PendingCalls)
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // PendingCallGet returns the response that left owner's call pending
 // (store.ErrNotFound).
 func (s *Store) PendingCallGet(ctx context.Context, owner, callID string) (string, error) {

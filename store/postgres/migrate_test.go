@@ -15,10 +15,13 @@ import (
 	"github.com/superstep/superstep/store/internal/eventrec"
 )
 
+// undoWebhooks undoes the webhook outbox's migration (the newest).
+const undoWebhooks = "DROP TABLE webhook_deliveries; "
+
 // undoVersionConversations undoes the conversations migration (the one
-// after idempotency keys), for tests that build a database of an older
-// version.
-const undoVersionConversations = "DROP TABLE conversations; DROP TABLE conversation_items; DROP TABLE pending_calls; "
+// after idempotency keys) and the ones after it, for tests that build a
+// database of an older version.
+const undoVersionConversations = undoWebhooks + "DROP TABLE conversations; DROP TABLE conversation_items; DROP TABLE pending_calls; "
 
 // undoVersion7 undoes migration 7 (idempotency keys) and the ones after
 // it, for tests that build a database of an older version.

@@ -30,6 +30,14 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	if p.Release && !p.Status.Terminal() {
 		return nil, fmt.Errorf("sqlite: commit: Release with status %q: only a terminal commit releases the lease", p.Status)
 	}
+	if len(p.Webhooks) > 0 && !p.Status.Terminal() {
+		return nil, fmt.Errorf("sqlite: commit: webhooks with status %q: only a terminal commit has webhooks", p.Status)
+	}
+	for _, w := range p.Webhooks {
+		if w.EventID == "" || w.Type == "" || w.Endpoint == "" {
+			return nil, errors.New("sqlite: commit: a webhook needs an EventID, a Type and an Endpoint")
+		}
+	}
 	now := orNow(p.Now)
 	parts := hashParts(p.Checkpoint)
 	res := &store.CommitResult{}
@@ -112,6 +120,11 @@ func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []ha
 	_, err = tx.ExecContext(ctx, q, p.Step, now.UnixNano(), p.RunID)
 	if err != nil {
 		return mapError("update run", err)
+	}
+	if len(p.Webhooks) > 0 {
+		if err := insertWebhooks(ctx, tx, p, now); err != nil {
+			return err
+		}
 	}
 	return fault.Point(ctx, "commit.run_updated")
 }

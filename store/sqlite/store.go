@@ -155,6 +155,9 @@ func releaseLeases(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return mapError("release leases of a previous process", err)
 	}
+	if err := releaseWebhookClaims(ctx, db); err != nil {
+		return err
+	}
 	_, err = db.ExecContext(ctx, "DELETE FROM hosts")
 	return mapError("remove the hosts of a previous process", err)
 }

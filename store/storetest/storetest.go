@@ -4,7 +4,7 @@
 // imports no backend.
 //
 // The suite is split into files by area (commit.go, concurrent.go, events.go, records.go, lease.go,
-// response.go, retention.go, fault.go, crash.go, hosts.go). The first t.Run
+// response.go, retention.go, fault.go, crash.go, hosts.go, webhook.go). The first t.Run
 // level names the method, the second the behaviour. Every subtest gets a store of
 // its own and ends with store.Check.
 package storetest
@@ -82,6 +82,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Retention", func(t *testing.T) { testRetention(t, h) })
 	t.Run("ResponsePrune", func(t *testing.T) { testResponsePrune(t, h) })
 	t.Run("Run", func(t *testing.T) { testRun(t, h) })
+	t.Run("Webhook", func(t *testing.T) { testWebhook(t, h) })
 }
 
 // bundle is what one subtest works with.
