@@ -15,9 +15,13 @@ import (
 	"github.com/superstep/superstep/store/internal/eventrec"
 )
 
-// undoVersion7 undoes migration 7 (idempotency keys), for tests that
-// build a database of an older version.
-const undoVersion7 = "DROP TABLE idempotency_keys; "
+// undoTraceContext undoes the trace-context migration (the newest), for
+// tests that build a database of an older version.
+const undoTraceContext = "ALTER TABLE responses DROP COLUMN trace_context; "
+
+// undoVersion7 undoes migration 7 (idempotency keys) and the ones after
+// it, for tests that build a database of an older version.
+const undoVersion7 = undoTraceContext + "DROP TABLE idempotency_keys; "
 
 // undoVersion6 undoes migrations 7 and 6 (response facts), for tests that build a
 // schema of an older version from a new one.
