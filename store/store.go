@@ -95,7 +95,8 @@ type Response struct {
 	// CompletedAt is set by the write that gave the response its terminal
 	// event; nil before, also while a recorded cancel (Status cancelled)
 	// waits for the owner's cancelled commit.
-	CompletedAt *time.Time	// TraceContext is the W3C trace context of the response as the host
+	CompletedAt *time.Time
+	// TraceContext is the W3C trace context of the response as the host
 	// recorded it at create (a traceparent header value, optionally
 	// followed by "\n" and a tracestate; opaque to the store; "" when
 	// tracing was off or for responses created before the store kept it),
