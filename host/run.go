@@ -447,21 +447,24 @@ func (h *Host) commit(r *run, p *store.CommitParams, nextSeq int64) error {
 // commitAttempt makes one attempt to write p, with the fault points around
 // the store call.
 func (h *Host) commitAttempt(ctx context.Context, p *store.CommitParams) error {
+	span := startCommitSpan(ctx, p) // nil when not traced
 	f := &Fault{Point: FaultCommitBefore, RunID: p.RunID, ResponseID: p.ResponseID, Step: p.Step}
 	if err := h.fault(ctx, f); err != nil {
+		endSpan(span, err)
 		return err
 	}
 	start := time.Now()
-	span := startCommitSpan(ctx, p)
 	res, err := h.store.Commit(ctx, p)
 	h.metrics.commitSeconds.Observe(time.Since(start).Seconds())
-	endSpan(span, err)
 	if err != nil {
+		endSpan(span, err)
 		return err
 	}
 	h.metrics.checkpointsPruned.Add(float64(res.Pruned))
 	f.Point = FaultCommitAfter
-	return h.fault(ctx, f)
+	err = h.fault(ctx, f)
+	endSpan(span, err)
+	return err
 }
 
 // commitState compares the store with p, made under p.Epoch: committed
