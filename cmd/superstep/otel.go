@@ -24,7 +24,9 @@ const tracingShutdownTimeout = 5 * time.Second
 
 // setupTracing configures OpenTelemetry tracing from the standard
 // environment variables, and returns the provider (nil when tracing is
-// off) and the function that flushes and stops it at exit.
+// off) and the function that flushes and stops it at exit. (The
+// "serving" log line says where spans go: logged here, the endpoint's
+// address would come before the listening address.)
 //
 // Tracing is on when OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
 // OTEL_EXPORTER_OTLP_ENDPOINT is set, or OTEL_TRACES_EXPORTER is "otlp";
@@ -66,8 +68,6 @@ func setupTracing(ctx context.Context, log *slog.Logger) (trace.TracerProvider, 
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("superstep: tracing", "err", err) }))
-	log.Info("superstep: tracing on", "protocol", proto, "endpoint",
-		redactModelURL(firstEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")))
 	stop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), tracingShutdownTimeout)
 		defer cancel()
@@ -90,6 +90,18 @@ func tracingConfigured() bool {
 		return true
 	}
 	return firstEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT") != ""
+}
+
+// tracingLog describes where spans go, for the "serving" log line.
+func tracingLog(tp trace.TracerProvider) string {
+	if tp == nil {
+		return "off"
+	}
+	proto := firstEnv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+	if proto == "" {
+		proto = "http/protobuf"
+	}
+	return "otlp " + proto + " " + redactModelURL(firstEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"))
 }
 
 // firstEnv returns the first of the variables that is set and not empty.

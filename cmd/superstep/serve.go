@@ -276,7 +276,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "superstep: listening on http://%s\n", ln.Addr())
 	log.Info("superstep: serving", "addr", ln.Addr().String(), "db", redactURL(cfg.db), "auth", len(keys)+len(adminKeys) > 0,
-		"admin_keys", len(adminKeys))
+		"admin_keys", len(adminKeys), "tracing", tracingLog(cfg.tracer))
 	return serveUntilDone(ctx, srv, limited, h, cfg.grace, log)
 }
 
