@@ -208,7 +208,9 @@ func (t *chatTurn) runTool(c toolCall) error {
 	if tool := t.a.tools[c.Name]; tool == nil {
 		out = "error: unknown tool " + c.Name
 	} else {
-		res, err := tool.Call(context.WithValue(t.ctx, keyCallID, c.ID), c.Args)
+		tctx, span := t.startToolSpan(c)
+		res, err := tool.Call(context.WithValue(tctx, keyCallID, c.ID), c.Args)
+		endToolSpan(span, err)
 		switch {
 		case t.ctx.Err() != nil:
 			return fmt.Errorf("agent: tool %q: %w", c.Name, context.Cause(t.ctx))
@@ -284,16 +286,20 @@ func joinNonEmpty(sep string, parts ...string) string {
 
 // callModel makes one model call, retrying per the policy. Deltas streamed
 // by a failed attempt are voided with an UpdateRetry.
-func (t *chatTurn) callModel(handoffs []HandoffTarget) (*modelReply, error) {
+func (t *chatTurn) callModel(handoffs []HandoffTarget) (rep *modelReply, err error) {
 	req := t.request(handoffs)
 	pol := t.a.retryPolicy()
+	ctx, span := t.startModelSpan(req)
+	attempts := 0
+	defer func() { endModelSpan(span, rep, attempts, err) }()
 	for attempt := 0; ; attempt++ {
+		attempts++
 		streamed := false
 		emit := func(delta string) error {
 			streamed = true
 			return t.emit(Update{Kind: UpdateTextDelta, Text: delta})
 		}
-		actx, cancel := context.WithTimeout(t.ctx, t.a.opts.CallTimeout)
+		actx, cancel := context.WithTimeout(ctx, t.a.opts.CallTimeout)
 		rep, err := t.a.call(actx, req, emit)
 		cancel()
 		if err == nil {

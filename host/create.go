@@ -282,13 +282,17 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 	if err != nil {
 		return nil, fmt.Errorf("host: encode input: %w", err)
 	}
+	span, tc := h.startResponseSpan(ctx, snap.ID, sp.runID, m.ID, p.Background)
 	res, err := h.store.ResponseCreate(ctx, &store.ResponseCreateParams{
 		Response: &store.Response{ID: snap.ID, PreviousResponseID: p.PreviousResponseID, Model: m.ID,
 			Owner: p.Owner, Status: store.Status(status), Request: p.Request, Snapshot: c.Snapshot, CreatedAt: now,
-			Publication: p.publication, Input: input},
+			Publication: p.publication, Input: input, TraceContext: tc},
 		RunID: sp.runID, Branch: sp.branch, Checkpoint: sp.checkpoint, Events: toEventInputs(c.Frames),
 		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration, // the lease on the store's clock
 		IdempotencyKey: p.IdempotencyKey, RequestHash: keyHash(p), Conversation: p.turn})
+	if err != nil {
+		endSpan(span, err)
+	}
 	if ie, ok := errors.AsType[*store.IdempotencyError](err); ok {
 		return h.replayRaced(ctx, p, ie) // a concurrent create with the key won
 	}
@@ -298,9 +302,10 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 	ferr := h.fault(ctx, &Fault{Point: FaultCreateAfterRecord, RunID: sp.runID, ResponseID: snap.ID})
 	if owner == "" {
 		h.log.Info("host: at MaxRuns; response queued for a host with capacity", "response_id", snap.ID)
+		endSpan(span, nil, attrStopped.String("queued for a host with capacity"))
 	} else {
 		r := h.newRun(m, res.Response, snap, sp.runID, res.Run.Lease, sp.lastStep, sp.lastParts)
-		r.info.Params = p.params
+		r.info.Params, r.trace.span = p.params, span
 		if err := h.startRun(r, sp.drive(r)); err != nil {
 			// The response is durable; recovery (Start on any host) resumes it.
 			h.log.Warn("host: created response not started here; left for recovery", "response_id", snap.ID, "err", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/protocol"
@@ -135,6 +136,11 @@ type Config struct {
 	// Test holds knobs for tests only (fault injection); the superstep
 	// command never sets them.
 	Test TestConfig
+	// TracerProvider, when set, traces responses (see host/trace.go): a
+	// span per response, superstep and store commit, and the workflow's,
+	// model and tool spans beneath them. Nil (the default): no spans, and
+	// no trace context stored with responses.
+	TracerProvider trace.TracerProvider
 }
 
 // Sentinel errors of the host.

@@ -175,6 +175,7 @@ func (h *Host) resumeNow(ctx context.Context, sr *store.Run) error {
 		r.cancelled.Store(true)
 		drive = func(context.Context) error { return errRunCancelled }
 	}
+	h.startResumedSpan(r, head, cp.Step)
 	return h.startRun(r, drive)
 }
 

@@ -73,6 +73,7 @@ type run struct {
 	// conv is the conversation the head response is a turn of (nil for
 	// none): its terminal commit appends the turn's items to it.
 	conv *convTurn
+	trace     runTrace // tracing state (see trace.go)
 }
 
 // runInfo is what a run's driver tells its executors about the response
@@ -105,6 +106,7 @@ func (h *Host) startRun(r *run, drive func(ctx context.Context) error) error {
 		h.mu.Lock()
 		if h.mu.closed {
 			h.mu.Unlock()
+			endSpan(r.trace.span, ErrHostClosed)
 			return ErrHostClosed
 		}
 		old, ok := h.mu.runs[r.id]
@@ -126,6 +128,7 @@ func (h *Host) startRun(r *run, drive func(ctx context.Context) error) error {
 		defer h.forgetRun(r)
 		err := drive(r.ctx)
 		h.afterDrive(r, err)
+		h.endRunTrace(r, err)
 	}()
 	return nil
 }
@@ -187,8 +190,8 @@ func (h *Host) driveWorkflow(r *run, wr *workflow.Run) func(ctx context.Context)
 		if r.info.Params != nil {
 			inv.Params = r.info.Params // never a typed nil
 		}
-		return wr.Run(ctx, func(_ context.Context, s *workflow.Step) error {
-			return h.commitStep(r, s)
+		return wr.Run(r.runContext(ctx), func(ctx context.Context, s *workflow.Step) error {
+			return h.commitStep(ctx, r, s)
 		}, &workflow.RunOptions{MaxSupersteps: int64(h.cfg.MaxSupersteps), StepBase: r.startStep,
 			Live: h.liveHook(r), Invocation: inv})
 	}
@@ -202,7 +205,7 @@ func (h *Host) afterDrive(r *run, err error) {
 	h.stopLive(r) // no live append may follow (or race) the terminal commit
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	log := h.log.With("run_id", r.id, "response_id", r.responseID())
+	log := h.runLog(r)
 	switch {
 	case r.finished:
 		if err != nil && !errors.Is(err, errDraining) {
@@ -273,9 +276,13 @@ func (h *Host) releaseLease(r *run) {
 // commitStep is the workflow's commit hook: the projector turns the step
 // into frames and the next snapshot, which are committed with the checkpoint;
 // only then does the in-memory state change.
-func (h *Host) commitStep(r *run, s *workflow.Step) error {
+func (h *Host) commitStep(ctx context.Context, r *run, s *workflow.Step) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.trace.span != nil {
+		r.trace.stepCtx = ctx // the superstep's span: the commit's parent
+		defer func() { r.trace.stepCtx = nil }()
+	}
 	// The step's events follow its live events in seq: wait until those
 	// are durable (a failed append fails the step, as it would have failed
 	// the EmitLive that queued it).
@@ -393,7 +400,7 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 // the store: the earlier attempt may have committed after all (the
 // failure was in reporting it).
 func (h *Host) commit(r *run, p *store.CommitParams, nextSeq int64) error {
-	ctx := h.runCtx // a cancel must not abort a commit; a hard stop does
+	ctx := h.commitContext(h.runCtx, r, p) // a cancel must not abort a commit; a hard stop does
 	backoff := h.cfg.CommitBackoff
 	failures := 0 // failed attempts not known to be transient
 	for attempt := 0; ; attempt++ {
@@ -433,10 +440,10 @@ func (h *Host) commit(r *run, p *store.CommitParams, nextSeq int64) error {
 				h.log.Info("host: commit refused: the response was cancelled or deleted", "run_id", p.RunID, "step", p.Step, "err", err)
 				return fmt.Errorf("host: commit run %s step %d: %w", p.RunID, p.Step, err)
 			}
-			h.log.Error("host: commit failed", "run_id", p.RunID, "step", p.Step, "attempt", attempt+1, "err", err)
+			h.log.ErrorContext(ctx, "host: commit failed", "run_id", p.RunID, "step", p.Step, "attempt", attempt+1, "err", err)
 			return fmt.Errorf("host: commit run %s step %d: %w", p.RunID, p.Step, err)
 		}
-		h.log.Warn("host: commit failed; retrying", "run_id", p.RunID, "step", p.Step, "attempt", attempt+1,
+		h.log.WarnContext(ctx, "host: commit failed; retrying", "run_id", p.RunID, "step", p.Step, "attempt", attempt+1,
 			"backoff", backoff, "transient", transient, "err", err)
 		if stop := h.commitWait(r, backoff); stop != nil {
 			h.log.Warn("host: commit not retried: the run is stopping; left for recovery", "run_id", p.RunID,
@@ -450,19 +457,24 @@ func (h *Host) commit(r *run, p *store.CommitParams, nextSeq int64) error {
 // commitAttempt makes one attempt to write p, with the fault points around
 // the store call.
 func (h *Host) commitAttempt(ctx context.Context, p *store.CommitParams) error {
+	span := startCommitSpan(ctx, p) // nil when not traced
 	f := &Fault{Point: FaultCommitBefore, RunID: p.RunID, ResponseID: p.ResponseID, Step: p.Step}
 	if err := h.fault(ctx, f); err != nil {
+		endSpan(span, err)
 		return err
 	}
 	start := time.Now()
 	res, err := h.store.Commit(ctx, p)
 	h.metrics.commitSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
+		endSpan(span, err)
 		return err
 	}
 	h.metrics.checkpointsPruned.Add(float64(res.Pruned))
 	f.Point = FaultCommitAfter
-	return h.fault(ctx, f)
+	err = h.fault(ctx, f)
+	endSpan(span, err)
+	return err
 }
 
 // commitState compares the store with p, made under p.Epoch: committed

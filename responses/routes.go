@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/superstep/superstep/host"
 )
@@ -74,6 +75,10 @@ type Options struct {
 	// Registry receives the HTTP metrics and is served at /metrics. Nil: a
 	// fresh registry with the Go and process collectors.
 	Registry *prometheus.Registry
+	// TracerProvider, when set, gives every /v1 request a server span (a
+	// child of its traceparent header, W3C trace context), under which the
+	// host traces the responses it creates. Nil: no spans.
+	TracerProvider trace.TracerProvider
 }
 
 func (o *Options) withDefaults() Options {
@@ -147,7 +152,7 @@ func NewHandler(h *host.Host, opts *Options) (http.Handler, error) {
 func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
 	api := func(pattern string, fn http.HandlerFunc) {
-		mux.Handle(pattern, s.instrument(s.authenticate(fn)))
+		mux.Handle(pattern, s.instrument(s.trace(pattern, s.authenticate(fn))))
 	}
 	api("POST /v1/responses", s.handleCreate)
 	api("GET /v1/responses/{id}", s.withResponseID(s.handleGet))

@@ -96,6 +96,13 @@ type Response struct {
 	// event; nil before, also while a recorded cancel (Status cancelled)
 	// waits for the owner's cancelled commit.
 	CompletedAt *time.Time
+	// TraceContext is the W3C trace context of the response as the host
+	// recorded it at create (a traceparent header value, optionally
+	// followed by "\n" and a tracestate; opaque to the store; "" when
+	// tracing was off or for responses created before the store kept it),
+	// so that a host resuming the run continues the response's trace.
+	// Written by ResponseCreate, never changed.
+	TraceContext string
 }
 
 // Finished reports whether the response's terminal event is in its log:
@@ -220,7 +227,7 @@ type CheckpointInfo struct {
 
 // ResponseCreateParams are the arguments of ResponseCreate.
 type ResponseCreateParams struct {
-	Response *Response // ID, Model, Owner, Status, Request, Snapshot, Publication, Input; CreatedAt defaults to Now
+	Response *Response // ID, Model, Owner, Status, Request, Snapshot, Publication, Input, TraceContext; CreatedAt defaults to Now
 	// RunID names the run. Without Response.PreviousResponseID the run is
 	// created with Response as its head (ErrConflict when it exists). With
 	// it (a continuation) the run must exist, PreviousResponseID must be

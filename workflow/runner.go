@@ -213,19 +213,24 @@ func (r *Run) drive(ctx context.Context, commit CommitFunc, opts *RunOptions, st
 			return err
 		}
 		stepNo := r.st.step + 1
-		next, s, err := r.liveSuperstep(ctx, stepNo, base, limit, liveFn)
+		sctx, span := startStepSpan(ctx, stepNo)
+		next, s, err := r.liveSuperstep(sctx, stepNo, base, limit, liveFn)
 		if cerr := ctx.Err(); cerr != nil {
 			r.reset()
+			endStepSpan(span, nil, cerr)
 			return cerr
 		}
 		if err != nil {
 			r.reset()
+			endStepSpan(span, nil, err)
 			return err
 		}
-		if err := commit(ctx, s); err != nil {
+		if err := commit(sctx, s); err != nil {
 			r.reset()
+			endStepSpan(span, nil, err)
 			return fmt.Errorf("workflow: commit step %d: %w", stepNo, err)
 		}
+		endStepSpan(span, s, nil)
 		invariants.Check(next.step == r.st.step+1, "workflow: step numbers must increase by one")
 		r.st = next
 		if next.status == Failed {
@@ -365,9 +370,11 @@ func (r *Run) execute(ctx context.Context, n int64, id string) execResult {
 	}
 	res := execResult{id: id, events: make([]Event, 0, 4)}
 	for attempt := 1; ; attempt++ {
-		c := &Context{ctx: ctx, run: r, exec: id, step: n, attempt: attempt, buf: &attemptBuf{}, live: r.live}
+		actx, span := startExecSpan(ctx, n, id, attempt)
+		c := &Context{ctx: actx, run: r, exec: id, step: n, attempt: attempt, buf: &attemptBuf{}, live: r.live}
 		res.events = append(res.events, ExecutorInvoked{Step: n, ExecutorID: id, Attempt: attempt})
 		err := r.attempt(c, ex)
+		endExecSpan(span, err)
 		if err == nil {
 			res.events = append(res.events, c.buf.events...)
 			res.events = append(res.events, ExecutorCompleted{Step: n, ExecutorID: id, Attempt: attempt})

@@ -17,6 +17,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/examples"
@@ -61,6 +62,9 @@ type serveConfig struct {
 	proxyModels string
 	// webhook configures webhooks (webhook.go).
 	webhook webhookConfig
+	// tracer is the OpenTelemetry provider setupTracing made from the
+	// environment (not a flag); nil when tracing is off.
+	tracer trace.TracerProvider
 }
 
 // proxyAll as --proxy-models hosts every model the model server lists.
@@ -218,6 +222,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log := newLogger(cfg.logFormat, stderr)
+	tp, stopTracing, err := setupTracing(ctx, log)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	defer stopTracing() // deferred first: runs last, after the host stopped
+	if tp != nil {
+		cfg.tracer, log = tp, slog.New(traceLogHandler{log.Handler()})
+	}
 	keys, adminKeys, err := loadKeys(cfg)
 	if err != nil {
 		return withCode(exitUsage, err)
@@ -272,7 +284,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer stopWebhooks() // after the host stopped, before the store closes
 	fmt.Fprintf(stdout, "superstep: listening on http://%s\n", ln.Addr())
 	log.Info("superstep: serving", "addr", ln.Addr().String(), "db", redactURL(cfg.db), "auth", len(keys)+len(adminKeys) > 0,
-		"admin_keys", len(adminKeys))
+		"admin_keys", len(adminKeys), "tracing", tracingLog(cfg.tracer))
 	return serveUntilDone(ctx, srv, limited, h, cfg.grace, log)
 }
 
@@ -396,7 +408,7 @@ func resolveProxies(ctx context.Context, cfg *serveConfig, llm *examples.LLMOpti
 func newServer(cfg *serveConfig, st store.Store, keys, adminKeys map[string]string, llm *examples.LLMOptions, proxies []string,
 	log *slog.Logger, reg *prometheus.Registry) (*http.Server, *host.Host, error) {
 	hc := &host.Config{HostID: cfg.hostID, Addr: cfg.advertise, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps, MaxRuns: cfg.maxRuns,
-		KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, Logger: log, Metrics: reg}
+		KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, Logger: log, Metrics: reg, TracerProvider: cfg.tracer}
 	if err := cfg.webhook.newSender(st, cfg.hostID, hc, log, reg); err != nil {
 		return nil, nil, err
 	}
@@ -417,7 +429,8 @@ func newServer(cfg *serveConfig, st store.Store, keys, adminKeys map[string]stri
 	}
 	handler, err := responses.NewHandler(h, &responses.Options{MaxBodyBytes: cfg.maxBody, MaxInputItems: cfg.maxInputItems, KeepAlive: cfg.keepAlive,
 		MaxStreams: noLimit(cfg.maxStreams), MaxStreamsPerKey: noLimit(cfg.maxStreamsPerKey),
-		StoreTimeout: cfg.storeTimeout, BodyTimeout: cfg.bodyTimeout, APIKeys: keys, AdminKeys: adminKeys, Logger: log, Registry: reg})
+		StoreTimeout: cfg.storeTimeout, BodyTimeout: cfg.bodyTimeout, APIKeys: keys, AdminKeys: adminKeys, Logger: log, Registry: reg,
+		TracerProvider: cfg.tracer})
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: %w", err)
 	}

@@ -63,6 +63,7 @@ type cluster struct {
 	db      string
 	journal string
 	args    []string // added to every `superstep serve`
+	env     []string // added to every `superstep serve`'s environment
 	mu      struct {
 		sync.Mutex
 		hosts   []*hostProc // nil while the slot is down
@@ -138,7 +139,7 @@ func (c *cluster) startOnce(ctx context.Context, i int) (*hostProc, error) {
 	h := &hostProc{slot: i, gen: n, addr: fmt.Sprintf("127.0.0.1:%d", port)}
 	args := append([]string{"serve", "--db", c.db, "--addr", h.addr, "--log-format", "json"}, c.args...)
 	h.proc, err = proctest.Start(ctx, &proctest.Options{Bin: binary, Args: args,
-		Env:     []string{"SUPERSTEP_DEMO_JOURNAL=" + c.journal},
+		Env:     append([]string{"SUPERSTEP_DEMO_JOURNAL=" + c.journal}, c.env...),
 		LogPath: filepath.Join(c.dir, fmt.Sprintf("host%d-start%03d.log", i, n))})
 	if err != nil {
 		return nil, fmt.Errorf("multihost: start host %d: %w", i, err)

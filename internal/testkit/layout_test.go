@@ -37,6 +37,12 @@ func TestLayout(t *testing.T) {
 		{"/workflow", "Deps", func(d string) bool {
 			return !strings.HasPrefix(d, mod) || d == mod+"/internal/invariants" || d == mod+"/internal/wait"
 		}, "the engine knows nothing of HTTP, storage, agents or the Responses API"},
+		{"/protocol", "Deps", func(d string) bool { return !strings.HasPrefix(d, "go.opentelemetry.io/") },
+			"the protocol package is the wire model: no tracing"},
+		{"/workflow", "Deps", noOTelSDK, "libraries trace with the OpenTelemetry API only; the SDK is the command's choice"},
+		{"/agent", "Deps", noOTelSDK, "libraries trace with the OpenTelemetry API only; the SDK is the command's choice"},
+		{"/host", "Deps", noOTelSDK, "libraries trace with the OpenTelemetry API only; the SDK is the command's choice"},
+		{"/responses", "Deps", noOTelSDK, "libraries trace with the OpenTelemetry API only; the SDK is the command's choice"},
 		{"/store", "Deps", func(d string) bool { return !strings.HasPrefix(d, mod) },
 			"the store interface knows nothing of workflows or the API"},
 		{"/store/sqlite", "Deps", func(d string) bool {
@@ -55,4 +61,9 @@ func TestLayout(t *testing.T) {
 			}
 		}
 	}
+}
+
+// noOTelSDK: an OpenTelemetry API package, not the SDK nor an exporter.
+func noOTelSDK(d string) bool {
+	return !strings.HasPrefix(d, "go.opentelemetry.io/otel/sdk") && !strings.HasPrefix(d, "go.opentelemetry.io/otel/exporters")
 }

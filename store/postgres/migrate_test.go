@@ -15,8 +15,11 @@ import (
 	"github.com/superstep/superstep/store/internal/eventrec"
 )
 
-// undoWebhooks undoes the webhook outbox's migration (the newest).
-const undoWebhooks = "DROP TABLE webhook_deliveries; "
+// undoTraceContext undoes the trace-context migration (the newest).
+const undoTraceContext = "ALTER TABLE responses DROP COLUMN trace_context; "
+
+// undoWebhooks undoes the webhook outbox's migration and the ones after it.
+const undoWebhooks = undoTraceContext + "DROP TABLE webhook_deliveries; "
 
 // undoVersionConversations undoes the conversations migration (the one
 // after idempotency keys) and the ones after it, for tests that build a

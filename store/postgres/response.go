@@ -184,14 +184,14 @@ func insertResponse(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParam
 	}
 	resp, err := scanResponse(tx.QueryRow(ctx, `INSERT INTO responses (id, run_id, previous_response_id,
 			model, owner, status, request, snapshot, error, usage, next_seq, commit_step, start_step,
-			publication, input, cancel_requested, created_at, updated_at, completed_at)
+			publication, input, cancel_requested, created_at, updated_at, completed_at, trace_context)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $17, $18, $13,
 			coalesce($14::timestamptz, $15::timestamptz, now()), coalesce($15::timestamptz, now()),
-			CASE WHEN $16 THEN coalesce($15::timestamptz, now()) END)
+			CASE WHEN $16 THEN coalesce($15::timestamptz, now()) END, $19)
 		RETURNING `+responseColumns,
 		r.ID, p.RunID, r.PreviousResponseID, r.Model, r.Owner, string(r.Status), r.Request, r.Snapshot,
 		r.Error, r.Usage, int64(len(p.Events)), run.LastStep, r.CancelRequested, created, now, r.Status.Terminal(),
-		r.Publication, r.Input))
+		r.Publication, r.Input, r.TraceContext))
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ func scanRun(row pgx.Row) (*store.Run, error) {
 // scanResponse reads them.
 const responseColumns = `id, run_id, previous_response_id, model, owner, status, request, snapshot,
 	error, usage, next_seq, commit_step, start_step, publication, input, cancel_requested, created_at, updated_at,
-	completed_at`
+	completed_at, trace_context`
 
 func scanResponse(row pgx.Row) (*store.Response, error) {
 	var r store.Response
@@ -44,7 +44,7 @@ func scanResponse(row pgx.Row) (*store.Response, error) {
 	err := row.Scan(&r.ID, &r.RunID, &r.PreviousResponseID, &r.Model, &r.Owner, &status, &r.Request,
 		&r.Snapshot, &r.Error, &r.Usage, &r.NextSeq, &r.CommitStep, &r.StartStep, &r.Publication, &r.Input,
 		&r.CancelRequested, &r.CreatedAt,
-		&r.UpdatedAt, &r.CompletedAt)
+		&r.UpdatedAt, &r.CompletedAt, &r.TraceContext)
 	if err != nil {
 		return nil, err
 	}

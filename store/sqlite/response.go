@@ -12,7 +12,8 @@ import (
 )
 
 const responseColumns = `id, run_id, previous_response_id, model, owner, status, request, snapshot, error, usage,
-	next_seq, commit_step, start_step, publication, input, cancel_requested, created_at, updated_at, completed_at`
+	next_seq, commit_step, start_step, publication, input, cancel_requested, created_at, updated_at, completed_at,
+	trace_context`
 
 // scanResponse scans a row of responseColumns.
 func scanResponse(row interface{ Scan(...any) error }) (*store.Response, error) {
@@ -20,7 +21,8 @@ func scanResponse(row interface{ Scan(...any) error }) (*store.Response, error) 
 	var created, updated int64
 	var completed sql.NullInt64
 	err := row.Scan(&r.ID, &r.RunID, &r.PreviousResponseID, &r.Model, &r.Owner, &r.Status, &r.Request, &r.Snapshot,
-		&r.Error, &r.Usage, &r.NextSeq, &r.CommitStep, &r.StartStep, &r.Publication, &r.Input, &r.CancelRequested, &created, &updated, &completed)
+		&r.Error, &r.Usage, &r.NextSeq, &r.CommitStep, &r.StartStep, &r.Publication, &r.Input, &r.CancelRequested, &created, &updated, &completed,
+		&r.TraceContext)
 	if err != nil {
 		return nil, err
 	}
@@ -237,9 +239,10 @@ func claimLease(run *store.Run, owner string, d time.Duration, now time.Time) {
 // insertResponse inserts resp and returns its number (for event keys).
 func insertResponse(ctx context.Context, tx *sql.Tx, r *store.Response) (int64, error) {
 	r.StartStep = r.CommitStep // the run's step now
-	res, err := tx.ExecContext(ctx, `INSERT INTO responses (`+responseColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	res, err := tx.ExecContext(ctx, `INSERT INTO responses (`+responseColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.RunID, r.PreviousResponseID, r.Model, r.Owner, r.Status, r.Request, r.Snapshot, r.Error, r.Usage,
-		r.NextSeq, r.CommitStep, r.CommitStep, r.Publication, r.Input, r.CancelRequested, r.CreatedAt.UnixNano(), r.UpdatedAt.UnixNano(), nullNanos(r.CompletedAt))
+		r.NextSeq, r.CommitStep, r.CommitStep, r.Publication, r.Input, r.CancelRequested, r.CreatedAt.UnixNano(), r.UpdatedAt.UnixNano(), nullNanos(r.CompletedAt),
+		r.TraceContext)
 	if err != nil {
 		return 0, mapError("insert response", err)
 	}
