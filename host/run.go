@@ -363,6 +363,7 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 		if r.conv != nil {
 			p.Conversation = h.conversationAppend(r, status, next.Response)
 		}
+		p.PendingCalls = h.pendingCalls(status, next.Response)
 		p.Webhooks = h.webhooks(next.Response)
 	}
 	if err := h.commit(r, p, next.NextSeq); err != nil {
