@@ -20,6 +20,12 @@
 // crash-free run (output and usage, which counts the history). Their
 // length grows with -kills.
 //
+// TestCrash_Webhooks_* run the server with webhooks on and a verifying
+// receiver in the test, killing at random, while the receiver holds a
+// delivery, and right after a terminal commit, with the receiver answering
+// 500 for a while: every finished response must be accepted at least
+// once under one webhook-id, no unfinished one ever announced.
+//
 // Run more kills locally with
 //
 //	go test ./e2e/crash -run TestCrash -kills 2000 -timeout 1h

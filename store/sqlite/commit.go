@@ -125,6 +125,9 @@ func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []ha
 		if err := insertWebhooks(ctx, tx, p, now); err != nil {
 			return err
 		}
+		if err := fault.Point(ctx, "commit.webhooks_inserted"); err != nil {
+			return err
+		}
 	}
 	return fault.Point(ctx, "commit.run_updated")
 }

@@ -43,7 +43,7 @@ func harness(opts *sqlite.Options) storetest.Harness {
 		FaultPoints: []string{
 			"append.events_inserted", "append.response_updated", "checkpoint.blob_inserted", "checkpoint.blobs_inserted",
 			"commit.checked", "commit.checkpoint_inserted", "commit.events_inserted", "commit.response_updated",
-			"commit.run_updated", "create.checkpoint_inserted", "create.events_inserted", "create.response_inserted",
+			"commit.run_updated", "commit.webhooks_inserted", "create.checkpoint_inserted", "create.events_inserted", "create.response_inserted",
 			"create.run_written", "delete.response_deleted", "delete.run_statement", "lease.checked",
 			"prune.blob_deleted", "prune.checkpoints_deleted",
 		},

@@ -120,6 +120,7 @@ func faultOps(t *testing.T, b *bundle) []faultOp {
 		return func(b *bundle) any { return ReadRunState(b.ctx, t, b.s, runID) }
 	}
 	rel := CreateResponse(b.ctx, t, b.s, nil)
+	hook := CreateResponse(b.ctx, t, b.s, nil)
 	newRun := ResponseParams(&ResponseOpts{Checkpoint: Parts(2, 500, 4)})
 	cont := ResponseParams(&ResponseOpts{RunID: done.Run.ID, PreviousResponseID: done.Response.ID})
 	return []faultOp{
@@ -131,6 +132,12 @@ func faultOps(t *testing.T, b *bundle) []faultOp {
 		{"CommitRelease", state(rel.Run.ID), func(ctx context.Context, b *bundle) error {
 			p := NextCommit(ctx, t, b.s, rel.Run.ID, &CommitOpts{Status: store.StatusCompleted})
 			p.Release, p.PruneKeep = true, 1
+			_, err := b.s.Commit(ctx, p)
+			return err
+		}},
+		{"CommitWebhooks", withWebhooks(t, hook), func(ctx context.Context, b *bundle) error {
+			p := NextCommit(ctx, t, b.s, hook.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+			p.Webhooks = webhooks("response.completed", 2)
 			_, err := b.s.Commit(ctx, p)
 			return err
 		}},

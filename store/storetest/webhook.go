@@ -346,3 +346,19 @@ func testWebhook(t *testing.T, h Harness) {
 		}
 	})
 }
+
+// withWebhooks returns the fault loop's read of the run of c and the
+// outbox (what a terminal commit with webhooks may change), without the
+// run's lease, which a reopen may release.
+func withWebhooks(t *testing.T, c *store.ResponseCreateResult) func(b *bundle) any {
+	return func(b *bundle) any {
+		var ds []*store.WebhookDelivery
+		if o, ok := b.s.(store.WebhookOutbox); ok {
+			ds = listWebhooks(t, b, o, nil)
+		}
+		return struct {
+			Run        any
+			Deliveries []*store.WebhookDelivery
+		}{withoutLeases(ReadRunState(b.ctx, t, b.s, c.Run.ID)), ds}
+	}
+}
