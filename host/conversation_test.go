@@ -263,3 +263,34 @@ func TestHost_ConversationWorkflowTurns(t *testing.T) {
 		t.Fatalf("both turns ran on run %s; each turn is a new run", runs[0])
 	}
 }
+
+// A conversation whose items answer no call (added through the API as they
+// came) cannot be replayed: a turn is a 400 naming the conversation, and
+// stores nothing, until the item is deleted.
+func TestHost_ConversationStrayOutput(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &setupOpts{noReg: true})
+	if err := b.host.RegisterAgent("chat", historyAgent); err != nil {
+		t.Fatal(err)
+	}
+	c, items, err := b.host.ConversationCreate(testCtx(t), "", nil,
+		[]host.InputItem{{Type: host.InputFunctionCallOutput, CallID: "call_x", Output: "42"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.host.Create(testCtx(t), &host.CreateParams{Model: "chat", Conversation: c.ID,
+		Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: "hi"}}})
+	if ie, ok := errors.AsType[*host.InputError](err); !ok || ie.Param != "conversation" {
+		t.Fatalf("turn on a stray output: %v", err)
+	}
+	if runs, _ := b.store.RunList(testCtx(t), &store.RunListParams{}); len(runs) != 0 {
+		t.Fatalf("a refused turn stored %d runs", len(runs))
+	}
+	if _, err := b.host.ConversationItemDelete(testCtx(t), c.ID, "", items[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	r := turn(t, b.host, c.ID, "", "hi")
+	if got := wait(t, b.host, r.ID); got.Status != store.StatusCompleted {
+		t.Fatalf("turn after the delete: %s", got.Status)
+	}
+}
