@@ -408,6 +408,16 @@ func (h *Host) createTurn(ctx context.Context, m *model, p *CreateParams) (*stor
 		if err != nil {
 			return nil, err
 		}
+		if err := replayedCalls(history); err != nil {
+			// Items added through the API are taken as they come; a turn
+			// cannot replay an answer to no call.
+			msg := err.Error()
+			if ie, ok := errors.AsType[*InputError](err); ok {
+				msg = ie.Message
+			}
+			return nil, &InputError{Param: "conversation", Code: protocol.CodeInvalidValue,
+				Message: "the conversation's items cannot be replayed: " + msg + "; delete that item"}
+		}
 		if err := replayedCalls(append(slices.Clip(history), p.Input...)); err != nil {
 			return nil, err
 		}

@@ -7,9 +7,11 @@ import (
 	"iter"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/superstep/superstep/agent"
+	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/store"
 )
@@ -228,5 +230,67 @@ func TestHost_ConversationTurnRecovered(t *testing.T) {
 	}
 	if got := convTexts(t, h2, c.ID, ""); !slices.Equal(got, []string{"user:earlier", "user:now", "assistant:got now"}) {
 		t.Fatalf("items after the recovered turn: %q", got)
+	}
+}
+
+// A workflow model's turn runs the workflow again with the conversation's
+// items and the input as its input messages (as stateless replay of them
+// would), and appends like an agent's.
+func TestHost_ConversationWorkflowTurns(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	c, _, err := b.host.ConversationCreate(testCtx(t), "", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []string
+	for _, text := range []string{"one", "two"} {
+		r, err := b.host.Create(testCtx(t), &host.CreateParams{Model: examples.Echo, Conversation: c.ID, Store: true,
+			Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: text}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := wait(t, b.host, r.ID); got.Status != store.StatusCompleted {
+			t.Fatalf("turn %q: %s", text, got.Status)
+		}
+		runs = append(runs, r.RunID)
+	}
+	got := convTexts(t, b.host, c.ID, "")
+	if len(got) != 4 || got[0] != "user:one" || got[2] != "user:two" || !strings.HasPrefix(got[1], "assistant:") {
+		t.Fatalf("items %q", got)
+	}
+	if runs[0] == runs[1] {
+		t.Fatalf("both turns ran on run %s; each turn is a new run", runs[0])
+	}
+}
+
+// A conversation whose items answer no call (added through the API as they
+// came) cannot be replayed: a turn is a 400 naming the conversation, and
+// stores nothing, until the item is deleted.
+func TestHost_ConversationStrayOutput(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &setupOpts{noReg: true})
+	if err := b.host.RegisterAgent("chat", historyAgent); err != nil {
+		t.Fatal(err)
+	}
+	c, items, err := b.host.ConversationCreate(testCtx(t), "", nil,
+		[]host.InputItem{{Type: host.InputFunctionCallOutput, CallID: "call_x", Output: "42"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.host.Create(testCtx(t), &host.CreateParams{Model: "chat", Conversation: c.ID,
+		Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: "hi"}}})
+	if ie, ok := errors.AsType[*host.InputError](err); !ok || ie.Param != "conversation" {
+		t.Fatalf("turn on a stray output: %v", err)
+	}
+	if runs, _ := b.store.RunList(testCtx(t), &store.RunListParams{}); len(runs) != 0 {
+		t.Fatalf("a refused turn stored %d runs", len(runs))
+	}
+	if _, err := b.host.ConversationItemDelete(testCtx(t), c.ID, "", items[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	r := turn(t, b.host, c.ID, "", "hi")
+	if got := wait(t, b.host, r.ID); got.Status != store.StatusCompleted {
+		t.Fatalf("turn after the delete: %s", got.Status)
 	}
 }

@@ -125,3 +125,23 @@ func FuzzParseConversationRequest(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkReadItems reads a 1,000-item conversation back as input items:
+// what every turn of such a conversation pays for its context.
+func BenchmarkReadItems(b *testing.B) {
+	data := make([][]byte, 1000)
+	for i := range data {
+		it := InputItem{Type: InputMessage, Role: []string{"user", "assistant"}[i%2],
+			Text: "a message of a dozen words or so, as a chat turn often is"}
+		var err error
+		if data[i], err = ConversationItemJSON(it, "msg_0123456789abcdef0123456789abcdef"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ReadItems(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
