@@ -284,3 +284,27 @@ func TestTrace_ContinuousAcrossKills(t *testing.T) {
 			resumed, req.TraceID, parents[1])
 	}
 }
+
+// TestTrace_GRPC: with OTEL_EXPORTER_OTLP_PROTOCOL=grpc the spans reach a
+// real OTLP/gRPC receiver: request → response → superstep in the caller's
+// trace.
+func TestTrace_GRPC(t *testing.T) {
+	t.Parallel()
+	rc := otlptest.NewGRPC(t)
+	p := startServer(t, append(rc.Env("superstep-grpc"), "SUPERSTEP_DB="+filepath.Join(t.TempDir(), "trace.db")))
+	const traceID, parentID = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	c := p.client("k")
+	s := drain(c.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "demo.echo",
+		Input: textInput("over grpc")}, option.WithHeader("traceparent", "00-"+traceID+"-"+parentID+"-01")), nil)
+	requireLifecycle(t, s, "response.completed")
+	all := waitSpans(t, rc, "the response span", func(ss []rspan) bool {
+		return len(filter(ss, func(s rspan) bool { return s.Name == "response" })) == 1
+	})
+	req := one(t, filter(all, named("POST /v1/responses")), "of the request", all)
+	resp := one(t, childrenOf(all, req), "under the request", all)
+	steps := filter(childrenOf(all, resp), named("superstep"))
+	if req.TraceID != traceID || req.Parent != parentID || req.Service != "superstep-grpc" ||
+		resp.Attrs["superstep.response.id"] != s.last().Response.ID || len(steps) != 1 {
+		t.Fatalf("over gRPC: want request → response → 1 superstep in trace %s:\n%s", traceID, dumpSpans(all))
+	}
+}

@@ -1,17 +1,20 @@
-// Package otlptest is a real OTLP/HTTP trace receiver for tests: an HTTP
-// server on 127.0.0.1 that decodes the protobuf ExportTraceServiceRequest
-// an OpenTelemetry exporter posts to /v1/traces and keeps every span, so a
-// test can point a `superstep serve` child process at it (Env) and check
-// the spans it exported.
+// Package otlptest is a real OTLP trace receiver for tests: an HTTP server
+// on 127.0.0.1 that decodes the protobuf ExportTraceServiceRequest an
+// OpenTelemetry exporter posts to /v1/traces (New), or a gRPC server of the
+// OTLP TraceService (NewGRPC), keeping every span, so that a test can point
+// a `superstep serve` child process at it (Env) and check the spans it
+// exported.
 //
 // It is a test harness (see internal/testkit): only tests import it.
 package otlptest
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -23,6 +26,7 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -40,29 +44,65 @@ type Span struct {
 	Links                int
 }
 
-// Receiver is a running OTLP/HTTP trace endpoint.
+// Receiver is a running OTLP trace endpoint.
 type Receiver struct {
-	srv *httptest.Server
-	mu  sync.Mutex
-	got []Span
+	url      string // http://127.0.0.1:port
+	protocol string // OTEL_EXPORTER_OTLP_PROTOCOL
+	mu       sync.Mutex
+	got      []Span
 }
 
-// New starts a receiver, closed when tb ends.
+// New starts an OTLP/HTTP receiver, closed when tb ends.
 func New(tb testing.TB) *Receiver {
 	tb.Helper()
-	rc := &Receiver{}
-	rc.srv = httptest.NewServer(http.HandlerFunc(rc.serve))
-	tb.Cleanup(rc.srv.Close)
+	rc := &Receiver{protocol: "http/protobuf"}
+	srv := httptest.NewServer(http.HandlerFunc(rc.serve))
+	tb.Cleanup(srv.Close)
+	rc.url = srv.URL
 	return rc
 }
 
-// URL is the receiver's base URL (for OTEL_EXPORTER_OTLP_ENDPOINT).
-func (rc *Receiver) URL() string { return rc.srv.URL }
+// NewGRPC starts an OTLP/gRPC receiver (plaintext), stopped when tb ends.
+func NewGRPC(tb testing.TB) *Receiver {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rc := &Receiver{protocol: "grpc", url: "http://" + ln.Addr().String()}
+	srv := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(srv, grpcService{rc: rc})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln) // returns once stopped
+	}()
+	tb.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+	return rc
+}
 
-// Env is the environment of a process exporting its spans here over
-// http/protobuf as service, every 50 ms, sampling every trace.
+// grpcService is the OTLP TraceService of NewGRPC.
+type grpcService struct {
+	coltracepb.UnimplementedTraceServiceServer
+	rc *Receiver
+}
+
+func (g grpcService) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	g.rc.record(req)
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// URL is the receiver's base URL (for OTEL_EXPORTER_OTLP_ENDPOINT).
+func (rc *Receiver) URL() string { return rc.url }
+
+// Env is the environment of a process exporting its spans here (over
+// http/protobuf or grpc, as the receiver takes them) as service, every 50
+// ms, sampling every trace.
 func (rc *Receiver) Env(service string) []string {
-	return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rc.srv.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+	return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rc.url, "OTEL_EXPORTER_OTLP_PROTOCOL=" + rc.protocol,
 		"OTEL_SERVICE_NAME=" + service, "OTEL_BSP_SCHEDULE_DELAY=50", "OTEL_TRACES_SAMPLER=parentbased_always_on"}
 }
 
@@ -90,6 +130,14 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not an ExportTraceServiceRequest: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	rc.record(&req)
+	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+// record keeps the spans of req.
+func (rc *Receiver) record(req *coltracepb.ExportTraceServiceRequest) {
 	var spans []Span
 	for _, rs := range req.ResourceSpans {
 		service, _ := attrMap(rs.GetResource().GetAttributes())["service.name"].(string)
@@ -106,9 +154,6 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 	rc.mu.Lock()
 	rc.got = append(rc.got, spans...)
 	rc.mu.Unlock()
-	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(out)
 }
 
 // attrMap decodes OTLP attributes.
