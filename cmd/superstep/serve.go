@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/superstep/superstep/agent"
+	"github.com/superstep/superstep/console"
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/localmodel"
@@ -59,6 +60,8 @@ type serveConfig struct {
 	// proxyModels lists the model server's models to host as durable
 	// models (comma-separated ids, or proxyAll).
 	proxyModels string
+	// ui serves the web console (package console) at /ui/.
+	ui bool
 }
 
 // proxyAll as --proxy-models hosts every model the model server lists.
@@ -98,6 +101,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.openAIKey, "openai-api-key", "", "API key for the model server (default: env OPENAI_API_KEY); alone, it selects OpenAI's API")
 	fs.StringVar(&c.model, "model", agent.DefaultModel, "model name the LLM demos send to the model server (any name works with local)")
 	fs.StringVar(&c.modelAPI, "model-api", string(agent.APIChatCompletions), "API the LLM demos use: chat_completions or responses")
+	fs.BoolVar(&c.ui, "ui", true, "serve the web console at /ui/ (its files need no key; the API calls it makes use the key entered in it)")
 	fs.StringVar(&c.proxyModels, "proxy-models", "", "models of the model server to host as durable models under their own ids: comma-separated ids, or \"all\" for every id its GET /models lists (needs --model-server or --openai-api-key)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -408,6 +412,9 @@ func newServer(cfg *serveConfig, st store.Store, keys, adminKeys map[string]stri
 		StoreTimeout: cfg.storeTimeout, BodyTimeout: cfg.bodyTimeout, APIKeys: keys, AdminKeys: adminKeys, Logger: log, Registry: reg})
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: %w", err)
+	}
+	if cfg.ui {
+		handler = console.With(handler)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
