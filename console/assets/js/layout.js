@@ -32,9 +32,11 @@ export function layoutGraph(graph) {
   // edge to a node still on the stack closes a cycle.
   const state = new Map(); // 1 on stack, 2 done
   const order = [];
+  const pre = []; // discovery order: the left-to-right order within a row
   const back = new Set();
   const visit = (id) => {
     state.set(id, 1);
+    pre.push(id);
     for (const to of out.get(id)) {
       if (state.get(to) === 1) back.add(id + '\u0000' + to);
       else if (!state.has(to)) visit(to);
@@ -53,7 +55,7 @@ export function layoutGraph(graph) {
     }
   }
   const rows = [];
-  for (const id of order) (rows[layer.get(id)] ||= []).push(id);
+  for (const id of pre) (rows[layer.get(id)] ||= []).push(id);
 
   const nodes = new Map();
   const rowWidth = (row) => row.reduce((w, id) => w + nodeWidth(id), 0) + colGap * (row.length - 1);

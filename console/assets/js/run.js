@@ -345,11 +345,12 @@ function fillStep(li, s, open, selected, move) {
   const sig = JSON.stringify([s.events.length, s.last_seq, s.committed_at, s.epoch, s.host, !!move]);
   if (li.dataset.sig === sig) return;
   li.dataset.sig = sig;
-  const range = s.first_seq === null || s.first_seq === undefined ? 'no events' : `seq ${s.first_seq}–${s.last_seq}`;
+  const events = s.events.length === 0 ? 'no events'
+    : `${s.events.length} event${s.events.length === 1 ? '' : 's'} · seq ${s.events[0].sequence_number}–${s.events[s.events.length - 1].sequence_number}`;
   replace(head,
     h('span', { class: 'step-no' }, `Step ${s.step}`),
     h('span', { class: 'step-exec mono' }, (s.executors || []).join(', ') || '—'),
-    h('span', { class: 'step-meta' }, `${s.events.length} events · ${range} · ${time(s.committed_at).slice(11)}`,
+    h('span', { class: 'step-meta' }, `${events} · ${time(s.committed_at).slice(11)}`,
       s.epoch !== null && s.epoch !== undefined ? ` · epoch ${s.epoch}${s.host ? ' on ' + s.host : ''}` : ''),
     move ? h('span', { class: 'takeover-tag' }, 'takeover') : null);
   replace(body, eventsTable(s.events), itemsList(itemsOf(s.events)));
