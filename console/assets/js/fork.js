@@ -16,7 +16,7 @@ export function openForkDialog(runId, step, steps) {
     ? h('select', { id: 'fork-step', name: 'step' }, steps.map((n) => h('option', { value: n, selected: n === step }, `step ${n}`)))
     : h('input', { id: 'fork-step', name: 'step', type: 'number', min: 0, value: step ?? 0, required: true });
   const input = h('textarea', { id: 'fork-input', name: 'input', rows: 3, placeholder: 'none: continue from the checkpoint as it is' });
-  const submit = h('button', { type: 'submit', id: 'fork-submit' }, 'Fork');
+  const submit = h('button', { type: 'submit', id: 'fork-submit', class: 'primary' }, 'Fork');
   const close = h('button', { type: 'button', value: 'cancel' }, 'Close');
   const dialog = h('dialog', { class: 'fork-dialog', 'aria-labelledby': 'fork-title' },
     h('form', { method: 'dialog' },

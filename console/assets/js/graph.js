@@ -10,6 +10,8 @@ let uid = 0;
 // its caption: which executors there are and which ran.
 export function graphSVG(graph, lit, caption) {
   const g = layoutGraph(graph);
+  const outputs = new Set((graph.executors || []).filter((e) => e.output).map((e) => e.id));
+  const kinds = new Map((graph.edges || []).map((e) => [e.from + '\u0000' + e.to, e.kind]));
   const arrow = `arrow-${++uid}`;
   const titleId = `graph-title-${uid}`;
   return s('svg', {
@@ -22,12 +24,12 @@ export function graphSVG(graph, lit, caption) {
   g.edges.map((e) => s('path', {
     d: e.path, class: `edge${e.back ? ' back' : ''}${lit.has(e.from) && lit.has(e.to) ? ' lit' : ''}`,
     'marker-end': `url(#${arrow})`, 'data-from': e.from, 'data-to': e.to,
-  })),
+  }, s('title', {}, `${e.from} → ${e.to}${kinds.get(e.from + '\u0000' + e.to) ? ` (${kinds.get(e.from + '\u0000' + e.to)})` : ''}`))),
   g.nodes.map((n) => s('g', {
-    class: `node${lit.has(n.id) ? ' lit' : ''}${n.id === graph.start ? ' start' : ''}`, 'data-executor': n.id,
+    class: `node${lit.has(n.id) ? ' lit' : ''}${n.id === graph.start ? ' start' : ''}${outputs.has(n.id) ? ' output' : ''}`, 'data-executor': n.id,
     transform: `translate(${n.x},${n.y})`,
   },
-  s('title', {}, n.id + (lit.has(n.id) ? ' (ran in this superstep)' : '')),
+  s('title', {}, n.id + (outputs.has(n.id) ? ', yields output' : '') + (lit.has(n.id) ? ' (ran in this superstep)' : '')),
   s('rect', { width: n.w, height: n.h, rx: 6 }),
   s('text', { x: n.w / 2, y: n.h / 2, 'dominant-baseline': 'central', 'text-anchor': 'middle' }, label(n.id)))));
 }

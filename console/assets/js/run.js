@@ -131,9 +131,12 @@ export function runPage(main, runId, q) {
         showError(err);
       }
     },
-    fork() {
+    async fork() {
       const steps = stepsOf(st.run, st.responseId).map((s) => s.step);
-      openForkDialog(runId, st.selected ?? steps[steps.length - 1] ?? st.run?.last_step ?? 0);
+      const want = st.selected ?? steps[steps.length - 1] ?? st.run?.last_step ?? 0;
+      // Offer the kept checkpoints; if they cannot be read, any step.
+      const kept = await get(`/v1/runs/${enc(runId)}/checkpoints`, ctrl.signal).then((l) => l.data.map((c) => c.step), () => null);
+      openForkDialog(runId, kept && !kept.includes(want) ? kept[kept.length - 1] : want, kept);
     },
     replay: (after) => replay(el, st.responseId, after, ctrl.signal),
   };
@@ -201,7 +204,9 @@ function skeleton(main, runId) {
           el.timelineTitle, el.streamState, el.steps, el.pending, el.output)),
       h('div', { class: 'col-side' },
         h('section', { class: 'card', 'aria-labelledby': 'graph-title' },
-          h('h2', { id: 'graph-title' }, 'Workflow graph'), el.graphCaption, el.graph),
+          h('h2', { id: 'graph-title' }, 'Workflow graph'), el.graphCaption, el.graph,
+          h('p', { class: 'muted legend' }, 'Highlighted: ran in the chosen superstep. Thick border: the start. ' +
+            'Dashed border: yields output. Dashed edge: closes a cycle.')),
         h('section', { class: 'card', 'aria-labelledby': 'summary-title' },
           h('h2', { id: 'summary-title' }, 'Run'), el.summary),
         h('section', { class: 'card', 'aria-labelledby': 'lease-title' },
@@ -273,7 +278,8 @@ function drawSummary(el, run) {
       ? h('a', { href: href(`/runs/${enc(run.forked_from.run_id)}`), class: 'mono' }, `${run.forked_from.run_id}, step ${run.forked_from.step}`)
       : '—'],
   ];
-  const sig = JSON.stringify([run.model, run.status, run.last_step, run.updated_at, run.head_response_id, run.forked_from]);
+  if (run.resume_error) rows.push(['Resume error', h('span', { class: 'error' }, run.resume_error)]);
+  const sig = JSON.stringify([run.model, run.status, run.last_step, run.updated_at, run.head_response_id, run.forked_from, run.resume_error]);
   if (el.summary.dataset.sig === sig) return;
   el.summary.dataset.sig = sig;
   replace(el.summary, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
