@@ -15,9 +15,12 @@ import (
 	"github.com/superstep/superstep/store/internal/eventrec"
 )
 
-// undoVersion7 undoes migration 7 (idempotency keys), for tests that
-// build a database of an older version.
-const undoVersion7 = "DROP TABLE idempotency_keys; "
+// undoVersion8 undoes migration 8 (run lineage), for tests that build a
+// database of an older version.
+const undoVersion8 = "DROP INDEX runs_created; ALTER TABLE runs DROP COLUMN forked_from_run, DROP COLUMN forked_from_step; "
+
+// undoVersion7 undoes migrations 8 and 7 (idempotency keys).
+const undoVersion7 = undoVersion8 + "DROP TABLE idempotency_keys; "
 
 // undoVersion6 undoes migrations 7 and 6 (response facts), for tests that build a
 // schema of an older version from a new one.

@@ -76,6 +76,8 @@ func validateCreate(p *store.ResponseCreateParams) error {
 		return fmt.Errorf("sqlite: response create: invalid status %q", p.Response.Status)
 	case p.LeaseOwner != "" && p.LeaseDuration <= 0:
 		return errors.New("sqlite: response create: LeaseDuration must be > 0 with LeaseOwner")
+	case p.ForkedFrom != nil && (p.Response.PreviousResponseID != "" || p.ForkedFrom.RunID == "" || p.ForkedFrom.Step < 0):
+		return errors.New("sqlite: response create: a fork is a new run from a step >= 0 of a named run, without PreviousResponseID")
 	}
 	if err := validateIdempotencyKey(p); err != nil {
 		return err
@@ -155,6 +157,10 @@ func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, r
 			return nil, fmt.Errorf("sqlite: response create: %w", &store.ContinueError{RunID: p.RunID, PreviousResponseID: resp.PreviousResponseID, Reason: store.ContinueGone})
 		}
 	}
+	forkRun, forkStep := "", int64(-1)
+	if f := p.ForkedFrom; f != nil {
+		base, forkRun, forkStep = f.Step, f.RunID, f.Step
+	}
 	resp.CommitStep = base
 	run := &store.Run{ID: p.RunID, Model: resp.Model, HeadResponseID: resp.ID, Active: !resp.Status.Terminal(), LastStep: base,
 		CreatedAt: now, UpdatedAt: now}
@@ -174,9 +180,10 @@ func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, r
 		}
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO runs (id, num, model, head_response_id, last_step, checkpoint_step, lease_owner,
-		lease_epoch, lease_expires_at, active, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		lease_epoch, lease_expires_at, active, created_at, updated_at, forked_from_run, forked_from_step)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		run.ID, num, run.Model, run.HeadResponseID, base, cpStep, run.Lease.Owner, run.Lease.Epoch, nanos(run.Lease.ExpiresAt),
-		run.Active, now.UnixNano(), now.UnixNano())
+		run.Active, now.UnixNano(), now.UnixNano(), forkRun, forkStep)
 	return run, mapError("insert run", err)
 }
 

@@ -81,6 +81,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Retention", func(t *testing.T) { testRetention(t, h) })
 	t.Run("ResponsePrune", func(t *testing.T) { testResponsePrune(t, h) })
 	t.Run("Run", func(t *testing.T) { testRun(t, h) })
+	t.Run("RunInspector", func(t *testing.T) { testRunInspector(t, h) })
 }
 
 // bundle is what one subtest works with.
