@@ -4,7 +4,7 @@
 // a function that stops its timers and streams.
 
 import { key } from './api.js';
-import { notify } from './nav.js';
+import { notify, inform } from './nav.js';
 import { runsPage } from './runs.js';
 import { runPage } from './run.js';
 import { checkpointsPage } from './checkpoints.js';
@@ -27,6 +27,7 @@ function route() {
   if (stopPage) stopPage();
   stopPage = null;
   notify('');
+  inform('');
   for (const [re, page] of routes) {
     const m = path.match(re);
     if (m) {

@@ -7,6 +7,13 @@ export function notify(msg) {
   notice.hidden = !msg;
 }
 
+// inform shows a message that is not an error (empty hides it).
+export function inform(msg) {
+  const info = document.getElementById('info');
+  info.textContent = msg || '';
+  info.hidden = !msg;
+}
+
 // showError puts an error in the alert line; a 401 also points at the key.
 export function showError(err) {
   if (err?.name === 'AbortError') return;

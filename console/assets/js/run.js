@@ -11,7 +11,7 @@
 
 import { get, post, stream, enc } from './api.js';
 import { h, replace, time, relative, badge } from './dom.js';
-import { go, href, notify, showError } from './nav.js';
+import { href, inform, showError } from './nav.js';
 import { buildTimeline, compactEvents, itemsOf, itemLine, stepsOf, takeovers, isRunning } from './timeline.js';
 import { graphSVG } from './graph.js';
 import { openForkDialog } from './fork.js';
@@ -125,7 +125,7 @@ export function runPage(main, runId, q) {
       try {
         el.cancel.disabled = true;
         const r = await post(`/v1/responses/${enc(st.responseId)}/cancel`, {}, ctrl.signal);
-        notify(`Cancel sent: ${r.id} is ${r.status}.`);
+        inform(`Cancel sent: ${r.id} is ${r.status}.`);
         await loadRun();
       } catch (err) {
         showError(err);
@@ -352,7 +352,8 @@ function fillStep(li, s, open, selected, move) {
   if (li.dataset.sig === sig) return;
   li.dataset.sig = sig;
   const events = s.events.length === 0 ? 'no events'
-    : `${s.events.length} event${s.events.length === 1 ? '' : 's'} · seq ${s.events[0].sequence_number}–${s.events[s.events.length - 1].sequence_number}`;
+    : s.events.length === 1 ? `1 event · seq ${s.events[0].sequence_number}`
+      : `${s.events.length} events · seq ${s.events[0].sequence_number}–${s.events[s.events.length - 1].sequence_number}`;
   replace(head,
     h('span', { class: 'step-no' }, `Step ${s.step}`),
     h('span', { class: 'step-exec mono' }, (s.executors || []).join(', ') || '—'),
