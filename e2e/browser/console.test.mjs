@@ -1,8 +1,10 @@
 // Browser tests of the console (/ui) in headless Chromium, driven by
-// playwright-core, against a real `superstep serve` that e2e's
-// TestConsoleBrowser starts (with an API key, and every checkpoint kept).
-// Environment: SUPERSTEP_URL (the server), SUPERSTEP_API_KEY, CHROMIUM_PATH,
-// SCREENSHOT_DIR (where each page's screenshot is written).
+// playwright-core, against the real `superstep serve` hosts that e2e's
+// TestConsoleBrowser starts on one PostgreSQL database (with an API key,
+// every checkpoint kept, a 1.5 s lease). Environment: SUPERSTEP_URL (host-a,
+// which the page talks to), SUPERSTEP_VICTIM_URL and SUPERSTEP_VICTIM_PID
+// (host-b, which the takeover test kills), SUPERSTEP_API_KEY,
+// CHROMIUM_PATH, SCREENSHOT_DIR (where each page's screenshot is written).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
@@ -12,8 +14,10 @@ import { chromium } from 'playwright-core';
 const base = process.env.SUPERSTEP_URL;
 const apiKey = process.env.SUPERSTEP_API_KEY;
 const shots = process.env.SCREENSHOT_DIR;
-if (!base || !apiKey || !process.env.CHROMIUM_PATH || !shots) {
-  throw new Error('set SUPERSTEP_URL, SUPERSTEP_API_KEY, CHROMIUM_PATH and SCREENSHOT_DIR (TestConsoleBrowser does)');
+const victimURL = process.env.SUPERSTEP_VICTIM_URL;
+const victimPid = Number(process.env.SUPERSTEP_VICTIM_PID);
+if (!base || !apiKey || !process.env.CHROMIUM_PATH || !shots || !victimURL || !victimPid) {
+  throw new Error('set SUPERSTEP_URL, SUPERSTEP_VICTIM_URL, SUPERSTEP_VICTIM_PID, SUPERSTEP_API_KEY, CHROMIUM_PATH and SCREENSHOT_DIR (TestConsoleBrowser does)');
 }
 mkdirSync(shots, { recursive: true });
 
@@ -54,12 +58,12 @@ async function api(method, path, body) {
 // start creates a background response with stream:true (so it can be
 // streamed again later) and returns its id from its first event; the
 // response runs on after this connection is dropped.
-async function start(model, metadata, input = 'hello') {
+async function start(model, metadata, host = base) {
   const ctrl = new AbortController();
-  const res = await fetch(base + '/v1/responses', {
+  const res = await fetch(host + '/v1/responses', {
     method: 'POST', signal: ctrl.signal,
     headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ model, input, background: true, stream: true, metadata }),
+    body: JSON.stringify({ model, input: 'hello', background: true, stream: true, metadata }),
   });
   assert.equal(res.status, 200);
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -119,8 +123,8 @@ test('timeline: a streaming response\'s supersteps appear live, the graph lights
   await page.keyboard.press('ArrowDown');
   assert.equal(await page.evaluate(() => document.activeElement.id), 'step-2-head');
   await page.keyboard.press('Enter');
-  assert.equal(await page.locator('#step-2-head').getAttribute('aria-expanded'), 'true');
-  assert.match(await page.locator('#graph-caption').textContent(), /^Step 2:/);
+  await page.locator('#step-2-head[aria-expanded="true"]').waitFor();
+  await page.locator('#graph-caption', { hasText: /^Step 2:/ }).waitFor();
   await shot('timeline');
 });
 
@@ -178,6 +182,23 @@ test('cancel a running response', async () => {
   assert.equal(await status(id), 'cancelled');
   assert.ok(await cancel.isDisabled(), 'cancel stays enabled on a cancelled response');
   await shot('cancel');
+});
+
+test('takeover: the run moves to the surviving host, and its timeline goes on', async () => {
+  const id = await start('demo.silent', { steps: '10', step_delay_ms: '300' }, victimURL);
+  await page.goto(`${base}/ui/#/responses/${id}`);
+  await page.locator('#lease-owner', { hasText: 'host-b' }).waitFor();
+  await page.locator('#steps > li.step').first().waitFor();
+  assert.equal(await status(id), 'in_progress');
+  process.kill(victimPid, 'SIGKILL');
+  await page.locator('#lease-changes', { hasText: 'host-b → host-a (takeover)' }).waitFor({ timeout: 30_000 });
+  await page.locator('#lease-owner', { hasText: 'host-a' }).waitFor();
+  await page.locator('h1 .badge', { hasText: 'completed' }).waitFor({ timeout: 30_000 });
+  assert.equal(await stepCount(), 11);
+  assert.equal(await page.locator('#steps .takeover-tag').count(), 1, 'the first commit under host-a is marked');
+  await page.locator('#step-11-head').click();
+  await page.locator('#step-11-body .item-text', { hasText: 'done after 10' }).waitFor();
+  await shot('takeover');
 });
 
 test('no errors on the pages', () => {

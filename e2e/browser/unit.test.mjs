@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { SSEParser, decodeFrame } from '../../console/assets/js/sse.js';
-import { buildTimeline, compactEvents, takeovers, itemLine, stepsOf } from '../../console/assets/js/timeline.js';
+import { buildTimeline, compactEvents, takeovers, itemLine, stepsOf, observeLease } from '../../console/assets/js/timeline.js';
 import { layoutGraph, label } from '../../console/assets/js/layout.js';
 import { partsDiff, lineDiff, pretty } from '../../console/assets/js/diff.js';
 
@@ -111,4 +111,18 @@ test('lineDiff: a shortest edit of lines', () => {
   assert.deepEqual(d.filter((l) => l.op !== ' ').map((l) => l.op + l.text.trim()), ['-"n": 1,', '+"n": 2,', '-2', '+2,', '+3']);
   assert.deepEqual(lineDiff('', 'x'), [{ op: '+', text: 'x' }]);
   assert.equal(pretty('not json'), 'not json');
+});
+
+test('observeLease: epoch changes seen between reads, with the last owner', () => {
+  const seen = { lease: null, changes: [] };
+  observeLease(seen, { owner: 'a', epoch: 1 }, 1, 10);
+  observeLease(seen, { owner: 'a', epoch: 1 }, 2, 11);
+  observeLease(seen, { owner: '', epoch: 1 }, 3, 12); // let go: the last owner is kept
+  observeLease(seen, { owner: 'b', epoch: 2 }, 3, 13);
+  observeLease(seen, undefined, 3, 14);
+  observeLease(seen, { owner: 'b', epoch: 3 }, 5, 15);
+  assert.deepEqual(seen.changes, [
+    { step: 3, fromEpoch: 1, toEpoch: 2, fromOwner: 'a', toOwner: 'b', at: 13 },
+    { step: 5, fromEpoch: 2, toEpoch: 3, fromOwner: 'b', toOwner: 'b', at: 15 },
+  ]);
 });

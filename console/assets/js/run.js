@@ -12,7 +12,7 @@
 import { get, post, stream, enc } from './api.js';
 import { h, replace, time, relative, badge } from './dom.js';
 import { href, inform, showError } from './nav.js';
-import { buildTimeline, compactEvents, itemsOf, itemLine, stepsOf, takeovers, isRunning } from './timeline.js';
+import { buildTimeline, compactEvents, itemsOf, itemLine, stepsOf, takeovers, isRunning, observeLease } from './timeline.js';
 import { graphSVG } from './graph.js';
 import { openForkDialog } from './fork.js';
 
@@ -32,6 +32,7 @@ export function runPage(main, runId, q) {
     selected: q.has('step') ? Number(q.get('step')) : null, // null: follow the latest superstep
     expanded: new Set(),
     lastStatus: null, // of the last response.* event streamed
+    lease: { lease: null, changes: [] }, // epoch changes seen while the page is open
   };
   const el = skeleton(main, runId);
   let renderQueued = false;
@@ -52,6 +53,7 @@ export function runPage(main, runId, q) {
     loading = (async () => {
       try {
         st.run = await get(`/v1/runs/${enc(runId)}`, ctrl.signal);
+        observeLease(st.lease, st.run.lease, st.run.last_step, Date.now() / 1000);
         st.responseId ||= st.run.head_response_id;
         if (st.stream === 'unstreamable' && isRunning(responseStatus(st))) {
           st.snapshot = await get(`/v1/responses/${enc(st.responseId)}`, ctrl.signal);
@@ -119,7 +121,7 @@ export function runPage(main, runId, q) {
       st.selected = step;
       if (st.expanded.has(step)) st.expanded.delete(step);
       else st.expanded.add(step);
-      render();
+      draw(el, st, runId, actions); // at once, not at the next frame: the user is waiting for it
     },
     async cancel() {
       try {
@@ -244,7 +246,7 @@ function draw(el, st, runId, actions) {
   const status = responseStatus(st);
   replace(el.badge, badge(run.status), run.active ? h('span', { class: 'active-dot' }, ' active') : null);
   drawSummary(el, run);
-  drawLease(el, run);
+  drawLease(el, run, st.lease.changes);
   drawResponses(el, run, st, runId);
   el.cancel.disabled = !isRunning(status);
   el.timelineTitle.textContent = `Supersteps of ${st.responseId}`;
@@ -259,7 +261,11 @@ function draw(el, st, runId, actions) {
   const tl = buildTimeline(steps, st.events);
   const latest = steps[steps.length - 1]?.step ?? null;
   const shown = st.selected ?? latest;
-  drawSteps(el, tl.steps, st, shown, new Map(takeovers(run.supersteps).map((t) => [t.step, t])));
+  // A takeover shows on the first commit under the new owner: from the
+  // supersteps' epochs when the server has them, else as this page saw it.
+  const moves = new Map(takeovers(run.supersteps).map((t) => [t.step, t]));
+  for (const c of st.lease.changes) if (c.toOwner && c.toOwner !== c.fromOwner && !moves.has(c.step + 1)) moves.set(c.step + 1, c);
+  drawSteps(el, tl.steps, st, shown, moves);
   drawPending(el, tl.pending, isRunning(status));
   drawOutput(el, st);
   drawGraph(el, run, steps.find((s) => s.step === shown));
@@ -285,18 +291,27 @@ function drawSummary(el, run) {
   replace(el.summary, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
 }
 
-function drawLease(el, run) {
+function drawLease(el, run, seen) {
   const l = run.lease || {};
   const moves = takeovers(run.supersteps);
+  const known = (run.supersteps || []).some((s) => s.epoch !== null && s.epoch !== undefined);
   replace(el.lease,
     h('dl', { class: 'facts' },
       h('dt', {}, 'Owner'), h('dd', { class: 'mono', id: 'lease-owner' }, l.owner || 'none'),
-      h('dt', {}, 'Epoch'), h('dd', {}, l.epoch === undefined ? '—' : String(l.epoch)),
+      h('dt', {}, 'Epoch'), h('dd', { id: 'lease-epoch' }, l.epoch === undefined ? '—' : String(l.epoch)),
       h('dt', {}, 'Expires'), h('dd', {}, l.owner ? `${time(l.expires_at)} (${relative(l.expires_at)})` : '—')),
+    h('p', { class: 'muted' }, 'Each claim of the run (a takeover, or a new response on an idle run) raises the epoch; ' +
+      'a host with an older epoch can no longer commit.'),
     moves.length
-      ? h('ul', { class: 'takeovers', 'aria-label': 'Takeovers' }, moves.map((m) => h('li', {},
+      ? h('ul', { class: 'takeovers', 'aria-label': 'Takeovers by commit' }, moves.map((m) => h('li', {},
         `Step ${m.step}: epoch ${m.fromEpoch} → ${m.toEpoch}`, m.toHost ? `, ${m.fromHost || '?'} → ${m.toHost}` : '')))
-      : h('p', { class: 'muted' }, 'No takeovers: every commit was made under one lease epoch.'));
+      : known ? h('p', { class: 'muted' }, 'No takeovers: every commit was made under one lease epoch.') : null,
+    seen.length
+      ? h('ul', { class: 'takeovers', id: 'lease-changes', 'aria-label': 'Lease changes seen on this page' }, seen.map((c) => h('li', {},
+        `${time(c.at).slice(11)}, after step ${c.step}: epoch ${c.fromEpoch} → ${c.toEpoch}`,
+        c.toOwner && c.toOwner !== c.fromOwner ? `, ${c.fromOwner || 'none'} → ${c.toOwner} (takeover)` : c.toOwner ? `, ${c.toOwner} again` : '')))
+      : known ? null : h('p', { class: 'muted', id: 'lease-note' }, 'This server does not record the epoch of each commit, ' +
+        'so takeovers are shown as this page sees them happen.'));
 }
 
 function drawResponses(el, run, st, runId) {
@@ -402,7 +417,7 @@ function drawOutput(el, st) {
 
 function drawGraph(el, run, step) {
   const lit = new Set(step?.executors || []);
-  const key = JSON.stringify([run.graph, [...lit]]);
+  const key = JSON.stringify([run.graph, step?.step, [...lit]]);
   if (el.graphKey === key) return;
   el.graphKey = key;
   if (!run.graph) {

@@ -98,3 +98,19 @@ export function takeovers(allSteps) {
 export function isRunning(status) {
   return status === 'in_progress' || status === 'queued';
 }
+
+// observeLease records a change of the run's lease epoch seen between two
+// reads of the run (seen = {lease, changes}, kept between reads; it is
+// returned). A new epoch means a host claimed the run again: a takeover
+// when the owner changed. The server does not store the epoch of each
+// commit, so this is how a page watching a run shows a takeover as it
+// happens. An owner of "" (the lease let go) keeps the last owner seen.
+export function observeLease(seen, lease, step, at) {
+  if (!lease) return seen;
+  const prev = seen.lease;
+  if (prev && lease.epoch !== prev.epoch) {
+    seen.changes.push({ step, fromEpoch: prev.epoch, toEpoch: lease.epoch, fromOwner: prev.owner, toOwner: lease.owner || '', at });
+  }
+  seen.lease = { owner: lease.owner || prev?.owner || '', epoch: lease.epoch };
+  return seen;
+}
