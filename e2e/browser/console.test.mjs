@@ -24,6 +24,7 @@ mkdirSync(shots, { recursive: true });
 let browser;
 let page;
 const pageErrors = [];
+let expect400 = false;
 
 before(async () => {
   browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH, args: ['--no-sandbox'] });
@@ -33,8 +34,10 @@ before(async () => {
   page.setDefaultTimeout(15_000);
   page.on('pageerror', (err) => pageErrors.push(`pageerror: ${err.message}`));
   page.on('console', (msg) => {
-    // A 401 before the key is entered is the test's own doing.
-    if (msg.type() === 'error' && !msg.text().includes('401')) pageErrors.push(`console: ${msg.text()}`);
+    // A 401 before the key is entered is the test's own doing, and so is
+    // the 400 refusing to stream a response created without stream.
+    const expected = msg.text().includes('status of 401') || (expect400 && msg.text().includes('status of 400'));
+    if (msg.type() === 'error' && !expected) pageErrors.push(`console: ${msg.text()}`);
   });
 });
 
@@ -95,6 +98,12 @@ test('runs list: a key is asked for, then the runs show', async () => {
   const row = page.locator(`#runs-table tr[data-run="${runs.data[0].id}"]`);
   await row.waitFor();
   assert.match(await row.textContent(), /demo\.echo/);
+  // Live status: a run started now shows up running, then completed,
+  // without a reload (the page polls its one page of runs).
+  const slow = await start('demo.silent', { steps: '4', step_delay_ms: '400' });
+  const slowRun = (await api('GET', `/v1/runs?response_id=${slow}`)).data[0].id;
+  await page.locator(`#runs-table tr[data-run="${slowRun}"] .badge`, { hasText: 'in_progress' }).waitFor();
+  await page.locator(`#runs-table tr[data-run="${slowRun}"] .badge`, { hasText: 'completed' }).waitFor();
   // Every form control is labelled.
   const unlabelled = await page.evaluate(() => [...document.querySelectorAll('input, select, textarea')]
     .filter((el) => !el.labels?.length && !el.getAttribute('aria-label')).map((el) => el.id || el.name));
@@ -199,6 +208,16 @@ test('takeover: the run moves to the surviving host, and its timeline goes on', 
   await page.locator('#step-11-head').click();
   await page.locator('#step-11-body .item-text', { hasText: 'done after 10' }).waitFor();
   await shot('takeover');
+});
+
+test('a response created without stream shows its output (it has no event stream to read)', async () => {
+  const r = await api('POST', '/v1/responses', { model: 'demo.two-outputs', input: 'x', background: true });
+  expect400 = true;
+  await page.goto(`${base}/ui/#/responses/${r.id}`);
+  await page.locator('#stream-state', { hasText: 'not created with stream=true' }).waitFor();
+  await page.locator('#snapshot-output .item-text', { hasText: 'second-2' }).waitFor();
+  await page.locator('h1 .badge', { hasText: 'completed' }).waitFor();
+  expect400 = false;
 });
 
 test('no errors on the pages', () => {

@@ -55,7 +55,7 @@ export function runPage(main, runId, q) {
         st.run = await get(`/v1/runs/${enc(runId)}`, ctrl.signal);
         observeLease(st.lease, st.run.lease, st.run.last_step, Date.now() / 1000);
         st.responseId ||= st.run.head_response_id;
-        if (st.stream === 'unstreamable' && isRunning(responseStatus(st))) {
+        if (st.stream === 'unstreamable' && (!st.snapshot || isRunning(st.snapshot.status))) {
           st.snapshot = await get(`/v1/responses/${enc(st.responseId)}`, ctrl.signal);
         }
         render();
