@@ -120,8 +120,12 @@ func TestRuns_ListGetCheckpoints(t *testing.T) {
 	if len(d.Supersteps) != 3 {
 		t.Fatalf("supersteps: %+v", d.Supersteps)
 	}
+	if len(d.LeaseHistory) != 1 || d.LeaseHistory[0].Epoch != 1 || d.LeaseHistory[0].LastStep != 0 || d.LeaseHistory[0].Owner == "" {
+		t.Fatalf("lease history: %+v", d.LeaseHistory)
+	}
 	for i, ss := range d.Supersteps {
-		if ss.Step != int64(i+1) || ss.ResponseID != respID || ss.CommittedAt == nil || !slices.Equal(ss.Executors, wantExec[i]) {
+		if ss.Step != int64(i+1) || ss.ResponseID != respID || ss.CommittedAt == nil || !slices.Equal(ss.Executors, wantExec[i]) ||
+			ss.Epoch == nil || *ss.Epoch != 1 || ss.Host == nil || *ss.Host != d.LeaseHistory[0].Owner {
 			t.Errorf("superstep %d: %+v", i+1, ss)
 		}
 	}

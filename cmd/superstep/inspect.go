@@ -57,7 +57,15 @@ type runView struct {
 		FirstSeq    *int64   `json:"first_seq"`
 		LastSeq     *int64   `json:"last_seq"`
 		Executors   []string `json:"executors"`
+		Epoch       *int64   `json:"epoch"`
+		Host        *string  `json:"host"`
 	} `json:"supersteps"`
+	LeaseHistory []struct {
+		Epoch     int64  `json:"epoch"`
+		Owner     string `json:"owner"`
+		LastStep  int64  `json:"last_step"`
+		ClaimedAt int64  `json:"claimed_at"`
+	} `json:"lease_history"`
 	PendingRequests []struct {
 		CallID    string `json:"call_id"`
 		Name      string `json:"name"`
@@ -269,18 +277,27 @@ func printRun(w io.Writer, r *runView) {
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\ntimeline:")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  STEP\tCOMMITTED\tRESPONSE\tEVENTS\tEXECUTORS")
+	fmt.Fprintln(tw, "  STEP\tCOMMITTED\tRESPONSE\tEVENTS\tEXECUTORS\tLEASE")
 	for _, s := range r.Supersteps {
-		at, evs := "-", "-"
+		at, evs, by := "-", "-", "-"
 		if s.CommittedAt != nil {
 			at = unixTime(*s.CommittedAt)
 		}
 		if s.FirstSeq != nil && s.LastSeq != nil {
 			evs = fmt.Sprintf("%d..%d", *s.FirstSeq, *s.LastSeq)
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", s.Step, at, s.ResponseID, evs, orDash(strings.Join(s.Executors, ",")))
+		if s.Epoch != nil && s.Host != nil {
+			by = fmt.Sprintf("%s#%d", *s.Host, *s.Epoch)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", s.Step, at, s.ResponseID, evs, orDash(strings.Join(s.Executors, ",")), by)
 	}
 	_ = tw.Flush()
+	if len(r.LeaseHistory) > 1 {
+		fmt.Fprintln(w, "\nlease claims (takeovers):")
+		for _, c := range r.LeaseHistory {
+			fmt.Fprintf(w, "  epoch %d  %s  after step %d  at %s\n", c.Epoch, c.Owner, c.LastStep, unixTime(c.ClaimedAt))
+		}
+	}
 	if len(r.PendingRequests) > 0 {
 		fmt.Fprintln(w, "\npending requests:")
 		for _, p := range r.PendingRequests {
