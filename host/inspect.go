@@ -71,13 +71,17 @@ type RunDetail struct {
 	// Graph is the workflow's shape; nil when the model is not registered
 	// on this host.
 	Graph *workflow.Graph
+	// Claims are the claims of the run's lease, oldest first: its owners
+	// and takeovers.
+	Claims []store.LeaseClaimRecord
 }
 
 // Superstep is what is known of one committed step. It is derived from
 // what the store keeps: the step's checkpoint (its time, while retention
 // keeps it), the event records its commit wrote, and the header of the
-// checkpoint before it (its queued executors ran in this step). Which host
-// committed it and at which epoch is not stored.
+// checkpoint before it (its queued executors ran in this step), and the
+// lease claims (the epoch, and its owner, claimed last before the step:
+// commits are fenced by epoch).
 type Superstep struct {
 	Step       int64
 	ResponseID string
@@ -91,6 +95,10 @@ type Superstep struct {
 	// Executors ran in the step, from the previous checkpoint's queues;
 	// empty when that checkpoint is not kept.
 	Executors []string
+	// Epoch and Host are the lease the step was committed under; 0 and ""
+	// when no claim is recorded (a run from before the store kept them).
+	Epoch int64
+	Host  string
 }
 
 // PendingRequest is a request of the workflow waiting for an answer, as
@@ -126,6 +134,10 @@ func (h *Host) RunDetail(ctx context.Context, id, owner string) (*RunDetail, err
 	if m != nil {
 		g := m.wf.Graph()
 		d.Graph = &g
+	}
+	ri, _ := h.inspector()
+	if d.Claims, err = ri.RunClaims(ctx, id); err != nil {
+		return nil, fmt.Errorf("host: lease claims of run %s: %w", id, err)
 	}
 	if err := h.addSupersteps(ctx, d, kept); err != nil {
 		return nil, err
@@ -169,6 +181,11 @@ func (h *Host) addSupersteps(ctx context.Context, d *RunDetail, kept map[int64]s
 	for _, r := range d.Responses {
 		for step := r.StartStep + 1; step <= r.CommitStep && step <= last; step++ {
 			ss := Superstep{Step: step, ResponseID: r.ID, FirstSeq: -1, LastSeq: -1, Executors: []string{}}
+			for _, c := range d.Claims { // by epoch: the last claimed before step wins
+				if c.LastStep < step {
+					ss.Epoch, ss.Host = c.Epoch, c.Owner
+				}
+			}
 			if c, ok := kept[step]; ok {
 				t := c.CreatedAt
 				ss.CommittedAt = &t

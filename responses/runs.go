@@ -297,6 +297,16 @@ type runDetail struct {
 	Supersteps      []superstepView  `json:"supersteps"`
 	PendingRequests []pendingRequest `json:"pending_requests"`
 	Graph           *graphView       `json:"graph"`
+	// LeaseHistory lists every claim of the run's lease, oldest first:
+	// its owners and takeovers.
+	LeaseHistory []leaseClaim `json:"lease_history"`
+}
+
+type leaseClaim struct {
+	Epoch     int64  `json:"epoch"`
+	Owner     string `json:"owner"`
+	LastStep  int64  `json:"last_step"`
+	ClaimedAt int64  `json:"claimed_at"`
 }
 
 type runResponse struct {
@@ -318,8 +328,8 @@ type superstepView struct {
 	FirstSeq    *int64   `json:"first_seq"`
 	LastSeq     *int64   `json:"last_seq"`
 	Executors   []string `json:"executors"`
-	// Epoch and Host are not stored per commit: always null (see
-	// host.Superstep).
+	// Epoch and Host are the lease the step was committed under (null
+	// when no claim is recorded: see host.Superstep).
 	Epoch *int64  `json:"epoch"`
 	Host  *string `json:"host"`
 }
@@ -375,6 +385,10 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 			t := ss.CommittedAt.Unix()
 			v.CommittedAt = &t
 		}
+		if ss.Epoch > 0 {
+			epoch, hostID := ss.Epoch, ss.Host
+			v.Epoch, v.Host = &epoch, &hostID
+		}
 		if ss.FirstSeq >= 0 {
 			first, last := ss.FirstSeq, ss.LastSeq
 			v.FirstSeq, v.LastSeq = &first, &last
@@ -383,6 +397,10 @@ func (s *server) handleRun(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, p := range d.Pending {
 		out.PendingRequests = append(out.PendingRequests, pendingRequest{CallID: p.CallID, Name: p.Name, Arguments: p.Arguments})
+	}
+	out.LeaseHistory = make([]leaseClaim, 0, len(d.Claims))
+	for _, c := range d.Claims {
+		out.LeaseHistory = append(out.LeaseHistory, leaseClaim{Epoch: c.Epoch, Owner: c.Owner, LastStep: c.LastStep, ClaimedAt: c.ClaimedAt.Unix()})
 	}
 	if g := d.Graph; g != nil {
 		gv := &graphView{Start: g.Start, Executors: make([]graphExec, 0, len(g.Executors)), Edges: make([]graphEdgeOut, 0, len(g.Edges))}

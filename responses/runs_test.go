@@ -120,8 +120,12 @@ func TestRuns_ListGetCheckpoints(t *testing.T) {
 	if len(d.Supersteps) != 3 {
 		t.Fatalf("supersteps: %+v", d.Supersteps)
 	}
+	if len(d.LeaseHistory) != 1 || d.LeaseHistory[0].Epoch != 1 || d.LeaseHistory[0].LastStep != 0 || d.LeaseHistory[0].Owner == "" {
+		t.Fatalf("lease history: %+v", d.LeaseHistory)
+	}
 	for i, ss := range d.Supersteps {
-		if ss.Step != int64(i+1) || ss.ResponseID != respID || ss.CommittedAt == nil || !slices.Equal(ss.Executors, wantExec[i]) {
+		if ss.Step != int64(i+1) || ss.ResponseID != respID || ss.CommittedAt == nil || !slices.Equal(ss.Executors, wantExec[i]) ||
+			ss.Epoch == nil || *ss.Epoch != 1 || ss.Host == nil || *ss.Host != d.LeaseHistory[0].Owner {
 			t.Errorf("superstep %d: %+v", i+1, ss)
 		}
 	}
@@ -474,4 +478,61 @@ func TestFork_Postgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	testFork(t, newInspectServer(t, st, nil))
+}
+
+// TestFork_StreamAndBackground forks with stream:true (the fork's events
+// as SSE from sequence 0 to its terminal event) and with background:true
+// (the created Response at once), and cancels a background fork.
+func TestFork_StreamAndBackground(t *testing.T) {
+	ts := newInspectServer(t, openSQLiteFile(t), nil)
+	orig := ts.createSync(`{"model":"demo.two-outputs","input":"x"}`)
+	run := ts.runOf(orig["id"].(string))
+
+	rp := ts.do("POST", "/v1/runs/"+run.ID+"/fork", `{"step":1,"stream":true}`)
+	if rp.status != 200 || !strings.HasPrefix(rp.header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("stream fork: %d %s", rp.status, rp.body)
+	}
+	var seqs []int64
+	var types []string
+	for line := range strings.SplitSeq(rp.body, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var ev struct {
+			Type string `json:"type"`
+			Seq  int64  `json:"sequence_number"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatal(err)
+		}
+		seqs, types = append(seqs, ev.Seq), append(types, ev.Type)
+	}
+	if len(seqs) == 0 || types[0] != "response.created" || types[len(types)-1] != "response.completed" {
+		t.Fatalf("stream fork events: %v", types)
+	}
+	for i, s := range seqs {
+		if s != int64(i) {
+			t.Fatalf("stream fork sequence numbers: %v", seqs)
+		}
+	}
+
+	long := ts.createSync(`{"model":"demo.silent","input":"z","metadata":{"steps":"40"}}`)
+	lrun := ts.runOf(long["id"].(string))
+	rp = ts.do("POST", "/v1/runs/"+lrun.ID+"/fork", `{"step":1,"background":true,"metadata":{"step_delay_ms":"50"}}`)
+	var bg map[string]any
+	if rp.status != 200 || json.Unmarshal([]byte(rp.body), &bg) != nil || bg["status"] != "queued" && bg["status"] != "in_progress" {
+		t.Fatalf("background fork: %d %s", rp.status, rp.body)
+	}
+	id := bg["id"].(string)
+	if rp := ts.do("POST", "/v1/responses/"+id+"/cancel", ""); rp.status != 200 {
+		t.Fatalf("cancel the fork: %d %s", rp.status, rp.body)
+	}
+	waitFor(t, "the fork's cancel", func() bool {
+		r, err := ts.store.ResponseGet(context.Background(), id)
+		return err == nil && r.Finished() && r.Status == store.StatusCancelled
+	})
+	if err := store.Check(context.Background(), ts.store); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -62,4 +62,19 @@ type RunInspector interface {
 	// RunInfo returns one run with its head's owner and status and its
 	// lineage (ErrNotFound).
 	RunInfo(ctx context.Context, id string) (*RunInfo, error)
+	// RunClaims returns the claims of the run's lease, oldest first
+	// (none for an unknown run): every ResponseCreate with a LeaseOwner
+	// and every LeaseClaim of it records one in its transaction.
+	RunClaims(ctx context.Context, runID string) ([]LeaseClaimRecord, error)
+}
+
+// LeaseClaimRecord is one claim of a run's lease. The commits made under
+// Epoch are of steps after LastStep (and before the next claim's
+// LastStep+1): commits are fenced by epoch.
+type LeaseClaimRecord struct {
+	Epoch int64
+	Owner string
+	// LastStep is the run's LastStep when it was claimed.
+	LastStep  int64
+	ClaimedAt time.Time
 }

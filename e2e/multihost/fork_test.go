@@ -84,6 +84,31 @@ func TestMultihost_ForkAfterKill(t *testing.T) {
 	if got, want := texts(t, frec.Snapshot), texts(t, orig.Snapshot); !slices.Equal(got, want) || !slices.Equal(want, []string{"done after 8"}) {
 		t.Fatalf("fork output %q, original %q", got, want)
 	}
+	// The original's supersteps name the dead owner up to the kill, and
+	// its successor, at a later epoch, after the takeover.
+	var detail struct {
+		Supersteps []struct {
+			Step  int64   `json:"step"`
+			Epoch *int64  `json:"epoch"`
+			Host  *string `json:"host"`
+		} `json:"supersteps"`
+		LeaseHistory []struct {
+			Epoch int64  `json:"epoch"`
+			Owner string `json:"owner"`
+		} `json:"lease_history"`
+	}
+	if err := json.Unmarshal(get(ctx, t, other.url(), "/v1/runs/"+run.ID), &detail); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(detail.LeaseHistory); n < 2 || detail.LeaseHistory[0].Owner != owner.id || detail.LeaseHistory[n-1].Owner == owner.id {
+		t.Fatalf("lease history: %+v (killed %s)", detail.LeaseHistory, owner.id)
+	}
+	for _, ss := range detail.Supersteps {
+		if ss.Epoch == nil || ss.Host == nil || ss.Step <= 3 && (*ss.Host != owner.id || *ss.Epoch != run.Lease.Epoch) ||
+			ss.Step == 9 && (*ss.Host == owner.id || *ss.Epoch <= run.Lease.Epoch) {
+			t.Errorf("superstep %d: epoch %v host %v (killed %s at epoch %d)", ss.Step, ss.Epoch, ss.Host, owner.id, run.Lease.Epoch)
+		}
+	}
 	after, err := st.CheckpointGet(ctx, run.ID, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +141,25 @@ func fork(ctx context.Context, t *testing.T, base, runID, body string) []byte {
 	b, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("fork %s from %s: %d %v %s", runID, base, resp.StatusCode, err, b)
+	}
+	return b
+}
+
+// get GETs path from base and returns the reply's body, requiring 200.
+func get(ctx context.Context, t *testing.T, base, path string) []byte {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s%s: %d %v %s", base, path, resp.StatusCode, err, b)
 	}
 	return b
 }

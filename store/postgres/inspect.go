@@ -115,3 +115,33 @@ func (s *Store) RunQuery(ctx context.Context, p *store.RunQueryParams) ([]*store
 }
 
 var _ store.RunInspector = (*Store)(nil)
+
+// recordClaim records the claim of run's lease a create just made;
+// nothing when owner is "" (no claim). The claim's time is the run's
+// updated_at, which the create set.
+func recordClaim(ctx context.Context, tx pgx.Tx, run *store.Run, owner string) error {
+	if owner == "" {
+		return nil
+	}
+	_, err := tx.Exec(ctx, "INSERT INTO lease_claims (run_id, epoch, owner, last_step, claimed_at) VALUES ($1, $2, $3, $4, $5)",
+		run.ID, run.Lease.Epoch, owner, run.LastStep, run.UpdatedAt)
+	return err
+}
+
+// RunClaims returns the claims of the run's lease, oldest first.
+func (s *Store) RunClaims(ctx context.Context, runID string) ([]store.LeaseClaimRecord, error) {
+	if _, err := s.begin(time.Time{}); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, "SELECT epoch, owner, last_step, claimed_at FROM lease_claims WHERE run_id = $1 ORDER BY epoch", runID)
+	if err != nil {
+		return nil, mapError("run claims", runID, 0, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.LeaseClaimRecord, error) {
+		var c store.LeaseClaimRecord
+		err := row.Scan(&c.Epoch, &c.Owner, &c.LastStep, &c.ClaimedAt)
+		c.ClaimedAt = c.ClaimedAt.UTC()
+		return c, err
+	})
+	return out, mapError("run claims", runID, 0, err)
+}

@@ -17,7 +17,7 @@ import (
 
 // undoVersion8 undoes migration 8 (run lineage), for tests that build a
 // database of an older version.
-const undoVersion8 = "DROP INDEX runs_created; ALTER TABLE runs DROP COLUMN forked_from_run, DROP COLUMN forked_from_step; "
+const undoVersion8 = "DROP TABLE lease_claims; DROP INDEX runs_created; ALTER TABLE runs DROP COLUMN forked_from_run, DROP COLUMN forked_from_step; "
 
 // undoVersion7 undoes migrations 8 and 7 (idempotency keys).
 const undoVersion7 = undoVersion8 + "DROP TABLE idempotency_keys; "

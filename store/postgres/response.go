@@ -40,6 +40,9 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 		if err != nil {
 			return err
 		}
+		if err := recordClaim(ctx, tx, run, p.LeaseOwner); err != nil {
+			return err
+		}
 		resp, err := insertResponse(ctx, tx, p, run, now)
 		if err != nil {
 			return err

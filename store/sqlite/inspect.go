@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"strings"
+	"time"
 
 	"github.com/superstep/superstep/store"
 )
@@ -114,3 +116,37 @@ func (s *Store) RunQuery(ctx context.Context, p *store.RunQueryParams) ([]*store
 }
 
 var _ store.RunInspector = (*Store)(nil)
+
+// recordClaim records the claim of run's lease that claimLease (or
+// LeaseClaim) just made; nothing when owner is "" (no claim).
+func recordClaim(ctx context.Context, tx *sql.Tx, run *store.Run, owner string, now time.Time) error {
+	if owner == "" {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, "INSERT INTO lease_claims (run_id, epoch, owner, last_step, claimed_at) VALUES (?, ?, ?, ?, ?)",
+		run.ID, run.Lease.Epoch, owner, run.LastStep, now.UnixNano())
+	return mapError("record lease claim", err)
+}
+
+// RunClaims returns the claims of the run's lease, oldest first.
+func (s *Store) RunClaims(ctx context.Context, runID string) ([]store.LeaseClaimRecord, error) {
+	if err := s.checkOpen("run claims"); err != nil {
+		return nil, err
+	}
+	rows, err := s.rdb.QueryContext(ctx, "SELECT epoch, owner, last_step, claimed_at FROM lease_claims WHERE run_id = ? ORDER BY epoch", runID)
+	if err != nil {
+		return nil, mapError("run claims", err)
+	}
+	defer rows.Close()
+	var out []store.LeaseClaimRecord
+	for rows.Next() {
+		var c store.LeaseClaimRecord
+		var at int64
+		if err := rows.Scan(&c.Epoch, &c.Owner, &c.LastStep, &at); err != nil {
+			return nil, mapError("run claims", err)
+		}
+		c.ClaimedAt = fromNanos(at)
+		out = append(out, c)
+	}
+	return out, mapError("run claims", rows.Err())
+}

@@ -165,6 +165,9 @@ func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, r
 	run := &store.Run{ID: p.RunID, Model: resp.Model, HeadResponseID: resp.ID, Active: !resp.Status.Terminal(), LastStep: base,
 		CreatedAt: now, UpdatedAt: now}
 	claimLease(run, p.LeaseOwner, p.LeaseDuration, now)
+	if err := recordClaim(ctx, tx, run, p.LeaseOwner, now); err != nil {
+		return nil, err
+	}
 	var num int64
 	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(num), 0) + 1 FROM runs").Scan(&num); err != nil {
 		return nil, mapError("number run", err)
@@ -204,6 +207,9 @@ func continueRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams,
 	run.HeadResponseID, run.Active, run.UpdatedAt = resp.ID, !resp.Status.Terminal(), now
 	resp.CommitStep = run.LastStep
 	claimLease(run, p.LeaseOwner, p.LeaseDuration, now)
+	if err := recordClaim(ctx, tx, run, p.LeaseOwner, now); err != nil {
+		return err
+	}
 	_, err = tx.ExecContext(ctx, `UPDATE runs SET head_response_id = ?, active = ?, lease_owner = ?, lease_epoch = ?,
 		lease_expires_at = ?, updated_at = ? WHERE id = ?`,
 		run.HeadResponseID, run.Active, run.Lease.Owner, run.Lease.Epoch, nanos(run.Lease.ExpiresAt), now.UnixNano(), run.ID)
@@ -356,7 +362,7 @@ func deleteResponseTx(ctx context.Context, tx *sql.Tx, id string) error {
 		return err
 	}
 	for _, q := range []string{"DELETE FROM checkpoints WHERE k BETWEEN " + runKeyLo + " AND " + runKeyHi,
-		"DELETE FROM blobs WHERE run_id = ?1", "DELETE FROM runs WHERE id = ?1"} {
+		"DELETE FROM blobs WHERE run_id = ?1", "DELETE FROM lease_claims WHERE run_id = ?1", "DELETE FROM runs WHERE id = ?1"} {
 		if _, err := tx.ExecContext(ctx, q, runID); err != nil {
 			return err
 		}

@@ -145,4 +145,38 @@ func testRunInspector(t *testing.T, h Harness) {
 			t.Fatal("fork without an origin run accepted")
 		}
 	})
+
+	t.Run("Claims", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		ri := inspector(t, b.s)
+		res := CreateResponse(b.ctx, t, b.s, nil)
+		Commit(b.ctx, t, b.s, res.Run.ID, nil)
+		Commit(b.ctx, t, b.s, res.Run.ID, nil)
+		err := b.s.LeaseRelease(b.ctx, &store.LeaseParams{RunID: res.Run.ID, Owner: LeaseOwnerDefault, Epoch: 1})
+		requireNoError(t, err, "LeaseRelease")
+		claimed, err := b.s.LeaseClaim(b.ctx, &store.LeaseClaimParams{Owner: "host-b", Duration: time.Hour})
+		requireNoError(t, err, "LeaseClaim")
+		if len(claimed) != 1 {
+			t.Fatalf("claimed %d runs", len(claimed))
+		}
+		Commit(b.ctx, t, b.s, res.Run.ID, nil)
+		claims, err := ri.RunClaims(b.ctx, res.Run.ID)
+		requireNoError(t, err, "RunClaims")
+		if len(claims) != 2 || claims[0].Epoch != 1 || claims[0].Owner != LeaseOwnerDefault || claims[0].LastStep != 0 ||
+			claims[1].Epoch != 2 || claims[1].Owner != "host-b" || claims[1].LastStep != 2 || claims[1].ClaimedAt.IsZero() {
+			t.Fatalf("claims: %+v", claims)
+		}
+		// A create without a lease owner claims nothing.
+		queued := CreateResponse(b.ctx, t, b.s, &ResponseOpts{NoLease: true})
+		if claims, err := ri.RunClaims(b.ctx, queued.Run.ID); err != nil || len(claims) != 0 {
+			t.Fatalf("claims of a queued run: %+v %v", claims, err)
+		}
+		// The claims go with the run.
+		requireNoError(t, b.s.ResponseDelete(b.ctx, res.Response.ID), "ResponseDelete")
+		if claims, err := ri.RunClaims(b.ctx, res.Run.ID); err != nil || len(claims) != 0 {
+			t.Fatalf("claims of a deleted run: %+v %v", claims, err)
+		}
+	})
+
 }
