@@ -122,7 +122,7 @@ test('timeline: a streaming response\'s supersteps appear live, the graph lights
   assert.ok(early < 7, `${early} supersteps shown at first, want fewer than all 7`);
   await page.locator('h1 .badge', { hasText: 'completed' }).waitFor();
   assert.equal(await stepCount(), 7);
-  await page.locator('#stream-state', { hasText: 'the stream has ended' }).waitFor();
+  await page.locator('#stream-state', { hasText: 'The stream has ended.' }).waitFor();
   // The last superstep yielded the output: its events hold the item.
   await page.locator('#step-7-head').click();
   await page.locator('#step-7-body .item-text', { hasText: 'done after 6' }).waitFor();
@@ -200,11 +200,12 @@ test('takeover: the run moves to the surviving host, and its timeline goes on', 
   await page.locator('#steps > li.step').first().waitFor();
   assert.equal(await status(id), 'in_progress');
   process.kill(victimPid, 'SIGKILL');
-  await page.locator('#lease-changes', { hasText: 'host-b → host-a (takeover)' }).waitFor({ timeout: 30_000 });
-  await page.locator('#lease-owner', { hasText: 'host-a' }).waitFor();
+  await page.locator('#lease-owner', { hasText: 'host-a' }).waitFor({ timeout: 30_000 });
+  await page.locator('#lease-history tbody tr', { hasText: 'host-a' }).filter({ hasText: 'new host' }).waitFor();
   await page.locator('h1 .badge', { hasText: 'completed' }).waitFor({ timeout: 30_000 });
   assert.equal(await stepCount(), 11);
   assert.equal(await page.locator('#steps .takeover-tag').count(), 1, 'the first commit under host-a is marked');
+  assert.match(await page.locator('#takeover-steps').textContent(), /host-b → host-a/);
   await page.locator('#step-11-head').click();
   await page.locator('#step-11-body .item-text', { hasText: 'done after 10' }).waitFor();
   await shot('takeover');

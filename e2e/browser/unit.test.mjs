@@ -61,12 +61,13 @@ test('itemLine and takeovers', () => {
   assert.equal(itemLine({ type: 'function_call', name: 'approve', arguments: '{"q":1}' }), 'approve({"q":1})');
   assert.equal(itemLine({ type: 'mcp_call', name: 'calc', arguments: '1+1', output: '2' }), 'calc(1+1) → 2');
   const t = takeovers([
-    { step: 3, epoch: 2, host: 'b' }, { step: 1, epoch: 1, host: 'a' }, { step: 2, epoch: 1, host: 'a' },
-    { step: 4, epoch: null }, { step: 5, epoch: 3, host: 'a' },
+    { step: 3, epoch: 2, host: 'b', response_id: 'r1' }, { step: 1, epoch: 1, host: 'a', response_id: 'r1' },
+    { step: 2, epoch: 1, host: 'a', response_id: 'r1' }, { step: 4, epoch: null, response_id: 'r1' },
+    { step: 5, epoch: 3, host: 'a', response_id: 'r2' },
   ]);
   assert.deepEqual(t, [
-    { step: 3, fromEpoch: 1, toEpoch: 2, fromHost: 'a', toHost: 'b' },
-    { step: 5, fromEpoch: 2, toEpoch: 3, fromHost: 'b', toHost: 'a' },
+    { step: 3, fromEpoch: 1, toEpoch: 2, fromHost: 'a', toHost: 'b', sameResponse: true },
+    { step: 5, fromEpoch: 2, toEpoch: 3, fromHost: 'b', toHost: 'a', sameResponse: false },
   ]);
 });
 

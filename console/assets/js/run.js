@@ -171,7 +171,11 @@ function skeleton(main, runId) {
     lease: h('div', { id: 'run-lease' }),
     responses: h('ul', { class: 'responses', id: 'run-responses' }),
     timelineTitle: h('h2', { id: 'timeline-title' }, 'Supersteps'),
-    streamState: h('p', { class: 'muted', id: 'stream-state', role: 'status' }),
+    // The state is a live region (it changes a few times); the count of
+    // events, which changes with each one, is not, or a screen reader
+    // would read every event out.
+    streamState: h('span', { id: 'stream-state', role: 'status' }),
+    eventCount: h('span', { id: 'event-count' }),
     steps: h('ol', { class: 'steps', id: 'steps', 'aria-labelledby': 'timeline-title' }),
     pending: h('div', { id: 'pending-events' }),
     output: h('div', { id: 'snapshot-output' }),
@@ -203,7 +207,7 @@ function skeleton(main, runId) {
           h('div', { class: 'inline' }, el.cancel, el.fork), el.replayForm),
         el.replay,
         h('section', { class: 'card', 'aria-labelledby': 'timeline-title' },
-          el.timelineTitle, el.streamState, el.steps, el.pending, el.output)),
+          el.timelineTitle, h('p', { class: 'muted' }, el.streamState, ' ', el.eventCount), el.steps, el.pending, el.output)),
       h('div', { class: 'col-side' },
         h('section', { class: 'card', 'aria-labelledby': 'graph-title' },
           h('h2', { id: 'graph-title' }, 'Workflow graph'), el.graphCaption, el.graph,
@@ -246,25 +250,30 @@ function draw(el, st, runId, actions) {
   const status = responseStatus(st);
   replace(el.badge, badge(run.status), run.active ? h('span', { class: 'active-dot' }, ' active') : null);
   drawSummary(el, run);
-  drawLease(el, run, st.lease.changes);
   drawResponses(el, run, st, runId);
   el.cancel.disabled = !isRunning(status);
   el.timelineTitle.textContent = `Supersteps of ${st.responseId}`;
-  el.streamState.textContent = {
+  const stateText = {
     connecting: 'Connecting to the stream…',
-    live: isRunning(status) ? `Live: ${st.events.length} events so far.` : `${st.events.length} events.`,
-    ended: `${st.events.length} events; the stream has ended.`,
+    live: isRunning(status) ? 'Live.' : 'Stream open.',
+    ended: 'The stream has ended.',
     unstreamable: 'This response was not created with stream=true, so it has no event stream; its output is below.',
     failed: 'The stream failed; the supersteps below are from the run.',
   }[st.stream];
+  if (el.streamState.textContent !== stateText) el.streamState.textContent = stateText;
+  el.eventCount.textContent = st.stream === 'unstreamable' ? '' : `${st.events.length} event${st.events.length === 1 ? '' : 's'}.`;
   const steps = stepsOf(run, st.responseId);
   const tl = buildTimeline(steps, st.events);
   const latest = steps[steps.length - 1]?.step ?? null;
   const shown = st.selected ?? latest;
   // A takeover shows on the first commit under the new owner: from the
   // supersteps' epochs when the server has them, else as this page saw it.
-  const moves = new Map(takeovers(run.supersteps).map((t) => [t.step, t]));
-  for (const c of st.lease.changes) if (c.toOwner && c.toOwner !== c.fromOwner && !moves.has(c.step + 1)) moves.set(c.step + 1, c);
+  const moves = new Map(takeovers(run.supersteps).filter((t) => t.sameResponse).map((t) => [t.step, t]));
+  const epochsKnown = (run.supersteps || []).some((s) => s.epoch !== null && s.epoch !== undefined);
+  if (!epochsKnown) {
+    for (const c of st.lease.changes) if (c.toOwner && c.toOwner !== c.fromOwner && !moves.has(c.step + 1)) moves.set(c.step + 1, c);
+  }
+  drawLease(el, run, st.lease.changes, moves);
   drawSteps(el, tl.steps, st, shown, moves);
   drawPending(el, tl.pending, isRunning(status));
   drawOutput(el, st);
@@ -291,27 +300,39 @@ function drawSummary(el, run) {
   replace(el.summary, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
 }
 
-function drawLease(el, run, seen) {
+function drawLease(el, run, seen, moves) {
   const l = run.lease || {};
-  const moves = takeovers(run.supersteps);
-  const known = (run.supersteps || []).some((s) => s.epoch !== null && s.epoch !== undefined);
+  const history = run.lease_history || [];
+  const sig = JSON.stringify([l, history, seen, [...moves.keys()]]);
+  if (el.lease.dataset.sig === sig) return;
+  el.lease.dataset.sig = sig;
   replace(el.lease,
     h('dl', { class: 'facts' },
       h('dt', {}, 'Owner'), h('dd', { class: 'mono', id: 'lease-owner' }, l.owner || 'none'),
       h('dt', {}, 'Epoch'), h('dd', { id: 'lease-epoch' }, l.epoch === undefined ? '—' : String(l.epoch)),
       h('dt', {}, 'Expires'), h('dd', {}, l.owner ? `${time(l.expires_at)} (${relative(l.expires_at)})` : '—')),
-    h('p', { class: 'muted' }, 'Each claim of the run (a takeover, or a new response on an idle run) raises the epoch; ' +
-      'a host with an older epoch can no longer commit.'),
-    moves.length
-      ? h('ul', { class: 'takeovers', 'aria-label': 'Takeovers by commit' }, moves.map((m) => h('li', {},
-        `Step ${m.step}: epoch ${m.fromEpoch} → ${m.toEpoch}`, m.toHost ? `, ${m.fromHost || '?'} → ${m.toHost}` : '')))
-      : known ? h('p', { class: 'muted' }, 'No takeovers: every commit was made under one lease epoch.') : null,
-    seen.length
+    h('p', { class: 'muted' }, 'Each claim of the run raises the epoch: a takeover (its host died or lost the lease), ' +
+      'or a later response on the idle run. A host with an older epoch can no longer commit.'),
+    history.length ? claimsTable(history, run) : null,
+    moves.size ? h('p', { id: 'takeover-steps' }, `Takeovers within a response: ${[...moves.values()].map((m) =>
+      `step ${m.step} (${m.fromHost || m.fromOwner || '?'} → ${m.toHost || m.toOwner || '?'})`).join(', ')}.`) : null,
+    seen.length && !history.length
       ? h('ul', { class: 'takeovers', id: 'lease-changes', 'aria-label': 'Lease changes seen on this page' }, seen.map((c) => h('li', {},
         `${time(c.at).slice(11)}, after step ${c.step}: epoch ${c.fromEpoch} → ${c.toEpoch}`,
         c.toOwner && c.toOwner !== c.fromOwner ? `, ${c.fromOwner || 'none'} → ${c.toOwner} (takeover)` : c.toOwner ? `, ${c.toOwner} again` : '')))
-      : known ? null : h('p', { class: 'muted', id: 'lease-note' }, 'This server does not record the epoch of each commit, ' +
-        'so takeovers are shown as this page sees them happen.'));
+      : null);
+}
+
+// claimsTable lists the run's lease claims (lease_history), oldest first.
+function claimsTable(history, run) {
+  return h('table', { class: 'claims', id: 'lease-history' },
+    h('caption', {}, 'Claims of the lease'),
+    h('thead', {}, h('tr', {}, ['Epoch', 'Owner', 'Claimed', 'After step'].map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, history.map((c, i) => h('tr', {},
+      h('td', { class: 'num' }, String(c.epoch)),
+      h('td', { class: 'mono' }, c.owner, i > 0 && history[i - 1].owner !== c.owner ? h('span', { class: 'takeover-tag' }, ' new host') : null),
+      h('td', {}, time(c.claimed_at).slice(11)),
+      h('td', { class: 'num' }, String(c.last_step))))));
 }
 
 function drawResponses(el, run, st, runId) {

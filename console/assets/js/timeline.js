@@ -77,9 +77,12 @@ export function itemLine(item) {
   }
 }
 
-// takeovers lists the commits of a run made under a new lease epoch: the
-// run moved to another host (or the same host claimed it again) after its
-// lease was lost. steps are the run's supersteps, any response.
+// takeovers lists the commits of a run made under a new lease epoch:
+// another claim of the run came between them and the commit before. Within
+// one response that is a takeover (its host died or lost the lease and a
+// host claimed the run again: sameResponse); at the first commit of a later
+// response it is that response's own claim. steps are the run's
+// supersteps, any response; those without an epoch are skipped.
 export function takeovers(allSteps) {
   const sorted = [...(allSteps || [])].sort((a, b) => a.step - b.step);
   const out = [];
@@ -87,7 +90,8 @@ export function takeovers(allSteps) {
   for (const s of sorted) {
     if (s.epoch === null || s.epoch === undefined) continue;
     if (prev && s.epoch !== prev.epoch) {
-      out.push({ step: s.step, fromEpoch: prev.epoch, toEpoch: s.epoch, fromHost: prev.host || '', toHost: s.host || '' });
+      out.push({ step: s.step, fromEpoch: prev.epoch, toEpoch: s.epoch, fromHost: prev.host || '', toHost: s.host || '',
+        sameResponse: s.response_id === prev.response_id });
     }
     prev = s;
   }
