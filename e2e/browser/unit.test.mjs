@@ -127,3 +127,21 @@ test('observeLease: epoch changes seen between reads, with the last owner', () =
     { step: 5, fromEpoch: 2, toEpoch: 3, fromOwner: 'b', toOwner: 'b', at: 15 },
   ]);
 });
+
+test('layoutGraph: a wide fan-out wraps onto lines without overlaps', () => {
+  const workers = Array.from({ length: 64 }, (_, i) => `worker-${i}`);
+  const g = layoutGraph({
+    start: 'split',
+    executors: [{ id: 'split' }, ...workers.map((id) => ({ id })), { id: 'join' }],
+    edges: [...workers.map((w) => ({ from: 'split', to: w })), ...workers.map((w) => ({ from: w, to: 'join' }))],
+  });
+  assert.ok(g.width <= 600, `width ${g.width}`);
+  const byId = Object.fromEntries(g.nodes.map((n) => [n.id, n]));
+  assert.ok(byId.join.y > Math.max(...workers.map((w) => byId[w].y)), 'join below every worker');
+  assert.ok(g.edges.some((e) => e.far) && !g.edges.find((e) => e.to === 'worker-0').far, 'edges across wrapped lines are far, to the first line not');
+  for (const a of g.nodes) {
+    for (const b of g.nodes) {
+      if (a !== b && a.y === b.y) assert.ok(a.x + a.w <= b.x || b.x + b.w <= a.x, `${a.id} and ${b.id} overlap`);
+    }
+  }
+});

@@ -22,7 +22,7 @@ export function graphSVG(graph, lit, caption) {
   s('defs', {}, s('marker', { id: arrow, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' },
     s('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrowhead' }))),
   g.edges.map((e) => s('path', {
-    d: e.path, class: `edge${e.back ? ' back' : ''}${lit.has(e.from) && lit.has(e.to) ? ' lit' : ''}`,
+    d: e.path, class: `edge${e.back ? ' back' : ''}${e.far ? ' far' : ''}${lit.has(e.from) && lit.has(e.to) ? ' lit' : ''}`,
     'marker-end': `url(#${arrow})`, 'data-from': e.from, 'data-to': e.to,
   }, s('title', {}, `${e.from} → ${e.to}${kinds.get(e.from + '\u0000' + e.to) ? ` (${kinds.get(e.from + '\u0000' + e.to)})` : ''}`))),
   g.nodes.map((n) => s('g', {

@@ -9,6 +9,7 @@ const colGap = 16;
 const charWidth = 7.2; // of the 12px monospace label
 const margin = 12;
 const maxLabel = 28;
+const maxLineWidth = 560;
 
 // label is an executor id as drawn: long ids are cut with an ellipsis
 // (the full id is the node's tooltip and accessible name).
@@ -16,9 +17,10 @@ export function label(id) {
   return id.length > maxLabel ? id.slice(0, maxLabel - 1) + '…' : id;
 }
 
-// layoutGraph places graph = {start, executors: [{id}], edges: [{from, to}]}.
-// It returns {nodes: [{id, x, y, w, h, layer}], edges: [{from, to, back,
-// path}], width, height}: x, y are a node's top-left corner, and path an
+// layoutGraph places graph = {start, executors: [{id}], edges: [{from, to}]}
+// in rows by layer (a layer wider than maxLineWidth wraps onto more rows).
+// It returns {nodes: [{id, x, y, w, h, layer, line}], edges: [{from, to,
+// back, far, path}], width, height}: x, y are a node's top-left corner, and path an
 // SVG path from the source's bottom to the target's top (around the right
 // of the drawing for a back edge or a self loop).
 export function layoutGraph(graph) {
@@ -57,22 +59,43 @@ export function layoutGraph(graph) {
   const rows = [];
   for (const id of pre) (rows[layer.get(id)] ||= []).push(id);
 
-  const nodes = new Map();
-  const rowWidth = (row) => row.reduce((w, id) => w + nodeWidth(id), 0) + colGap * (row.length - 1);
-  const width = Math.max(0, ...rows.map(rowWidth)) + 2 * margin;
+  // A wide layer (a fan-out to 64 workers) wraps onto several lines of at
+  // most maxLineWidth, so the drawing stays readable in a side panel.
+  const lines = [];
   rows.forEach((row, r) => {
-    let x = margin + (width - 2 * margin - rowWidth(row)) / 2;
+    let line = [];
+    let w = 0;
     for (const id of row) {
+      const nw = nodeWidth(id);
+      if (line.length && w + colGap + nw > maxLineWidth) {
+        lines.push({ layer: r, ids: line });
+        line = [];
+        w = 0;
+      }
+      w += (line.length ? colGap : 0) + nw;
+      line.push(id);
+    }
+    if (line.length) lines.push({ layer: r, ids: line });
+  });
+  const nodes = new Map();
+  const lineWidth = (ids) => ids.reduce((w, id) => w + nodeWidth(id), 0) + colGap * (ids.length - 1);
+  const width = Math.max(0, ...lines.map((l) => lineWidth(l.ids))) + 2 * margin;
+  lines.forEach((l, i) => {
+    let x = margin + (width - 2 * margin - lineWidth(l.ids)) / 2;
+    for (const id of l.ids) {
       const w = nodeWidth(id);
-      nodes.set(id, { id, x, y: margin + r * (nodeHeight + rowGap), w, h: nodeHeight, layer: r });
+      nodes.set(id, { id, x, y: margin + i * (nodeHeight + rowGap), w, h: nodeHeight, layer: l.layer, line: i });
       x += w + colGap;
     }
   });
   const hasBack = edges.some((e) => back.has(e.from + '\u0000' + e.to) || e.from === e.to);
-  const height = rows.length * (nodeHeight + rowGap) - rowGap + 2 * margin;
+  const height = lines.length * (nodeHeight + rowGap) - rowGap + 2 * margin;
   const drawn = edges.map((e) => {
     const isBack = back.has(e.from + '\u0000' + e.to) || e.from === e.to;
-    return { from: e.from, to: e.to, back: isBack, path: edgePath(nodes.get(e.from), nodes.get(e.to), isBack, width) };
+    const a = nodes.get(e.from);
+    const b = nodes.get(e.to);
+    // far: it crosses other lines of nodes (a wrapped layer); drawn faint.
+    return { from: e.from, to: e.to, back: isBack, far: !isBack && b.line - a.line > 1, path: edgePath(a, b, isBack, width) };
   });
   return { nodes: [...nodes.values()], edges: drawn, width: width + (hasBack ? 40 : 0), height: Math.max(height, 0) };
 }
