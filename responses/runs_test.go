@@ -536,3 +536,22 @@ func TestFork_StreamAndBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func FuzzParseFork(f *testing.F) {
+	for _, s := range []string{`{"step":2}`, `{"step":0,"input":"hi","stream":true}`, `{"step":1,"input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`,
+		`{"step":-1}`, `{}`, ``, `{"step":1}{}`, `{"step":"1"}`, `{"step":1,"input":null,"metadata":{"a":"b"}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := parseFork(body)
+		if err != nil {
+			if ae := toAPIError(err); ae.Status != 400 {
+				t.Fatalf("%q: %+v", body, ae)
+			}
+			return
+		}
+		if p.Step < 0 {
+			t.Fatalf("%q accepted with step %d", body, p.Step)
+		}
+	})
+}
