@@ -104,6 +104,17 @@ test('runs list: a key is asked for, then the runs show', async () => {
   const slowRun = (await api('GET', `/v1/runs?response_id=${slow}`)).data[0].id;
   await page.locator(`#runs-table tr[data-run="${slowRun}"] .badge`, { hasText: 'in_progress' }).waitFor();
   await page.locator(`#runs-table tr[data-run="${slowRun}"] .badge`, { hasText: 'completed' }).waitFor();
+  // Filters: runs held by host-a now (the running one), then by a host with none.
+  const slow2 = await start('demo.silent', { steps: '15', step_delay_ms: '400' }); // 6 s: held while the filter is applied
+  const slow2Run = (await api('GET', `/v1/runs?response_id=${slow2}`)).data[0].id;
+  await page.getByLabel('Held by host').fill('host-a');
+  await page.getByRole('button', { name: 'Apply' }).click();
+  await page.locator(`#runs-table tr[data-run="${slow2Run}"]`).waitFor();
+  assert.match(await page.locator(`#runs-table tr[data-run="${slow2Run}"]`).textContent(), /host-a · epoch 1/);
+  await page.getByLabel('Held by host').fill('no-such-host');
+  await page.getByRole('button', { name: 'Apply' }).click();
+  await page.locator('#runs-table tbody', { hasText: 'No runs.' }).waitFor();
+  assert.match(page.url(), /host=no-such-host/);
   // Every form control is labelled.
   const unlabelled = await page.evaluate(() => [...document.querySelectorAll('input, select, textarea')]
     .filter((el) => !el.labels?.length && !el.getAttribute('aria-label')).map((el) => el.id || el.name));

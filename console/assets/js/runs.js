@@ -17,10 +17,10 @@ const cursors = { key: '', stack: [] };
 
 export function runsPage(main, q) {
   const p = {
-    status: q.get('status') || '', model: q.get('model') || '', order: q.get('order') || 'desc',
+    status: q.get('status') || '', model: q.get('model') || '', host: q.get('host') || '', order: q.get('order') || 'desc',
     limit: limits.includes(q.get('limit')) ? q.get('limit') : '20', after: q.get('after') || '',
   };
-  const filterKey = [p.status, p.model, p.order, p.limit].join('\u0000');
+  const filterKey = [p.status, p.model, p.host, p.order, p.limit].join('\u0000');
   if (cursors.key !== filterKey) Object.assign(cursors, { key: filterKey, stack: [] });
   const link = (over) => '/runs' + query({ ...p, ...over });
 
@@ -94,6 +94,8 @@ function filterForm(p, apply) {
   const status = h('select', { id: 'f-status', name: 'status' },
     statuses.map((s) => h('option', { value: s, selected: s === p.status }, s || 'any')));
   const model = h('input', { id: 'f-model', name: 'model', value: p.model, placeholder: 'demo.echo', spellcheck: 'false' });
+  const host = h('input', { id: 'f-host', name: 'host', value: p.host, placeholder: 'any', spellcheck: 'false', size: 12,
+    title: 'runs whose lease this host holds now' });
   const order = h('select', { id: 'f-order', name: 'order' },
     h('option', { value: 'desc', selected: p.order === 'desc' }, 'newest first'),
     h('option', { value: 'asc', selected: p.order === 'asc' }, 'oldest first'));
@@ -101,10 +103,11 @@ function filterForm(p, apply) {
     limits.map((l) => h('option', { value: l, selected: l === p.limit }, l)));
   return h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter runs', onsubmit: (e) => {
     e.preventDefault();
-    apply({ status: status.value, model: model.value.trim(), order: order.value, limit: limit.value });
+    apply({ status: status.value, model: model.value.trim(), host: host.value.trim(), order: order.value, limit: limit.value });
   } },
   h('label', { for: 'f-status' }, 'Status'), status,
   h('label', { for: 'f-model' }, 'Model'), model,
+  h('label', { for: 'f-host' }, 'Held by host'), host,
   h('label', { for: 'f-order' }, 'Order'), order,
   h('label', { for: 'f-limit' }, 'Per page'), limit,
   h('button', { type: 'submit' }, 'Apply'));
