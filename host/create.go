@@ -246,10 +246,11 @@ func (h *Host) continuesInFlight(ctx context.Context, sr *store.Run, prevID stri
 // startSpec says how createAndStart positions and drives a run.
 type startSpec struct {
 	runID      string
-	checkpoint []store.Part // the first checkpoint of a new run (at lastStep); nil to continue a run
-	lastStep   int64        // the run's last committed step
-	lastParts  []store.Part // its checkpoint
-	branch     bool         // a new run branching from p.PreviousResponseID
+	checkpoint []store.Part     // the first checkpoint of a new run (at lastStep); nil to continue a run
+	lastStep   int64            // the run's last committed step
+	lastParts  []store.Part     // its checkpoint
+	branch     bool             // a new run branching from p.PreviousResponseID
+	fork       *store.ForkPoint // a new run forked from that checkpoint (see fork)
 	drive      func(*run) func(context.Context) error
 }
 
@@ -289,7 +290,7 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 			Publication: p.publication, Input: input, TraceContext: tc},
 		RunID: sp.runID, Branch: sp.branch, Checkpoint: sp.checkpoint, Events: toEventInputs(c.Frames),
 		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration, // the lease on the store's clock
-		IdempotencyKey: p.IdempotencyKey, RequestHash: keyHash(p), Conversation: p.turn})
+		IdempotencyKey: p.IdempotencyKey, RequestHash: keyHash(p), Conversation: p.turn, ForkedFrom: sp.fork})
 	if err != nil {
 		endSpan(span, err)
 	}

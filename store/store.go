@@ -274,6 +274,12 @@ type ResponseCreateParams struct {
 	// a *ConversationError, nothing written, when refused). Only a
 	// ConversationStore honours it; other stores refuse it.
 	Conversation *ConversationTurn
+	// ForkedFrom, for a new run without PreviousResponseID, makes it a
+	// fork: the run starts at step ForkedFrom.Step (its Checkpoint is
+	// written at that step, and its first commit is Step+1) and records
+	// where it came from (RunInfo.ForkedFrom). The store does not read the
+	// origin: the caller passes the state to start from as Checkpoint.
+	ForkedFrom *ForkPoint
 }
 
 // ResponseCreateResult is returned by ResponseCreate.

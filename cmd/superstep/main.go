@@ -4,6 +4,8 @@
 //	superstep serve [--addr 127.0.0.1:8080] [--db superstep.db | --db postgres://...] [--api-keys FILE]
 //	                [--model-server local | --model-server URL] [--openai-api-key KEY] [--model NAME]
 //	superstep check <db>
+//	superstep runs | show <id> | events <response id> | checkpoints <run id> | fork <run id> --step N | cancel <response id>
+//	          [--addr 127.0.0.1:8080] [--api-key KEY] [--json]
 //
 // Exit codes: 0 ok, 1 internal failure, 2 usage, 3 store cannot be opened,
 // 4 store check found a violation, 5 cannot listen, 6 shutdown did not

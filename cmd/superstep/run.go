@@ -53,6 +53,13 @@ commands:
   serve   serve the Responses API (flags: superstep serve -h)
   check   verify a store's invariants: superstep check <db>
   hosts   list the live hosts of a running server and their runs (flags: superstep hosts -h)
+  runs          list a server's runs (--status, --model, --limit, --after, --order)
+  show          a run as a timeline: superstep show <response or run id>
+  events        a response's events: superstep events <response id> [--from N] [--follow]
+  checkpoints   a run's checkpoint history: superstep checkpoints <run id>
+  fork          fork a run from a checkpoint: superstep fork <run id> --step N [--input ...]
+  cancel        cancel a response: superstep cancel <response id>
+                (these take --addr, --api-key and --json; env SUPERSTEP_ADDR, SUPERSTEP_API_KEY)
   help    print this text
 `
 
@@ -71,6 +78,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCheck(ctx, args[1:], stdout, stderr)
 	case "hosts":
 		return runHosts(ctx, args[1:], stdout, stderr)
+	case "runs", "show", "events", "checkpoints", "fork", "cancel":
+		return inspectCommands[args[0]](ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

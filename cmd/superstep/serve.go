@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/superstep/superstep/agent"
+	"github.com/superstep/superstep/console"
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/localmodel"
@@ -65,6 +66,8 @@ type serveConfig struct {
 	// tracer is the OpenTelemetry provider setupTracing made from the
 	// environment (not a flag); nil when tracing is off.
 	tracer trace.TracerProvider
+	// ui serves the web console (package console) at /ui/.
+	ui bool
 }
 
 // proxyAll as --proxy-models hosts every model the model server lists.
@@ -104,6 +107,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.openAIKey, "openai-api-key", "", "API key for the model server (default: env OPENAI_API_KEY); alone, it selects OpenAI's API")
 	fs.StringVar(&c.model, "model", agent.DefaultModel, "model name the LLM demos send to the model server (any name works with local)")
 	fs.StringVar(&c.modelAPI, "model-api", string(agent.APIChatCompletions), "API the LLM demos use: chat_completions or responses")
+	fs.BoolVar(&c.ui, "ui", true, "serve the web console at /ui/ (its files need no key; the API calls it makes use the key entered in it)")
 	fs.StringVar(&c.proxyModels, "proxy-models", "", "models of the model server to host as durable models under their own ids: comma-separated ids, or \"all\" for every id its GET /models lists (needs --model-server or --openai-api-key)")
 	c.webhook.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -433,6 +437,9 @@ func newServer(cfg *serveConfig, st store.Store, keys, adminKeys map[string]stri
 		TracerProvider: cfg.tracer})
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: %w", err)
+	}
+	if cfg.ui {
+		handler = console.With(handler)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}

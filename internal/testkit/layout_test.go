@@ -22,7 +22,8 @@ func goList(t *testing.T, field, pkg string) []string {
 // TestLayout holds the data flow of DESIGN §3 and docs/architecture.md:
 // the protocol package is a leaf (no I/O: no host, store or net/http,
 // nothing of ours at all); host imports no net/http and no HTTP package of
-// ours; workflow and store import none of the layers above them.
+// ours; workflow and store import none of the layers above them; the
+// console imports nothing of ours.
 func TestLayout(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -43,6 +44,8 @@ func TestLayout(t *testing.T) {
 		{"/agent", "Deps", noOTelSDK, "libraries trace with the OpenTelemetry API only; the SDK is the command's choice"},
 		{"/host", "Deps", noOTelSDK, "libraries trace with the OpenTelemetry API only; the SDK is the command's choice"},
 		{"/responses", "Deps", noOTelSDK, "libraries trace with the OpenTelemetry API only; the SDK is the command's choice"},
+		{"/console", "Deps", func(d string) bool { return !strings.HasPrefix(d, mod) },
+			"the console is static files over net/http: it reaches the server through the HTTP API only"},
 		{"/store", "Deps", func(d string) bool { return !strings.HasPrefix(d, mod) },
 			"the store interface knows nothing of workflows or the API"},
 		{"/store/sqlite", "Deps", func(d string) bool {

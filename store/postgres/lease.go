@@ -32,18 +32,22 @@ func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]*s
 	}
 	var runs []*store.Run
 	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		// The claims are recorded (lease_claims) by the same statement.
 		rows, err := conn.Query(ctx, `WITH c AS (
 			SELECT id FROM runs
 			WHERE active AND (lease_owner = '' OR lease_expires_at <= coalesce($1::timestamptz, now()))
 				AND resume_not_before <= coalesce($1::timestamptz, now())
 			ORDER BY lease_expires_at, id
 			LIMIT $2
-			FOR UPDATE SKIP LOCKED)
+			FOR UPDATE SKIP LOCKED), u AS (
 		UPDATE runs r SET lease_owner = $3, lease_epoch = r.lease_epoch + 1,
 			lease_expires_at = coalesce($1::timestamptz, now()) + $4::bigint * interval '1 microsecond',
 			updated_at = coalesce($1::timestamptz, now())
 		FROM c WHERE r.id = c.id
-		RETURNING `+qualify("r", runColumns), callTime(p.Now), limit, p.Owner, micros(p.Duration))
+		RETURNING `+qualify("r", runColumns)+`), claim AS (
+			INSERT INTO lease_claims (run_id, epoch, owner, last_step, claimed_at)
+			SELECT id, lease_epoch, lease_owner, last_step, updated_at FROM u)
+		SELECT `+runColumns+` FROM u`, callTime(p.Now), limit, p.Owner, micros(p.Duration))
 		if err != nil {
 			return err
 		}

@@ -45,6 +45,9 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 		if err != nil {
 			return err
 		}
+		if err := recordClaim(ctx, tx, run, p.LeaseOwner); err != nil {
+			return err
+		}
 		resp, err := insertResponse(ctx, tx, p, run, now)
 		if err != nil {
 			return err
@@ -80,6 +83,9 @@ func validateCreate(p *store.ResponseCreateParams) error {
 		return fmt.Errorf("store/postgres: create response: idempotency key of %d bytes, the limit is %d",
 			len(p.IdempotencyKey), store.IdempotencyKeyMax)
 	}
+	if f := p.ForkedFrom; f != nil && (p.Response.PreviousResponseID != "" || f.RunID == "" || f.Step < 0) {
+		return errors.New("store/postgres: create response: a fork is a new run from a step >= 0 of a named run, without PreviousResponseID")
+	}
 	if err := validateWrite("create response", p.Response.Status, p.Events, true); err != nil {
 		return err
 	}
@@ -112,14 +118,18 @@ func createOrContinueRun(ctx context.Context, tx pgx.Tx, p *store.ResponseCreate
 		}
 	}
 	if r.PreviousResponseID == "" || p.Branch {
+		forkRun, forkStep := "", int64(-1)
+		if f := p.ForkedFrom; f != nil {
+			base, forkRun, forkStep = f.Step, f.RunID, f.Step
+		}
 		run, err = scanRun(tx.QueryRow(ctx, `INSERT INTO runs AS r (id, model, head_response_id, active,
-				lease_owner, lease_epoch, lease_expires_at, created_at, updated_at, last_step)
+				lease_owner, lease_epoch, lease_expires_at, created_at, updated_at, last_step, forked_from_run, forked_from_step)
 			VALUES ($1, $2, $3, $4, $5, CASE WHEN $6 THEN 1 ELSE 0 END,
 				CASE WHEN $6 THEN coalesce($8::timestamptz, now()) + $7::bigint * interval '1 microsecond'
 					ELSE 'epoch'::timestamptz END,
-				coalesce($8::timestamptz, now()), coalesce($8::timestamptz, now()), $9)
+				coalesce($8::timestamptz, now()), coalesce($8::timestamptz, now()), $9, $10, $11)
 			ON CONFLICT (id) DO NOTHING RETURNING `+runColumns,
-			p.RunID, r.Model, r.ID, active, p.LeaseOwner, claim, lease, now, base))
+			p.RunID, r.Model, r.ID, active, p.LeaseOwner, claim, lease, now, base, forkRun, forkStep))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, false, fmt.Errorf("store/postgres: run %s exists; a new response of it must name its head: %w", p.RunID, store.ErrConflict)
 		}

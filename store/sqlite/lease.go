@@ -41,7 +41,15 @@ func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]*s
 			}
 			runs = append(runs, &r.Run)
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if err := recordClaim(ctx, tx, r, p.Owner, now); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	return runs, err
 }

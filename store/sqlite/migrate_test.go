@@ -16,8 +16,11 @@ import (
 	"github.com/superstep/superstep/store/sqlite"
 )
 
-// undoTraceContext undoes the trace-context migration (the newest).
-const undoTraceContext = "ALTER TABLE responses DROP COLUMN trace_context; "
+// undoRunLineage undoes the run-lineage migration (the newest).
+const undoRunLineage = "DROP TABLE lease_claims; DROP INDEX runs_created; ALTER TABLE runs DROP COLUMN forked_from_run; ALTER TABLE runs DROP COLUMN forked_from_step; "
+
+// undoTraceContext undoes the trace-context migration and the ones after it.
+const undoTraceContext = undoRunLineage + "ALTER TABLE responses DROP COLUMN trace_context; "
 
 // undoWebhooks undoes the webhook outbox's migration and the ones after it.
 const undoWebhooks = undoTraceContext + "DROP TABLE webhook_deliveries; "

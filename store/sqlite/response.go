@@ -78,6 +78,8 @@ func validateCreate(p *store.ResponseCreateParams) error {
 		return fmt.Errorf("sqlite: response create: invalid status %q", p.Response.Status)
 	case p.LeaseOwner != "" && p.LeaseDuration <= 0:
 		return errors.New("sqlite: response create: LeaseDuration must be > 0 with LeaseOwner")
+	case p.ForkedFrom != nil && (p.Response.PreviousResponseID != "" || p.ForkedFrom.RunID == "" || p.ForkedFrom.Step < 0):
+		return errors.New("sqlite: response create: a fork is a new run from a step >= 0 of a named run, without PreviousResponseID")
 	}
 	if err := validateIdempotencyKey(p); err != nil {
 		return err
@@ -162,10 +164,17 @@ func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, r
 			return nil, fmt.Errorf("sqlite: response create: %w", &store.ContinueError{RunID: p.RunID, PreviousResponseID: resp.PreviousResponseID, Reason: store.ContinueGone})
 		}
 	}
+	forkRun, forkStep := "", int64(-1)
+	if f := p.ForkedFrom; f != nil {
+		base, forkRun, forkStep = f.Step, f.RunID, f.Step
+	}
 	resp.CommitStep = base
 	run := &store.Run{ID: p.RunID, Model: resp.Model, HeadResponseID: resp.ID, Active: !resp.Status.Terminal(), LastStep: base,
 		CreatedAt: now, UpdatedAt: now}
 	claimLease(run, p.LeaseOwner, p.LeaseDuration, now)
+	if err := recordClaim(ctx, tx, run, p.LeaseOwner, now); err != nil {
+		return nil, err
+	}
 	var num int64
 	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(num), 0) + 1 FROM runs").Scan(&num); err != nil {
 		return nil, mapError("number run", err)
@@ -181,9 +190,10 @@ func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, r
 		}
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO runs (id, num, model, head_response_id, last_step, checkpoint_step, lease_owner,
-		lease_epoch, lease_expires_at, active, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		lease_epoch, lease_expires_at, active, created_at, updated_at, forked_from_run, forked_from_step)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		run.ID, num, run.Model, run.HeadResponseID, base, cpStep, run.Lease.Owner, run.Lease.Epoch, nanos(run.Lease.ExpiresAt),
-		run.Active, now.UnixNano(), now.UnixNano())
+		run.Active, now.UnixNano(), now.UnixNano(), forkRun, forkStep)
 	return run, mapError("insert run", err)
 }
 
@@ -204,6 +214,9 @@ func continueRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams,
 	run.HeadResponseID, run.Active, run.UpdatedAt = resp.ID, !resp.Status.Terminal(), now
 	resp.CommitStep = run.LastStep
 	claimLease(run, p.LeaseOwner, p.LeaseDuration, now)
+	if err := recordClaim(ctx, tx, run, p.LeaseOwner, now); err != nil {
+		return err
+	}
 	_, err = tx.ExecContext(ctx, `UPDATE runs SET head_response_id = ?, active = ?, lease_owner = ?, lease_epoch = ?,
 		lease_expires_at = ?, updated_at = ? WHERE id = ?`,
 		run.HeadResponseID, run.Active, run.Lease.Owner, run.Lease.Epoch, nanos(run.Lease.ExpiresAt), now.UnixNano(), run.ID)
@@ -360,7 +373,7 @@ func deleteResponseTx(ctx context.Context, tx *sql.Tx, id string) error {
 		return err
 	}
 	for _, q := range []string{"DELETE FROM checkpoints WHERE k BETWEEN " + runKeyLo + " AND " + runKeyHi,
-		"DELETE FROM blobs WHERE run_id = ?1", "DELETE FROM runs WHERE id = ?1"} {
+		"DELETE FROM blobs WHERE run_id = ?1", "DELETE FROM lease_claims WHERE run_id = ?1", "DELETE FROM runs WHERE id = ?1"} {
 		if _, err := tx.ExecContext(ctx, q, runID); err != nil {
 			return err
 		}

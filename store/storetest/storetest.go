@@ -84,6 +84,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Run", func(t *testing.T) { testRun(t, h) })
 	t.Run("Webhook", func(t *testing.T) { testWebhook(t, h) })
 	t.Run("TraceContext", func(t *testing.T) { testTraceContext(t, h) })
+	t.Run("RunInspector", func(t *testing.T) { testRunInspector(t, h) })
 }
 
 // bundle is what one subtest works with.
