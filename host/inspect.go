@@ -254,11 +254,13 @@ type CheckpointPart struct {
 	// Changed: the part's bytes differ from the parent checkpoint's part
 	// of that name (true when the parent is not kept or had none).
 	Changed bool
+	// Data is the part's bytes (RunCheckpoints with data only).
+	Data []byte
 }
 
 // RunCheckpoints returns run id's checkpoint history, oldest first, as
-// owner sees it.
-func (h *Host) RunCheckpoints(ctx context.Context, id, owner string) ([]CheckpointView, error) {
+// owner sees it; with data, each part carries its bytes.
+func (h *Host) RunCheckpoints(ctx context.Context, id, owner string, data bool) ([]CheckpointView, error) {
 	if _, err := h.Run(ctx, id, owner); err != nil {
 		return nil, err
 	}
@@ -286,7 +288,11 @@ func (h *Host) RunCheckpoints(ctx context.Context, id, owner string) ([]Checkpoi
 		v := CheckpointView{CheckpointInfo: ci, Parts: make([]CheckpointPart, 0, len(cp.Parts))}
 		for _, p := range cp.Parts {
 			old, ok := parent[p.Name]
-			v.Parts = append(v.Parts, CheckpointPart{Name: p.Name, Size: int64(len(p.Data)), Changed: !ok || !bytes.Equal(old, p.Data)})
+			cp := CheckpointPart{Name: p.Name, Size: int64(len(p.Data)), Changed: !ok || !bytes.Equal(old, p.Data)}
+			if data {
+				cp.Data = p.Data
+			}
+			v.Parts = append(v.Parts, cp)
 		}
 		out = append(out, v)
 		prev = cp

@@ -3,6 +3,7 @@ package responses
 import (
 	"bytes"
 	"cmp"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -433,12 +434,57 @@ type partView struct {
 	Name    string `json:"name"`
 	Size    int64  `json:"size"`
 	Changed bool   `json:"changed"`
+	// With ?include=data: the part's bytes as text when they are valid
+	// UTF-8 (the workflow's parts are JSON), else as base64, at most
+	// partDataMax bytes of them (Truncated then).
+	Data       *string `json:"data,omitempty"`
+	DataBase64 *string `json:"data_base64,omitempty"`
+	Truncated  bool    `json:"truncated,omitempty"`
+}
+
+// partDataMax caps the bytes of one part a checkpoint listing carries.
+const partDataMax = 64 << 10
+
+// withData sets v's data from b, capped at partDataMax (cut at a rune
+// boundary).
+func (v *partView) withData(b []byte) {
+	if len(b) > partDataMax {
+		b, v.Truncated = trimPartialRune(b[:partDataMax]), true
+	}
+	if utf8.Valid(b) {
+		s := string(b)
+		v.Data = &s
+		return
+	}
+	s := base64.StdEncoding.EncodeToString(b)
+	v.DataBase64 = &s
+}
+
+// trimPartialRune drops an incomplete UTF-8 sequence at the end of b.
+func trimPartialRune(b []byte) []byte {
+	for i := 0; i < utf8.UTFMax && i < len(b); i++ {
+		if utf8.Valid(b[:len(b)-i]) {
+			return b[:len(b)-i]
+		}
+	}
+	return b
 }
 
 // handleCheckpoints serves GET /v1/runs/{run_id}/checkpoints.
 func (s *server) handleCheckpoints(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("run_id")
-	cps, err := s.host.RunCheckpoints(r.Context(), id, ownerFrom(r.Context()))
+	data := false
+	for key, vs := range r.URL.Query() {
+		switch {
+		case (key == "include" || key == "include[]") && len(vs) == 1 && vs[0] == "data":
+			data = true
+		default:
+			s.writeError(w, r, badRequest(cmp.Or(truncate(key, 64), "query"), "unknown_parameter",
+				"Unknown parameter or value: '%s' (this route takes include=data).", truncate(key, 64)))
+			return
+		}
+	}
+	cps, err := s.host.RunCheckpoints(r.Context(), id, ownerFrom(r.Context()), data)
 	if err != nil {
 		s.writeError(w, r, runError(err, id))
 		return
@@ -448,7 +494,11 @@ func (s *server) handleCheckpoints(w http.ResponseWriter, r *http.Request) {
 		v := checkpointView{Step: c.Step, ParentStep: c.ParentStep, Size: c.Size, CreatedAt: c.CreatedAt.Unix(),
 			Parts: make([]partView, 0, len(c.Parts))}
 		for _, p := range c.Parts {
-			v.Parts = append(v.Parts, partView{Name: p.Name, Size: p.Size, Changed: p.Changed})
+			pv := partView{Name: p.Name, Size: p.Size, Changed: p.Changed}
+			if data {
+				pv.withData(p.Data)
+			}
+			v.Parts = append(v.Parts, pv)
 		}
 		out.Data = append(out.Data, v)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
@@ -166,6 +167,48 @@ func TestRuns_ListGetCheckpoints(t *testing.T) {
 		if total != c.Size || changed == 0 {
 			t.Errorf("checkpoint %d: size %d, parts total %d, %d changed", c.Step, c.Size, total, changed)
 		}
+	}
+}
+
+func TestRuns_CheckpointData(t *testing.T) {
+	ts := newInspectServer(t, openSQLiteFile(t), nil)
+	r := ts.createSync(`{"model":"demo.two-outputs","input":"x"}`)
+	runID := ts.runOf(r["id"].(string)).ID
+	var cl checkpointList
+	ts.getJSON("/v1/runs/"+runID+"/checkpoints?include=data", &cl)
+	cp, err := ts.store.CheckpointGet(context.Background(), runID, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cl.Data[2]
+	if got.Step != 2 || len(got.Parts) != len(cp.Parts) {
+		t.Fatalf("checkpoint 2: %+v", got)
+	}
+	for i, p := range got.Parts {
+		if p.Data == nil || *p.Data != string(cp.Parts[i].Data) || p.DataBase64 != nil || p.Truncated {
+			t.Errorf("part %s: %+v", p.Name, p)
+		}
+	}
+	var plain checkpointList
+	ts.getJSON("/v1/runs/"+runID+"/checkpoints", &plain)
+	if plain.Data[2].Parts[0].Data != nil {
+		t.Errorf("data without include=data")
+	}
+	if rp := ts.do("GET", "/v1/runs/"+runID+"/checkpoints?include=everything", ""); rp.status != 400 {
+		t.Errorf("include=everything: %d %s", rp.status, rp.body)
+	}
+
+	// Bytes that are not UTF-8 go as base64; long ones are cut.
+	var v partView
+	v.withData([]byte{0xff, 0x00, 'a'})
+	if v.Data != nil || v.DataBase64 == nil || *v.DataBase64 != "/wBh" {
+		t.Errorf("binary part: %+v", v)
+	}
+	v = partView{}
+	long := strings.Repeat("é", partDataMax) // 2 bytes each: cut inside a rune
+	v.withData([]byte(long))
+	if v.Data == nil || !v.Truncated || len(*v.Data) > partDataMax || !strings.HasPrefix(long, *v.Data) || !utf8.ValidString(*v.Data) {
+		t.Errorf("long part: truncated %v, %d bytes", v.Truncated, len(*v.Data))
 	}
 }
 
