@@ -251,7 +251,9 @@ func (s *Store) commitAlone(r *commitReq) error {
 }
 
 // complex reports whether the commit takes more than the commit function.
-func (r *commitReq) complex() bool { return r.cancelling || r.reset || r.p.PruneKeep > 0 }
+func (r *commitReq) complex() bool {
+	return r.cancelling || r.reset || r.p.PruneKeep > 0 || r.p.JournalPrune
+}
 
 // commitRow calls the commit function (query: commitSQL or batchCommitSQL).
 func (r *commitReq) commitRow(ctx context.Context, q interface {
@@ -291,6 +293,11 @@ func (s *Store) commitSteps(ctx context.Context, tx pgx.Tx, r *commitReq, query 
 		// are forgotten.
 		if _, err := tx.Exec(ctx, `UPDATE runs SET resume_failures = 0, resume_error = '',
 			resume_not_before = 'epoch' WHERE id = $1`, p.RunID); err != nil {
+			return err
+		}
+	}
+	if p.JournalPrune {
+		if err := pruneJournalTx(ctx, tx, p.RunID, p.Step); err != nil {
 			return err
 		}
 	}

@@ -34,8 +34,16 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	parts := hashParts(p.Checkpoint)
 	res := &store.CommitResult{}
 	err := s.writeWake(ctx, "commit", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Tx) error {
-		if err := commitTx(ctx, tx, p, parts, now, res); err != nil || p.PruneKeep <= 0 {
+		if err := commitTx(ctx, tx, p, parts, now, res); err != nil {
 			return err
+		}
+		if p.JournalPrune {
+			if err := pruneJournalTx(ctx, tx, p.RunID, p.Step); err != nil {
+				return err
+			}
+		}
+		if p.PruneKeep <= 0 {
+			return nil
 		}
 		var err error
 		res.Pruned, err = pruneTx(ctx, tx, p.RunID, p.PruneKeep)

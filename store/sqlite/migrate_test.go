@@ -16,9 +16,13 @@ import (
 	"github.com/superstep/superstep/store/sqlite"
 )
 
-// undoVersion7 undoes migration 7 (idempotency keys), for tests that
+// undoJournal undoes the journal migration (the newest), for tests that
 // build a database of an older version.
-const undoVersion7 = "DROP TABLE idempotency_keys; "
+const undoJournal = "DROP TABLE journal; "
+
+// undoVersion7 undoes migration 7 (idempotency keys) and those after it,
+// for tests that build a database of an older version.
+const undoVersion7 = undoJournal + "DROP TABLE idempotency_keys; "
 
 // undoVersion6 undoes migrations 7 and 6 (response facts), for tests that build a
 // database of an older schema version from a new one.
