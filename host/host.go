@@ -123,6 +123,11 @@ type Config struct {
 	// active runs; an old completed head goes, ending its conversation).
 	// 0 (the default) keeps responses forever.
 	Retention time.Duration
+	// NoJournal turns the journal inside the superstep off: a superstep
+	// re-run after a crash makes every model and tool call again (see
+	// host/journal.go). For measurements and to show what the journal
+	// saves; the journal needs a store implementing store.Journal.
+	NoJournal bool
 	// Test holds knobs for tests only (fault injection); the superstep
 	// command never sets them.
 	Test TestConfig

@@ -70,6 +70,8 @@ type run struct {
 	// startStep is the head response's StartStep: Config.MaxSupersteps
 	// counts the supersteps after it (a limit per response).
 	startStep int64
+	// journal is the run's journal inside the superstep (nil: none).
+	journal *runJournal
 }
 
 // runInfo is what a run's driver tells its executors about the response
@@ -143,6 +145,7 @@ func (h *Host) newRun(m *model, rr *store.Response, snap *protocol.Response, run
 		st:        protocol.State{Response: snap, NextSeq: rr.NextSeq, Step: lastStep},
 		lastParts: parts, startStep: rr.StartStep, feed: newFeed(rr.ID, rr.NextSeq)}
 	r.liveQ.cond = sync.NewCond(&r.mu)
+	r.journal = h.newJournal(r)
 	if len(rr.Usage) > 0 && !rr.Status.Terminal() {
 		if err := json.Unmarshal(rr.Usage, &r.st.Usage); err != nil {
 			h.log.Warn("host: cannot read the response's usage so far", "response_id", rr.ID, "err", err)
@@ -184,7 +187,7 @@ func (h *Host) driveWorkflow(r *run, wr *workflow.Run) func(ctx context.Context)
 		if r.info.Params != nil {
 			inv.Params = r.info.Params // never a typed nil
 		}
-		return wr.Run(ctx, func(_ context.Context, s *workflow.Step) error {
+		return wr.Run(workflow.WithJournal(ctx, r.journal.workflow()), func(_ context.Context, s *workflow.Step) error {
 			return h.commitStep(r, s)
 		}, &workflow.RunOptions{MaxSupersteps: int64(h.cfg.MaxSupersteps), StepBase: r.startStep,
 			Live: h.liveHook(r), Invocation: inv})
@@ -197,6 +200,7 @@ func (h *Host) driveWorkflow(r *run, wr *workflow.Run) func(ctx context.Context)
 // did).
 func (h *Host) afterDrive(r *run, err error) {
 	h.stopLive(r) // no live append may follow (or race) the terminal commit
+	err = journalCause(r, err)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	log := h.log.With("run_id", r.id, "response_id", r.responseID())
@@ -348,7 +352,7 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 		Snapshot: c.Snapshot, Error: c.Error, Usage: c.Usage, PruneKeep: h.pruneKeep(next.Step, status.Terminal()),
 		// The commit that finishes the response gives the lease up too:
 		// nothing of the run is written after it here.
-		Release: status.Terminal()}
+		Release: status.Terminal(), JournalPrune: r.journal.prune()}
 	if err := h.commit(r, p, next.NextSeq); err != nil {
 		if errors.Is(err, store.ErrFenced) {
 			r.fenced = true
@@ -356,6 +360,7 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 		return err
 	}
 	r.st, r.lastParts = next, parts
+	r.journal.committed(next.Step)
 	r.live = protocol.Live{} // the step's live items are closed (or void)
 	r.finished = status.Terminal()
 	r.released = p.Release

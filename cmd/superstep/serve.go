@@ -59,6 +59,8 @@ type serveConfig struct {
 	// proxyModels lists the model server's models to host as durable
 	// models (comma-separated ids, or proxyAll).
 	proxyModels string
+	// noJournal turns the journal inside the superstep off (host.Config).
+	noJournal bool
 }
 
 // proxyAll as --proxy-models hosts every model the model server lists.
@@ -99,6 +101,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.model, "model", agent.DefaultModel, "model name the LLM demos send to the model server (any name works with local)")
 	fs.StringVar(&c.modelAPI, "model-api", string(agent.APIChatCompletions), "API the LLM demos use: chat_completions or responses")
 	fs.StringVar(&c.proxyModels, "proxy-models", "", "models of the model server to host as durable models under their own ids: comma-separated ids, or \"all\" for every id its GET /models lists (needs --model-server or --openai-api-key)")
+	fs.BoolVar(&c.noJournal, "no-journal", false, "do not journal finished model and tool calls inside a superstep: a superstep re-run after a crash makes them all again (for measurements)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -388,7 +391,7 @@ func resolveProxies(ctx context.Context, cfg *serveConfig, llm *examples.LLMOpti
 func newServer(cfg *serveConfig, st store.Store, keys, adminKeys map[string]string, llm *examples.LLMOptions, proxies []string,
 	log *slog.Logger, reg *prometheus.Registry) (*http.Server, *host.Host, error) {
 	h, err := host.New(st, &host.Config{HostID: cfg.hostID, Addr: cfg.advertise, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps, MaxRuns: cfg.maxRuns,
-		KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, Logger: log, Metrics: reg})
+		KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, Logger: log, Metrics: reg, NoJournal: cfg.noJournal})
 	if err != nil {
 		return nil, nil, withCode(exitUsage, fmt.Errorf("serve: %w", err))
 	}
