@@ -58,8 +58,10 @@ type runJournal struct {
 	loaded  bool
 	entries map[string]journalEntry // by JournalCall.Key
 	// dirty: the store may hold journal entries of the run's next commit
-	// (or earlier steps); that commit prunes them. A journal starts dirty:
-	// a recovered run may have entries of its interrupted superstep.
+	// (or earlier steps); that commit prunes them. A recovered run starts
+	// dirty (its interrupted superstep may have journaled); a run created
+	// or continued here does not: every commit that followed a journaled
+	// step pruned it.
 	dirty bool
 }
 
@@ -78,7 +80,16 @@ func (h *Host) newJournal(r *run) *runJournal {
 	if !ok || h.cfg.NoJournal {
 		return nil
 	}
-	return &runJournal{h: h, r: r, js: js, dirty: true}
+	return &runJournal{h: h, r: r, js: js}
+}
+
+// recovered marks the journal of a run resumed from its last commit: its
+// interrupted superstep's entries, if any, are read before its first
+// journaled call and pruned by its next commit.
+func (j *runJournal) recovered() {
+	if j != nil {
+		j.dirty = true
+	}
 }
 
 // workflow returns j as the workflow's journal (nil for a nil j).
@@ -220,7 +231,12 @@ func (j *runJournal) committed(step int64) {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.step, j.loaded, j.entries, j.dirty = step+1, true, map[string]journalEntry{}, false
+	j.step, j.loaded, j.dirty = step+1, true, false
+	if j.entries == nil {
+		j.entries = map[string]journalEntry{}
+	} else {
+		clear(j.entries)
+	}
 }
 
 // journalCause returns, for a run whose driver returned err, the journal

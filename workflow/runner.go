@@ -365,7 +365,7 @@ func (r *Run) execute(ctx context.Context, n int64, id string) execResult {
 	}
 	res := execResult{id: id, events: make([]Event, 0, 4)}
 	for attempt := 1; ; attempt++ {
-		c := &Context{ctx: journalContext(ctx, n, id, attempt), run: r, exec: id, step: n, attempt: attempt, buf: &attemptBuf{}, live: r.live}
+		c := &Context{ctx: ctx, run: r, exec: id, step: n, attempt: attempt, buf: &attemptBuf{}, live: r.live}
 		res.events = append(res.events, ExecutorInvoked{Step: n, ExecutorID: id, Attempt: attempt})
 		err := r.attempt(c, ex)
 		if err == nil {
