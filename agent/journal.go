@@ -112,3 +112,9 @@ func (t *chatTurn) journaledTool(c toolCall, run func() (string, error)) (string
 	})
 	return string(data), err
 }
+
+// JournalCompletion makes an agent executor's completion inside a
+// superstep journaled (workflow.CompletionJournaler): in a superstep of
+// several executors, an agent that finished before a crash is not run
+// again when the superstep re-runs; its reply is re-applied.
+func (e *agentExecutor) JournalCompletion() bool { return true }

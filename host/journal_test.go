@@ -238,3 +238,118 @@ func TestHost_Journal_Recover(t *testing.T) {
 		})
 	}
 }
+
+// itemTexts returns a snapshot's output items as type and text (or name
+// and arguments), without their ids.
+func itemTexts(w wireResponse) []string {
+	var out []string
+	for _, it := range w.Output {
+		s := it.Type + ":" + it.Name + it.Args
+		if len(it.Content) > 0 {
+			s += it.Content[0].Text
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestHost_Journal_ConcurrentAgents: two agents run in one superstep, in
+// live mode; a crashes after agent a finished (its completion journaled)
+// while agent b's model call is in flight. The recovering host re-applies
+// a's completion (a is not run again: no model request, no tool call of
+// its own is made twice) and makes b's call again; the response ends as a
+// crash-free one does.
+func TestHost_Journal_ConcurrentAgents(t *testing.T) {
+	t.Parallel()
+	ma, mb := startGatedModel(t, 0), startGatedModel(t, 1)
+	var mu sync.Mutex
+	tools := map[string]int{}
+	register := func(t *testing.T, h *host.Host) {
+		calc := agent.MustTool("calculate", "computes", func(ctx context.Context, in struct {
+			A float64 `json:"a"`
+		}) (string, error) {
+			mu.Lock()
+			tools[agent.ToolCallID(ctx)]++
+			mu.Unlock()
+			return "42", nil
+		})
+		newAgent := func(name, url string, tools ...*agent.Tool) workflow.Executor {
+			a, err := agent.NewChatAgent(&agent.Options{Name: name, BaseURL: url, APIKey: "test", Model: "local",
+				Tools: tools, Metadata: map[string]string{"tool_calls": "2"}, Retry: agent.RetryPolicy{Retries: -1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return agent.Executor(name, a)
+		}
+		split := workflow.Func("split", func(c *workflow.Context, in string) error { return c.Send(in) })
+		a, b := newAgent("a", ma.url, calc), newAgent("b", mb.url)
+		wf, err := workflow.NewBuilder("j.pair").SetStart(split).AddFanOut(split, []workflow.Executor{a, b}, nil).
+			Outputs("a", "b").Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.RegisterWorkflow("j.pair", wf, host.WithPublication(host.PublicationLive)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := openStore(t, filepath.Join(t.TempDir(), "h.db"))
+	defer raw.Close()
+	cs := &crashStore{Store: raw}
+	cfg := host.Config{HostID: "h1", LeaseDuration: 1500 * time.Millisecond, CommitRetries: 1, CommitBackoff: time.Millisecond}
+	h1 := newHost(t, journalCrashStore{crashStore: cs, j: raw.(store.Journal)}, &cfg, register)
+	defer shutdown(t, h1)
+	r := create(t, h1, "j.pair", `calculate {"a":1}`, nil)
+	ctx := testCtx(t)
+	select {
+	case <-mb.held:
+	case <-ctx.Done():
+		t.Fatal("b's model request never came")
+	}
+	for done := false; !done; {
+		es, err := raw.(store.Journal).JournalList(ctx, r.RunID, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done = slices.ContainsFunc(es, func(e store.JournalEntry) bool { return e.Key == "a@done#0" })
+		if !done {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("a's completion never journaled (journal %+v)", es)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	cs.crashed.Store(true)
+	close(mb.release)
+	h1.WaitRunExited(t)
+	aSends := len(ma.sends())
+
+	reg := prometheus.NewRegistry()
+	cfg = host.Config{HostID: "h2", LeaseDuration: 1500 * time.Millisecond, Metrics: reg}
+	h2 := newHost(t, raw, &cfg, register)
+	defer shutdown(t, h2)
+	final := wait(t, h2, r.ID)
+	if final.Status != store.StatusCompleted {
+		t.Fatalf("final status %s", final.Status)
+	}
+	checkLog(t, collect(t, h2, r.ID, -1))
+	if got := ma.sends(); len(got) != aSends || slices.Max(got) != 1 {
+		t.Errorf("agent a's model requests after recovery %v, want the %d made before the crash, each once", got, aSends)
+	}
+	if got := mb.sends(); !slices.Equal(got, []int{2}) {
+		t.Errorf("agent b's model requests %v, want its one request (in flight at the crash) twice", got)
+	}
+	mu.Lock()
+	if len(tools) != 2 || tools["call_1"] != 1 || tools["call_2"] != 1 {
+		t.Errorf("a's tool executions %v, want call_1 and call_2 once each", tools)
+	}
+	mu.Unlock()
+	if got := metricSum(t, reg, "superstep_journal_replayed_total"); got != 1 {
+		t.Errorf("replayed %v, want 1 (a's completion)", got)
+	}
+
+	ref := create(t, h2, "j.pair", `calculate {"a":1}`, nil)
+	if refFinal := wait(t, h2, ref.ID); !slices.Equal(itemTexts(snapshot(t, final)), itemTexts(snapshot(t, refFinal))) {
+		t.Errorf("output after the crash %q, a crash-free run's %q", itemTexts(snapshot(t, final)), itemTexts(snapshot(t, refFinal)))
+	}
+}

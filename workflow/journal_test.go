@@ -138,3 +138,90 @@ func TestRunStep(t *testing.T) {
 		t.Fatal("Journaling is true outside an executor")
 	}
 }
+
+// TestCompletionJournal: in a superstep of two executors, the one that
+// finished (and journals its completion) is not run again when the
+// superstep re-runs after the other one failed it; what it sent, yielded,
+// wrote and annotated is re-applied. The other executor, without the
+// option, runs again.
+func TestCompletionJournal(t *testing.T) {
+	var mu sync.Mutex
+	runs := map[string]int{}
+	count := func(id string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		runs[id]++
+		return runs[id]
+	}
+	split := workflow.Func("split", func(c *workflow.Context, in string) error { return c.Send(in) })
+	a := workflow.Func("a", func(c *workflow.Context, in string) error {
+		n := count("a")
+		if err := c.Set("a-key", fmt.Sprintf("a%d", n)); err != nil {
+			return err
+		}
+		c.Annotate(n)
+		if err := c.Yield(fmt.Sprintf("a saw %s (%d)", in, n)); err != nil {
+			return err
+		}
+		return c.Send(fmt.Sprintf("from a %d", n))
+	}, workflow.WithCompletionJournal())
+	b := workflow.Func("b", func(c *workflow.Context, in string) error {
+		if count("b") == 1 {
+			return errors.New("b crashed")
+		}
+		return c.Send("from b")
+	})
+	join := workflow.Func("join", func(c *workflow.Context, parts []any) error {
+		v, _, err := workflow.GetState[string](c, "a-key")
+		if err != nil {
+			return err
+		}
+		return c.Yield(fmt.Sprint(parts, " ", v))
+	})
+	wf, err := workflow.NewBuilder("completion").SetStart(split).
+		AddFanOut(split, []workflow.Executor{a, b}, nil).
+		AddFanIn([]workflow.Executor{a, b}, join).
+		Outputs("a", "join").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &memJournal{}
+	ctx := workflow.WithJournal(t.Context(), j)
+	run := func() ([]string, []any, error) {
+		r, err := wf.NewRun("run-1", "go")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var outs []string
+		var notes []any
+		err = r.Run(ctx, func(_ context.Context, s *workflow.Step) error {
+			for _, e := range s.Events {
+				if o, ok := e.(workflow.Output); ok {
+					outs = append(outs, o.Value.(string))
+				}
+			}
+			for _, a := range s.Annotations {
+				notes = append(notes, a.Value)
+			}
+			return nil
+		}, nil)
+		return outs, notes, err
+	}
+	if _, _, err := run(); err == nil {
+		t.Fatal("the first run succeeded; b should have failed it")
+	}
+	outs, notes, err := run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a saw go (1)", "[from a 1 from b] a1"}
+	if fmt.Sprint(outs) != fmt.Sprint(want) || runs["a"] != 1 || runs["b"] != 2 {
+		t.Fatalf("outputs %q, runs %v; want %q with a run once and b twice", outs, runs, want)
+	}
+	if len(notes) != 1 || fmt.Sprint(notes[0]) != "1" {
+		t.Fatalf("annotations %v, want a's [1] replayed", notes)
+	}
+	if len(j.calls) != 1 || j.calls[0].Kind != "executor" || j.calls[0].Name != "a" || j.calls[0].Step != 2 {
+		t.Fatalf("journaled %+v, want a's completion in step 2 only", j.calls)
+	}
+}

@@ -363,11 +363,22 @@ func (r *Run) execute(ctx context.Context, n int64, id string) execResult {
 	if rt, ok := ex.(Retrier); ok {
 		policy = rt.Retry()
 	}
+	j, done, journaled := r.completionCall(ctx, n, id, ex)
+	if journaled {
+		if data, ok := j.Replay(ctx, done); ok {
+			if res, err := r.replayCompletion(n, id, data); err == nil {
+				return res
+			}
+		}
+	}
 	res := execResult{id: id, events: make([]Event, 0, 4)}
 	for attempt := 1; ; attempt++ {
 		c := &Context{ctx: ctx, run: r, exec: id, step: n, attempt: attempt, buf: &attemptBuf{}, live: r.live}
 		res.events = append(res.events, ExecutorInvoked{Step: n, ExecutorID: id, Attempt: attempt})
 		err := r.attempt(c, ex)
+		if err == nil && journaled {
+			err = recordCompletion(ctx, j, done, c)
+		}
 		if err == nil {
 			res.events = append(res.events, c.buf.events...)
 			res.events = append(res.events, ExecutorCompleted{Step: n, ExecutorID: id, Attempt: attempt})
