@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -253,12 +255,12 @@ func itemTexts(w wireResponse) []string {
 	return out
 }
 
-// TestHost_Journal_ConcurrentAgents: two agents run in one superstep, in
-// live mode; a crashes after agent a finished (its completion journaled)
-// while agent b's model call is in flight. The recovering host re-applies
-// a's completion (a is not run again: no model request, no tool call of
-// its own is made twice) and makes b's call again; the response ends as a
-// crash-free one does.
+// TestHost_Journal_ConcurrentAgents: four agents run in one superstep, in
+// live mode; the host crashes after agents a1 to a3 finished (their
+// completions journaled) while agent b's model call is in flight. The
+// recovering host re-applies the three completions (no model request and
+// no tool call of theirs is made twice) and makes b's call again; the
+// response ends as a crash-free one does.
 func TestHost_Journal_ConcurrentAgents(t *testing.T) {
 	t.Parallel()
 	ma, mb := startGatedModel(t, 0), startGatedModel(t, 1)
@@ -269,22 +271,23 @@ func TestHost_Journal_ConcurrentAgents(t *testing.T) {
 			A float64 `json:"a"`
 		}) (string, error) {
 			mu.Lock()
-			tools[agent.ToolCallID(ctx)]++
+			tools[workflow.InvocationFrom(ctx).ID+"/"+agent.IdempotencyKey(ctx)+"/"+agent.ToolCallID(ctx)]++
 			mu.Unlock()
 			return "42", nil
 		})
 		newAgent := func(name, url string, tools ...*agent.Tool) workflow.Executor {
 			a, err := agent.NewChatAgent(&agent.Options{Name: name, BaseURL: url, APIKey: "test", Model: "local",
-				Tools: tools, Metadata: map[string]string{"tool_calls": "2"}, Retry: agent.RetryPolicy{Retries: -1}})
+				Instructions: "You are " + name + ".", Tools: tools, Metadata: map[string]string{"tool_calls": "2"}, Retry: agent.RetryPolicy{Retries: -1}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return agent.Executor(name, a)
 		}
 		split := workflow.Func("split", func(c *workflow.Context, in string) error { return c.Send(in) })
-		a, b := newAgent("a", ma.url, calc), newAgent("b", mb.url)
-		wf, err := workflow.NewBuilder("j.pair").SetStart(split).AddFanOut(split, []workflow.Executor{a, b}, nil).
-			Outputs("a", "b").Build()
+		agents := []workflow.Executor{newAgent("a1", ma.url, calc), newAgent("a2", ma.url, calc), newAgent("b", mb.url),
+			newAgent("a3", ma.url, calc)}
+		wf, err := workflow.NewBuilder("j.pair").SetStart(split).AddFanOut(split, agents, nil).
+			Outputs("a1", "a2", "b", "a3").Build()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,11 +313,17 @@ func TestHost_Journal_ConcurrentAgents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		done = slices.ContainsFunc(es, func(e store.JournalEntry) bool { return e.Key == "a@done#0" })
+		n := 0
+		for _, e := range es {
+			if strings.HasSuffix(e.Key, "@done#0") {
+				n++
+			}
+		}
+		done = n == 3
 		if !done {
 			select {
 			case <-ctx.Done():
-				t.Fatalf("a's completion never journaled (journal %+v)", es)
+				t.Fatalf("a1 to a3's completions never journaled (journal %+v)", es)
 			case <-time.After(5 * time.Millisecond):
 			}
 		}
@@ -334,18 +343,18 @@ func TestHost_Journal_ConcurrentAgents(t *testing.T) {
 	}
 	checkLog(t, collect(t, h2, r.ID, -1))
 	if got := ma.sends(); len(got) != aSends || slices.Max(got) != 1 {
-		t.Errorf("agent a's model requests after recovery %v, want the %d made before the crash, each once", got, aSends)
+		t.Errorf("agents a1 to a3's model requests after recovery %v, want the %d made before the crash, each once", got, aSends)
 	}
 	if got := mb.sends(); !slices.Equal(got, []int{2}) {
 		t.Errorf("agent b's model requests %v, want its one request (in flight at the crash) twice", got)
 	}
 	mu.Lock()
-	if len(tools) != 2 || tools["call_1"] != 1 || tools["call_2"] != 1 {
-		t.Errorf("a's tool executions %v, want call_1 and call_2 once each", tools)
+	if len(tools) != 6 || slices.Max(slices.Collect(maps.Values(tools))) != 1 {
+		t.Errorf("tool executions %v, want two calls of each of a1 to a3, once each", tools)
 	}
 	mu.Unlock()
-	if got := metricSum(t, reg, "superstep_journal_replayed_total"); got != 1 {
-		t.Errorf("replayed %v, want 1 (a's completion)", got)
+	if got := metricSum(t, reg, "superstep_journal_replayed_total"); got != 3 {
+		t.Errorf("replayed %v, want 3 (the completions of a1 to a3)", got)
 	}
 
 	ref := create(t, h2, "j.pair", `calculate {"a":1}`, nil)
