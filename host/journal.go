@@ -49,6 +49,9 @@ type runJournal struct {
 	h  *Host
 	r  *run
 	js store.Journal
+	// off: Config.NoJournal. Nothing is journaled or replayed, but a
+	// recovered run's commit still prunes what an earlier host journaled.
+	off bool
 
 	mu sync.Mutex
 	// step is the step whose entries are in entries; loaded says they
@@ -73,14 +76,13 @@ type journalEntry struct {
 	data  []byte
 }
 
-// newJournal returns r's journal, or nil when the store keeps none or
-// Config.NoJournal turns it off.
+// newJournal returns r's journal, or nil when the store keeps none.
 func (h *Host) newJournal(r *run) *runJournal {
 	js, ok := h.store.(store.Journal)
-	if !ok || h.cfg.NoJournal {
+	if !ok {
 		return nil
 	}
-	return &runJournal{h: h, r: r, js: js}
+	return &runJournal{h: h, r: r, js: js, off: h.cfg.NoJournal}
 }
 
 // recovered marks the journal of a run resumed from its last commit: its
@@ -92,9 +94,9 @@ func (j *runJournal) recovered() {
 	}
 }
 
-// workflow returns j as the workflow's journal (nil for a nil j).
+// workflow returns j as the workflow's journal (nil for a nil or off j).
 func (j *runJournal) workflow() workflow.Journal {
-	if j == nil {
+	if j == nil || j.off {
 		return nil
 	}
 	return j
