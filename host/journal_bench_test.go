@@ -10,7 +10,10 @@ import (
 
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/internal/testkit/pgtest"
 	"github.com/superstep/superstep/localmodel"
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/postgres"
 	"github.com/superstep/superstep/store/sqlite"
 	"github.com/superstep/superstep/workflow"
 )
@@ -18,9 +21,10 @@ import (
 // BenchmarkHost_JournalTurn measures what the journal inside the
 // superstep costs: one response of an agent whose turn makes 4 model
 // calls and 3 tool calls (the local model server, real HTTP, no token
-// delay) on SQLite with synchronous=FULL, with the journal (7 appends per
-// response) and without (Config.NoJournal). The difference per call is
-// the journal's cost.
+// delay) on SQLite with synchronous=FULL and on PostgreSQL, with the
+// journal (7 call appends and the executor's completion per response)
+// and without (Config.NoJournal). The difference per call is the
+// journal's cost.
 func BenchmarkHost_JournalTurn(b *testing.B) {
 	srv, err := localmodel.Start("127.0.0.1:0", &localmodel.Options{TokenDelay: -1})
 	if err != nil {
@@ -32,11 +36,19 @@ func BenchmarkHost_JournalTurn(b *testing.B) {
 		_ = srv.Close(ctx)
 	})
 	for _, tc := range []struct {
-		name string
-		off  bool
-	}{{"journal=on", false}, {"journal=off", true}} {
+		name     string
+		off      bool
+		postgres bool
+	}{{"sqlite/journal=on", false, false}, {"sqlite/journal=off", true, false},
+		{"postgres/journal=on", false, true}, {"postgres/journal=off", true, true}} {
 		b.Run(tc.name, func(b *testing.B) {
-			s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), nil)
+			var s store.Store
+			var err error
+			if tc.postgres {
+				s, err = postgres.Open(context.Background(), pgtest.URL(), &postgres.Options{Schema: pgtest.Schema(b, "hostbench")})
+			} else {
+				s, err = sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), nil)
+			}
 			if err != nil {
 				b.Fatal(err)
 			}
