@@ -10,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/superstep/superstep/internal/wait"
+	"github.com/superstep/superstep/workflow"
 )
 
 // errStopped ends a turn whose consumer stopped iterating.
@@ -297,16 +298,20 @@ func (t *chatTurn) callModel(handoffs []HandoffTarget) (*modelReply, error) {
 // Deltas streamed by a failed attempt are voided with an UpdateRetry.
 func (t *chatTurn) callModelLive(req *modelRequest) (*modelReply, []string, error) {
 	pol := t.a.retryPolicy()
+	keep := workflow.Journaling(t.ctx) // the deltas go into the journal
 	for attempt := 0; ; attempt++ {
 		var deltas []string
+		streamed := false
 		emit := func(delta string) error {
-			deltas = append(deltas, delta)
+			streamed = true
+			if keep {
+				deltas = append(deltas, delta)
+			}
 			return t.emit(Update{Kind: UpdateTextDelta, Text: delta})
 		}
 		actx, cancel := context.WithTimeout(t.ctx, t.a.opts.CallTimeout)
 		rep, err := t.a.call(actx, req, emit)
 		cancel()
-		streamed := len(deltas) > 0
 		if err == nil {
 			return rep, deltas, nil
 		}
