@@ -10,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/superstep/superstep/internal/wait"
+	"github.com/superstep/superstep/workflow"
 )
 
 // errStopped ends a turn whose consumer stopped iterating.
@@ -204,21 +205,24 @@ func (t *chatTurn) runTool(c toolCall) error {
 	if err := t.emit(Update{Kind: UpdateToolCall, CallID: c.ID, Name: c.Name, Arguments: c.Args}); err != nil {
 		return err
 	}
-	var out string
-	if tool := t.a.tools[c.Name]; tool == nil {
-		out = "error: unknown tool " + c.Name
-	} else {
+	out, err := t.journaledTool(c, func() (string, error) {
+		tool := t.a.tools[c.Name]
+		if tool == nil {
+			return "error: unknown tool " + c.Name, nil
+		}
 		tctx, span := t.startToolSpan(c)
 		res, err := tool.Call(context.WithValue(tctx, keyCallID, c.ID), c.Args)
 		endToolSpan(span, err)
 		switch {
 		case t.ctx.Err() != nil:
-			return fmt.Errorf("agent: tool %q: %w", c.Name, context.Cause(t.ctx))
+			return "", fmt.Errorf("agent: tool %q: %w", c.Name, context.Cause(t.ctx))
 		case err != nil:
-			out = "error: " + err.Error()
-		default:
-			out = res
+			return "error: " + err.Error(), nil
 		}
+		return res, nil
+	})
+	if err != nil {
+		return err
 	}
 	t.conv = append(t.conv, convItem{role: RoleTool, callID: c.ID, text: out})
 	return t.emit(Update{Kind: UpdateToolResult, CallID: c.ID, Name: c.Name, Text: out})
@@ -284,46 +288,59 @@ func joinNonEmpty(sep string, parts ...string) string {
 	return strings.Join(out, sep)
 }
 
-// callModel makes one model call, retrying per the policy. Deltas streamed
-// by a failed attempt are voided with an UpdateRetry.
-func (t *chatTurn) callModel(handoffs []HandoffTarget) (rep *modelReply, err error) {
+// callModel makes one model call, through the run's journal (see
+// journaledModelCall): a call the journal answers makes no request and no
+// model span.
+func (t *chatTurn) callModel(handoffs []HandoffTarget) (*modelReply, error) {
 	req := t.request(handoffs)
+	return t.journaledModelCall(req, func() (*modelReply, []string, error) { return t.callModelLive(req) })
+}
+
+// callModelLive makes one model call, retrying per the policy, and
+// returns the reply with the deltas the successful attempt streamed.
+// Deltas streamed by a failed attempt are voided with an UpdateRetry.
+func (t *chatTurn) callModelLive(req *modelRequest) (rep *modelReply, _ []string, err error) {
 	pol := t.a.retryPolicy()
 	ctx, span := t.startModelSpan(req)
 	attempts := 0
 	defer func() { endModelSpan(span, rep, attempts, err) }()
+	keep := workflow.Journaling(t.ctx) // the deltas go into the journal
 	for attempt := 0; ; attempt++ {
 		attempts++
+		var deltas []string
 		streamed := false
 		emit := func(delta string) error {
 			streamed = true
+			if keep {
+				deltas = append(deltas, delta)
+			}
 			return t.emit(Update{Kind: UpdateTextDelta, Text: delta})
 		}
 		actx, cancel := context.WithTimeout(ctx, t.a.opts.CallTimeout)
 		rep, err := t.a.call(actx, req, emit)
 		cancel()
 		if err == nil {
-			return rep, nil
+			return rep, deltas, nil
 		}
 		if errors.Is(err, errStopped) {
-			return nil, err
+			return nil, nil, err
 		}
 		if t.ctx.Err() != nil {
-			return nil, fmt.Errorf("agent: model call: %w", context.Cause(t.ctx))
+			return nil, nil, fmt.Errorf("agent: model call: %w", context.Cause(t.ctx))
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("timed out after %v: %w", t.a.opts.CallTimeout, err)
 		}
 		if !retryable(err) || attempt >= pol.Retries {
-			return nil, fmt.Errorf("%w (model %s, %d attempt(s)): %w", ErrModel, t.a.opts.Model, attempt+1, err)
+			return nil, nil, fmt.Errorf("%w (model %s, %d attempt(s)): %w", ErrModel, t.a.opts.Model, attempt+1, err)
 		}
 		if streamed {
 			if err := t.emit(Update{Kind: UpdateRetry}); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		if !wait.Sleep(t.ctx, pol.backoff(attempt)) {
-			return nil, fmt.Errorf("agent: model call: %w", context.Cause(t.ctx))
+			return nil, nil, fmt.Errorf("agent: model call: %w", context.Cause(t.ctx))
 		}
 	}
 }

@@ -133,6 +133,11 @@ type Config struct {
 	// wrote webhook deliveries, so their sender looks at once. It must
 	// not block (a run's commit calls it).
 	WebhookEnqueued func()
+	// NoJournal turns the journal inside the superstep off: a superstep
+	// re-run after a crash makes every model and tool call again (see
+	// host/journal.go). For measurements and to show what the journal
+	// saves; the journal needs a store implementing store.Journal.
+	NoJournal bool
 	// Test holds knobs for tests only (fault injection); the superstep
 	// command never sets them.
 	Test TestConfig

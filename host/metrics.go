@@ -47,6 +47,7 @@ type metrics struct {
 	// clockOffset is this host's clock minus the store's (stores with a
 	// clock of their own, store.Clock).
 	clockOffset prometheus.Gauge
+	journal     *journalMetrics
 }
 
 // newMetrics creates the collectors and registers them on reg (if not nil).
@@ -90,6 +91,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		clockOffset: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "superstep_host_clock_offset_seconds",
 			Help: "This host's clock minus the store's, which judges leases (PostgreSQL's server; 0 for SQLite). Over 1s is logged."}),
+		journal: newJournalMetrics(),
 	}
 	for _, op := range []string{opCommit, opCreate, opPublish, opDeliver, opLeaseRenew, opLeaseRelease, opRecover, opFinish, opRetention, opHeartbeat} {
 		m.failures.WithLabelValues(op) // export every op at 0
@@ -100,6 +102,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []prometheus.Collector{m.commits, m.commitFailures, m.commitSeconds, m.activeRuns, m.leaseLost,
 		m.leaseExpired, m.resumeBackoffs, m.recovered, m.failures, m.cancelsSeen, m.branches, m.livePublish, m.checkpointsPruned, m.responsesPruned,
 		m.clockOffset} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("host: register metrics: %w", err)
+		}
+	}
+	for _, c := range m.journal.collectors() {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("host: register metrics: %w", err)
 		}

@@ -153,6 +153,7 @@ func (h *Host) resumeNow(ctx context.Context, sr *store.Run) error {
 		return fmt.Errorf("host: last checkpoint of run %s: %w", sr.ID, err)
 	}
 	r := h.newRun(m, head, &snap, sr.ID, sr.Lease, cp.Step, cp.Parts)
+	r.journal.recovered()
 	if m.params != nil {
 		// The settings the request was accepted with, read again from it.
 		if r.info.Params, err = modelParams(m, head.Request); err != nil {

@@ -72,8 +72,10 @@ type run struct {
 	startStep int64
 	// conv is the conversation the head response is a turn of (nil for
 	// none): its terminal commit appends the turn's items to it.
-	conv *convTurn
-	trace     runTrace // tracing state (see trace.go)
+	conv  *convTurn
+	trace runTrace // tracing state (see trace.go)
+	// journal is the run's journal inside the superstep (nil: none).
+	journal *runJournal
 }
 
 // runInfo is what a run's driver tells its executors about the response
@@ -149,6 +151,7 @@ func (h *Host) newRun(m *model, rr *store.Response, snap *protocol.Response, run
 		st:        protocol.State{Response: snap, NextSeq: rr.NextSeq, Step: lastStep},
 		lastParts: parts, startStep: rr.StartStep, feed: newFeed(rr.ID, rr.NextSeq), conv: turnOf(rr, snap)}
 	r.liveQ.cond = sync.NewCond(&r.mu)
+	r.journal = h.newJournal(r)
 	if len(rr.Usage) > 0 && !rr.Status.Terminal() {
 		if err := json.Unmarshal(rr.Usage, &r.st.Usage); err != nil {
 			h.log.Warn("host: cannot read the response's usage so far", "response_id", rr.ID, "err", err)
@@ -190,7 +193,7 @@ func (h *Host) driveWorkflow(r *run, wr *workflow.Run) func(ctx context.Context)
 		if r.info.Params != nil {
 			inv.Params = r.info.Params // never a typed nil
 		}
-		return wr.Run(r.runContext(ctx), func(ctx context.Context, s *workflow.Step) error {
+		return wr.Run(workflow.WithJournal(r.runContext(ctx), r.journal.workflow()), func(ctx context.Context, s *workflow.Step) error {
 			return h.commitStep(ctx, r, s)
 		}, &workflow.RunOptions{MaxSupersteps: int64(h.cfg.MaxSupersteps), StepBase: r.startStep,
 			Live: h.liveHook(r), Invocation: inv})
@@ -203,6 +206,7 @@ func (h *Host) driveWorkflow(r *run, wr *workflow.Run) func(ctx context.Context)
 // did).
 func (h *Host) afterDrive(r *run, err error) {
 	h.stopLive(r) // no live append may follow (or race) the terminal commit
+	err = journalCause(r, err)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	log := h.runLog(r)
@@ -358,7 +362,7 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 		Snapshot: c.Snapshot, Error: c.Error, Usage: c.Usage, PruneKeep: h.pruneKeep(next.Step, status.Terminal()),
 		// The commit that finishes the response gives the lease up too:
 		// nothing of the run is written after it here.
-		Release: status.Terminal()}
+		Release: status.Terminal(), JournalPrune: r.journal.prune()}
 	if status.Terminal() {
 		if r.conv != nil {
 			p.Conversation = h.conversationAppend(r, status, next.Response)
@@ -373,6 +377,7 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 		return err
 	}
 	r.st, r.lastParts = next, parts
+	r.journal.committed(next.Step)
 	r.live = protocol.Live{} // the step's live items are closed (or void)
 	r.finished = status.Terminal()
 	r.released = p.Release

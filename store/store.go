@@ -341,6 +341,12 @@ type CommitParams struct {
 	// with Webhooks and a Status that is not terminal is refused, nothing
 	// written: only a finished response has webhooks.
 	Webhooks []WebhookInput
+	// JournalPrune, in a store that implements Journal, also deletes the
+	// journal of the run's steps up to Step in the commit's own
+	// transaction: the step's results are in its checkpoint now. The
+	// caller sets it when the step journaled anything (a commit without
+	// it writes nothing more than before).
+	JournalPrune bool
 }
 
 // CommitResult is returned by Commit.

@@ -19,6 +19,9 @@ type Context struct {
 	buf     *attemptBuf
 	live    *liveSink // nil without RunOptions.Live
 	liveSeq int       // live events emitted by this attempt
+	// scoped: ctx carries the attempt's journal scope (see
+	// journalContext), made on the first call of Context.
+	scoped bool
 }
 
 // attemptBuf collects what one attempt produced; a failed attempt's buffer
@@ -47,8 +50,17 @@ type stateWrite struct {
 }
 
 // Context returns the run's context.Context: the one passed to Run, with
-// the caller's values, cancelled when the run is cancelled.
-func (c *Context) Context() context.Context { return c.ctx }
+// the caller's values, cancelled when the run is cancelled. With a
+// journal (WithJournal) it also numbers the attempt's journaled calls
+// (Journaled, RunStep).
+func (c *Context) Context() context.Context {
+	if !c.scoped {
+		// Made here, not for every attempt: an executor that never asks
+		// for its context journals nothing and pays nothing.
+		c.ctx, c.scoped = journalContext(c.ctx, c.step, c.exec, c.attempt), true
+	}
+	return c.ctx
+}
 
 // Step returns the current superstep number (the first is 1).
 func (c *Context) Step() int64 { return c.step }

@@ -135,6 +135,8 @@ type funcExecutor struct {
 	inputs   []reflect.Type // the handlers' types, computed once
 	outputs  []reflect.Type
 	retry    RetryPolicy
+	// completion: WithCompletionJournal (see CompletionJournaler).
+	completion bool
 }
 
 // ID returns the executor's id.

@@ -368,12 +368,23 @@ func (r *Run) execute(ctx context.Context, n int64, id string) execResult {
 	if rt, ok := ex.(Retrier); ok {
 		policy = rt.Retry()
 	}
+	j, done, journaled := r.completionCall(ctx, n, id, ex)
+	if journaled {
+		if data, ok := j.Replay(ctx, done); ok {
+			if res, err := r.replayCompletion(n, id, data); err == nil {
+				return res
+			}
+		}
+	}
 	res := execResult{id: id, events: make([]Event, 0, 4)}
 	for attempt := 1; ; attempt++ {
 		actx, span := startExecSpan(ctx, n, id, attempt)
 		c := &Context{ctx: actx, run: r, exec: id, step: n, attempt: attempt, buf: &attemptBuf{}, live: r.live}
 		res.events = append(res.events, ExecutorInvoked{Step: n, ExecutorID: id, Attempt: attempt})
 		err := r.attempt(c, ex)
+		if err == nil && journaled {
+			err = recordCompletion(ctx, j, done, c)
+		}
 		endExecSpan(span, err)
 		if err == nil {
 			res.events = append(res.events, c.buf.events...)

@@ -68,6 +68,8 @@ type serveConfig struct {
 	tracer trace.TracerProvider
 	// ui serves the web console (package console) at /ui/.
 	ui bool
+	// noJournal turns the journal inside the superstep off (host.Config).
+	noJournal bool
 }
 
 // proxyAll as --proxy-models hosts every model the model server lists.
@@ -110,6 +112,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.BoolVar(&c.ui, "ui", true, "serve the web console at /ui/ (its files need no key; the API calls it makes use the key entered in it)")
 	fs.StringVar(&c.proxyModels, "proxy-models", "", "models of the model server to host as durable models under their own ids: comma-separated ids, or \"all\" for every id its GET /models lists (needs --model-server or --openai-api-key)")
 	c.webhook.register(fs)
+	fs.BoolVar(&c.noJournal, "no-journal", false, "do not journal finished model and tool calls inside a superstep: a superstep re-run after a crash makes them all again (for measurements)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -412,7 +415,7 @@ func resolveProxies(ctx context.Context, cfg *serveConfig, llm *examples.LLMOpti
 func newServer(cfg *serveConfig, st store.Store, keys, adminKeys map[string]string, llm *examples.LLMOptions, proxies []string,
 	log *slog.Logger, reg *prometheus.Registry) (*http.Server, *host.Host, error) {
 	hc := &host.Config{HostID: cfg.hostID, Addr: cfg.advertise, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps, MaxRuns: cfg.maxRuns,
-		KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, Logger: log, Metrics: reg, TracerProvider: cfg.tracer}
+		KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, Logger: log, Metrics: reg, TracerProvider: cfg.tracer, NoJournal: cfg.noJournal}
 	if err := cfg.webhook.newSender(st, cfg.hostID, hc, log, reg); err != nil {
 		return nil, nil, err
 	}

@@ -26,6 +26,9 @@ type config struct {
 	// cancel: a client cancels the response at a random moment; its
 	// outcome then depends on that moment, so it has no reference.
 	cancel bool
+	// tagged appends the workload's tag to the input, so that a model
+	// server can tell its requests apart (see journal_test.go).
+	tagged bool
 }
 
 // params returns the create request of cfg.

@@ -53,6 +53,8 @@ type chaos struct {
 	seed  uint64
 	kills int
 	marks []verify.CrashMark
+	// killedAt is when each kill was sent.
+	killedAt []time.Time
 	// refIDs are the reference runs' response ids.
 	refIDs map[string]bool
 	// orphans follow the responses no workload knew the id of (the create
@@ -108,7 +110,7 @@ func (ch *chaos) references(ctx context.Context) map[string]verify.Outcome {
 		if cfg.cancel {
 			continue
 		}
-		w := &workload{cfg: cfg, delayMS: 5}
+		w := &workload{cfg: cfg, delayMS: 5, tag: fmt.Sprintf("r%04d", i)}
 		w.Primary = newStream(ch.cl, fmt.Sprintf("ref%d-primary", i))
 		w.Reader = newStream(ch.cl, fmt.Sprintf("ref%d-reader", i))
 		w.Cursor = -1
@@ -156,6 +158,7 @@ func (ch *chaos) killLoop(ctx context.Context) {
 			ch.spawn()
 			sleep(ctx, min(5*time.Millisecond, time.Until(deadline)))
 		}
+		ch.killedAt = append(ch.killedAt, time.Now())
 		if err := ch.cl.kill(); err != nil {
 			ch.t.Fatal(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+
 	"github.com/superstep/superstep/internal/testkit/resumeclient"
 	"github.com/superstep/superstep/verify"
 )
@@ -21,11 +23,13 @@ type workload struct {
 	cancelDelay  time.Duration
 	cancelStatus string
 	err          error
+	// tag names the workload in its input when cfg.tagged.
+	tag string
 }
 
 // newWorkload draws a workload of configs from rng.
 func newWorkload(cl *cluster, n int, rng *rand.Rand, configs []config) *workload {
-	w := &workload{cfg: configs[rng.IntN(len(configs))], delayMS: 20 + rng.IntN(31)}
+	w := &workload{cfg: configs[rng.IntN(len(configs))], delayMS: 20 + rng.IntN(31), tag: fmt.Sprintf("w%04d", n)}
 	w.Primary = newStream(cl, fmt.Sprintf("w%d-primary", n))
 	w.Reader = newStream(cl, fmt.Sprintf("w%d-reader", n))
 	w.Cursor = int64(rng.IntN(3)) - 2 // -2 is replaced by the primary's last seq
@@ -45,7 +49,11 @@ func (w *workload) run(ctx context.Context, cl *cluster) {
 			return err
 		}
 	}
-	w.err = w.Pair.Run(ctx, w.cfg.params(w.delayMS), cancel)
+	p := w.cfg.params(w.delayMS)
+	if w.cfg.tagged {
+		p.Input.OfString = openai.String(p.Input.OfString.Value + " [" + w.tag + "]")
+	}
+	w.err = w.Pair.Run(ctx, p, cancel)
 }
 
 // checkCancel requires a response whose cancel reply showed "cancelled" to

@@ -87,7 +87,7 @@ func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encod
 	var err error
 	cancelling := p.Status == store.StatusCancelled
 	_, resetResume := s.resumeFailed.Load(p.RunID)
-	if p.PruneKeep > 0 || cancelling || resetResume || hasExtras(p) {
+	if p.PruneKeep > 0 || cancelling || resetResume || hasExtras(p) || p.JournalPrune {
 		// One transaction, so one WAL flush: the commit, then the prune.
 		err = s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 			if cancelling {
@@ -106,6 +106,11 @@ func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encod
 				// attempts are forgotten.
 				if _, err := tx.Exec(ctx, `UPDATE runs SET resume_failures = 0, resume_error = '',
 					resume_not_before = 'epoch' WHERE id = $1`, p.RunID); err != nil {
+					return err
+				}
+			}
+			if p.JournalPrune {
+				if err := pruneJournalTx(ctx, tx, p.RunID, p.Step); err != nil {
 					return err
 				}
 			}

@@ -38,4 +38,3 @@ func commitExtras(ctx context.Context, tx pgx.Tx, p *store.CommitParams) error {
 	}
 	return insertWebhooks(ctx, tx, p)
 }
-

@@ -252,7 +252,7 @@ func (s *Store) commitAlone(r *commitReq) error {
 
 // complex reports whether the commit takes more than the commit function.
 func (r *commitReq) complex() bool {
-	return r.cancelling || r.reset || r.p.PruneKeep > 0 || hasExtras(r.p)
+	return r.cancelling || r.reset || r.p.PruneKeep > 0 || hasExtras(r.p) || r.p.JournalPrune
 }
 
 // commitRow calls the commit function (query: commitSQL or batchCommitSQL).
@@ -296,6 +296,11 @@ func (s *Store) commitSteps(ctx context.Context, tx pgx.Tx, r *commitReq, query 
 		// are forgotten.
 		if _, err := tx.Exec(ctx, `UPDATE runs SET resume_failures = 0, resume_error = '',
 			resume_not_before = 'epoch' WHERE id = $1`, p.RunID); err != nil {
+			return err
+		}
+	}
+	if p.JournalPrune {
+		if err := pruneJournalTx(ctx, tx, p.RunID, p.Step); err != nil {
 			return err
 		}
 	}

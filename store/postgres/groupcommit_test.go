@@ -351,3 +351,52 @@ func TestGroupCommit_Sustained(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGroupCommit_Journal: members that prune their run's journal
+// (CommitParams.JournalPrune) do so inside the batch, each alone: a
+// fenced one deletes nothing.
+func TestGroupCommit_Journal(t *testing.T) {
+	t.Parallel()
+	s := oneBatchStore(t)
+	ctx := t.Context()
+	const n = 4
+	var ps []*store.CommitParams
+	for range n {
+		c := storetest.CreateResponse(ctx, t, s, nil)
+		err := s.JournalAppend(ctx, &store.JournalAppendParams{RunID: c.Run.ID, Epoch: c.Run.Lease.Epoch, Step: 1,
+			Entries: []store.JournalInput{{Key: "a", Hash: "h", Data: []byte("x")}, {Key: "b", Hash: "h"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := storetest.NextCommit(ctx, t, s, c.Run.ID, nil)
+		p.JournalPrune = true
+		ps = append(ps, p)
+	}
+	ps[1].Epoch++ // fenced: deletes nothing
+	f := holdCommits(t, s)
+	results := commitAll(ctx, s, ps)
+	f.waitQueued(t, n)
+	f.release(t)
+	for range n {
+		r := <-results
+		if r.p == ps[1] {
+			if !errors.Is(r.err, store.ErrFenced) {
+				t.Errorf("fenced member: %v", r.err)
+			}
+		} else if r.err != nil {
+			t.Errorf("member: %v", r.err)
+		}
+	}
+	for _, p := range ps {
+		got, err := s.JournalList(ctx, p.RunID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: 2, false: 0}[p == ps[1]]; len(got) != want {
+			t.Errorf("run %s: %d journal entries after the batch, want %d", p.RunID, len(got), want)
+		}
+	}
+	if st := s.CommitStats(); st.Batches < 2 || st.Commits < n+1 {
+		t.Errorf("commit stats %+v: the members were not written as a batch", st)
+	}
+}

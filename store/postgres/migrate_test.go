@@ -15,8 +15,11 @@ import (
 	"github.com/superstep/superstep/store/internal/eventrec"
 )
 
-// undoRunLineage undoes the run-lineage migration (the newest).
-const undoRunLineage = "DROP TABLE lease_claims; DROP INDEX runs_created; ALTER TABLE runs DROP COLUMN forked_from_run, DROP COLUMN forked_from_step; "
+// undoJournal undoes the journal migration (the newest).
+const undoJournal = "DROP TABLE journal; "
+
+// undoRunLineage undoes the run-lineage migration and the ones after it.
+const undoRunLineage = undoJournal + "DROP TABLE lease_claims; DROP INDEX runs_created; ALTER TABLE runs DROP COLUMN forked_from_run, DROP COLUMN forked_from_step; "
 
 // undoTraceContext undoes the trace-context migration and the ones after it.
 const undoTraceContext = undoRunLineage + "ALTER TABLE responses DROP COLUMN trace_context; "

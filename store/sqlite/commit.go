@@ -45,8 +45,16 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 		if err := commitTx(ctx, tx, p, parts, now, res); err != nil {
 			return err
 		}
-		if err := commitExtrasTx(ctx, tx, p, now); err != nil || p.PruneKeep <= 0 {
+		if err := commitExtrasTx(ctx, tx, p, now); err != nil {
 			return err
+		}
+		if p.JournalPrune {
+			if err := pruneJournalTx(ctx, tx, p.RunID, p.Step); err != nil {
+				return err
+			}
+		}
+		if p.PruneKeep <= 0 {
+			return nil
 		}
 		var err error
 		res.Pruned, err = pruneTx(ctx, tx, p.RunID, p.PruneKeep)

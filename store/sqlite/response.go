@@ -373,7 +373,7 @@ func deleteResponseTx(ctx context.Context, tx *sql.Tx, id string) error {
 		return err
 	}
 	for _, q := range []string{"DELETE FROM checkpoints WHERE k BETWEEN " + runKeyLo + " AND " + runKeyHi,
-		"DELETE FROM blobs WHERE run_id = ?1", "DELETE FROM lease_claims WHERE run_id = ?1", "DELETE FROM runs WHERE id = ?1"} {
+		"DELETE FROM blobs WHERE run_id = ?1", "DELETE FROM lease_claims WHERE run_id = ?1", "DELETE FROM journal WHERE run_id = ?1", "DELETE FROM runs WHERE id = ?1"} {
 		if _, err := tx.ExecContext(ctx, q, runID); err != nil {
 			return err
 		}

@@ -4,7 +4,7 @@
 // imports no backend.
 //
 // The suite is split into files by area (commit.go, concurrent.go, events.go, records.go, lease.go,
-// response.go, retention.go, fault.go, crash.go, hosts.go, webhook.go). The first t.Run
+// response.go, retention.go, fault.go, crash.go, hosts.go, webhook.go, journal.go). The first t.Run
 // level names the method, the second the behaviour. Every subtest gets a store of
 // its own and ends with store.Check.
 package storetest
@@ -73,6 +73,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Fault", func(t *testing.T) { testFault(t, h) })
 	t.Run("HostRegistry", func(t *testing.T) { testHostRegistry(t, h) })
 	t.Run("Idempotency", func(t *testing.T) { testIdempotency(t, h) })
+	t.Run("Journal", func(t *testing.T) { testJournal(t, h) })
 	t.Run("Lease", func(t *testing.T) { testLease(t, h) })
 	t.Run("LeaseClock", func(t *testing.T) { testLeaseClock(t, h) })
 	t.Run("LeaseBatch", func(t *testing.T) { testLeaseBatch(t, h) })

@@ -1,0 +1,104 @@
+package host_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/superstep/superstep/agent"
+	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/internal/testkit/pgtest"
+	"github.com/superstep/superstep/localmodel"
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/postgres"
+	"github.com/superstep/superstep/store/sqlite"
+	"github.com/superstep/superstep/workflow"
+)
+
+// BenchmarkHost_JournalTurn measures what the journal inside the
+// superstep costs: one response of an agent whose turn makes 4 model
+// calls and 3 tool calls (the local model server, real HTTP, no token
+// delay) on SQLite with synchronous=FULL and on PostgreSQL, with the
+// journal (7 call appends and the executor's completion per response)
+// and without (Config.NoJournal). The difference per call is the
+// journal's cost.
+func BenchmarkHost_JournalTurn(b *testing.B) {
+	srv, err := localmodel.Start("127.0.0.1:0", &localmodel.Options{TokenDelay: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Close(ctx)
+	})
+	for _, tc := range []struct {
+		name     string
+		off      bool
+		postgres bool
+	}{{"sqlite/journal=on", false, false}, {"sqlite/journal=off", true, false},
+		{"postgres/journal=on", false, true}, {"postgres/journal=off", true, true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var s store.Store
+			var err error
+			if tc.postgres {
+				s, err = postgres.Open(context.Background(), pgtest.URL(), &postgres.Options{Schema: pgtest.Schema(b, "hostbench")})
+			} else {
+				s, err = sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), nil)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			h, err := host.New(s, &host.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NoJournal: tc.off})
+			if err != nil {
+				b.Fatal(err)
+			}
+			calc := agent.MustTool("calculate", "computes", func(ctx context.Context, in struct {
+				A float64 `json:"a"`
+			}) (string, error) {
+				return "42", nil
+			})
+			a, err := agent.NewChatAgent(&agent.Options{Name: "assistant", BaseURL: srv.URL, APIKey: "test", Model: "local",
+				Tools: []*agent.Tool{calc}, Metadata: map[string]string{"tool_calls": "3"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			wf, err := workflow.NewBuilder("bench.tools").SetStart(agent.Executor("assistant", a)).Outputs("assistant").Build()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := h.RegisterWorkflow("bench.tools", wf); err != nil {
+				b.Fatal(err)
+			}
+			if err := h.Start(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = h.Shutdown(ctx)
+				_ = s.Close()
+			})
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				r, err := h.Create(context.Background(), &host.CreateParams{Model: "bench.tools", Store: true,
+					Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: `calculate {"a":1}`}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := h.Wait(context.Background(), r.ID, "")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Status != "completed" {
+					b.Fatalf("response %s: %s", r.ID, res.Status)
+				}
+			}
+			b.ReportMetric(7, "calls/op")
+		})
+	}
+}

@@ -1,0 +1,363 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/superstep/superstep/agent"
+	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/localmodel"
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/workflow"
+)
+
+// gatedModel is the local model server (real HTTP) counting the requests
+// it receives by body; the request numbered hold (from 1) waits for
+// release before it is answered.
+type gatedModel struct {
+	url     string
+	next    http.Handler
+	hold    int
+	held    chan struct{} // closed when request hold arrived
+	release chan struct{}
+
+	mu     sync.Mutex
+	n      int
+	bodies [][32]byte
+}
+
+func startGatedModel(t *testing.T, hold int) *gatedModel {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &gatedModel{url: "http://" + ln.Addr().String(), next: localmodel.NewHandler(&localmodel.Options{TokenDelay: -1}),
+		hold: hold, held: make(chan struct{}), release: make(chan struct{})}
+	srv := &http.Server{Handler: m, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		select {
+		case <-m.release:
+		default:
+			close(m.release)
+		}
+		_ = srv.Close()
+	})
+	return m
+}
+
+func (m *gatedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	m.mu.Lock()
+	m.n++
+	n := m.n
+	m.bodies = append(m.bodies, sha256.Sum256(body))
+	m.mu.Unlock()
+	if n == m.hold {
+		close(m.held)
+		<-m.release
+	}
+	m.next.ServeHTTP(w, r)
+}
+
+// sends returns how many times each distinct request was received, in
+// the order first received.
+func (m *gatedModel) sends() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var order [][32]byte
+	count := map[[32]byte]int{}
+	for _, b := range m.bodies {
+		if count[b] == 0 {
+			order = append(order, b)
+		}
+		count[b]++
+	}
+	out := make([]int, len(order))
+	for i, b := range order {
+		out[i] = count[b]
+	}
+	return out
+}
+
+// journalCrashStore is a crashStore that keeps the raw store's journal,
+// refusing appends once crashed like every other write.
+type journalCrashStore struct {
+	*crashStore
+	j store.Journal
+}
+
+func (s journalCrashStore) JournalAppend(ctx context.Context, p *store.JournalAppendParams) error {
+	if s.dead() {
+		return errCrashed
+	}
+	return s.j.JournalAppend(ctx, p)
+}
+
+func (s journalCrashStore) JournalList(ctx context.Context, runID string, step int64) ([]store.JournalEntry, error) {
+	return s.j.JournalList(ctx, runID, step)
+}
+
+// metricSum returns the sum of a registered counter's series.
+func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// TestHost_Journal_Recover: a host crashes (its writes stop) while the
+// third of an agent turn's four model calls is in flight, after two model
+// calls and two tool calls finished; the host that recovers the run
+// answers those four calls from the journal and makes only the one in
+// flight again. Without the journal (Config.NoJournal on the recovering
+// host) every call is made again; when the recovering host's agent asks
+// something else (other instructions), the journal is discarded from the
+// first call on and the divergence is counted.
+func TestHost_Journal_Recover(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name         string
+		noJournal    bool
+		instructions string
+		// want: sends of each distinct model request, in order.
+		want                 []int
+		wantTools            int // tool executions in all
+		replayed, divergence float64
+	}{
+		{name: "Journal", want: []int{1, 1, 2, 1}, wantTools: 3, replayed: 4},
+		{name: "NoJournal", noJournal: true, want: []int{2, 2, 2, 1}, wantTools: 5},
+		{name: "Diverged", instructions: "Be brief.", want: []int{1, 1, 1, 1, 1, 1, 1}, wantTools: 5, divergence: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := startGatedModel(t, 3)
+			var mu sync.Mutex
+			tools := map[string]int{}
+			newAgent := func(instructions string) *workflow.Workflow {
+				calc := agent.MustTool("calculate", "computes", func(ctx context.Context, in struct {
+					A float64 `json:"a"`
+				}) (string, error) {
+					mu.Lock()
+					tools[agent.ToolCallID(ctx)]++
+					mu.Unlock()
+					return "42", nil
+				})
+				a, err := agent.NewChatAgent(&agent.Options{Name: "assistant", BaseURL: m.url, APIKey: "test", Model: "local",
+					Instructions: instructions, Tools: []*agent.Tool{calc}, Metadata: map[string]string{"tool_calls": "3"},
+					Retry: agent.RetryPolicy{Retries: -1}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				wf, err := workflow.NewBuilder("j.tools").SetStart(agent.Executor("assistant", a)).Outputs("assistant").Build()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return wf
+			}
+			register := func(instructions string) func(*testing.T, *host.Host) {
+				return func(t *testing.T, h *host.Host) {
+					if err := h.RegisterWorkflow("j.tools", newAgent(instructions)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			raw := openStore(t, filepath.Join(t.TempDir(), "h.db"))
+			defer raw.Close()
+			cs := &crashStore{Store: raw}
+			cfg := host.Config{HostID: "h1", LeaseDuration: 1500 * time.Millisecond, CommitRetries: 1, CommitBackoff: time.Millisecond}
+			h1 := newHost(t, journalCrashStore{crashStore: cs, j: raw.(store.Journal)}, &cfg, register(""))
+			defer shutdown(t, h1)
+			r := create(t, h1, "j.tools", `calculate {"a":1}`, nil)
+			select {
+			case <-m.held:
+			case <-testCtx(t).Done():
+				t.Fatal("the third model request never came")
+			}
+			cs.crashed.Store(true) // the process dies: nothing it does from now on is written
+			close(m.release)
+			h1.WaitRunExited(t)
+
+			reg := prometheus.NewRegistry()
+			cfg = host.Config{HostID: "h2", LeaseDuration: 1500 * time.Millisecond, NoJournal: tc.noJournal, Metrics: reg}
+			h2 := newHost(t, raw, &cfg, register(tc.instructions))
+			defer shutdown(t, h2)
+			final := wait(t, h2, r.ID)
+			if final.Status != store.StatusCompleted {
+				t.Fatalf("final status %s", final.Status)
+			}
+			if got := m.sends(); !slices.Equal(got, tc.want) {
+				t.Errorf("sends of each distinct model request %v, want %v", got, tc.want)
+			}
+			mu.Lock()
+			n := 0
+			for _, c := range tools {
+				n += c
+			}
+			mu.Unlock()
+			if n != tc.wantTools || len(tools) != 3 {
+				t.Errorf("tool executions %v (%d in all), want %d over 3 calls", tools, n, tc.wantTools)
+			}
+			if got := metricSum(t, reg, "superstep_journal_replayed_total"); got != tc.replayed {
+				t.Errorf("calls replayed %v, want %v", got, tc.replayed)
+			}
+			if got := metricSum(t, reg, "superstep_journal_diverged_total"); got != tc.divergence {
+				t.Errorf("divergences %v, want %v", got, tc.divergence)
+			}
+			// The commit that finished the response pruned the journal,
+			// also on a host that keeps none (what h1 journaled).
+			for step := int64(0); step <= 2; step++ {
+				if es, err := raw.(store.Journal).JournalList(testCtx(t), final.RunID, step); err != nil || len(es) != 0 {
+					t.Errorf("journal of step %d after the run finished: %d entries, err %v", step, len(es), err)
+				}
+			}
+		})
+	}
+}
+
+// itemTexts returns a snapshot's output items as type and text (or name
+// and arguments), without their ids.
+func itemTexts(w wireResponse) []string {
+	var out []string
+	for _, it := range w.Output {
+		s := it.Type + ":" + it.Name + it.Args
+		if len(it.Content) > 0 {
+			s += it.Content[0].Text
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestHost_Journal_ConcurrentAgents: four agents run in one superstep, in
+// live mode; the host crashes after agents a1 to a3 finished (their
+// completions journaled) while agent b's model call is in flight. The
+// recovering host re-applies the three completions (no model request and
+// no tool call of theirs is made twice) and makes b's call again; the
+// response ends as a crash-free one does.
+func TestHost_Journal_ConcurrentAgents(t *testing.T) {
+	t.Parallel()
+	ma, mb := startGatedModel(t, 0), startGatedModel(t, 1)
+	var mu sync.Mutex
+	tools := map[string]int{}
+	register := func(t *testing.T, h *host.Host) {
+		calc := agent.MustTool("calculate", "computes", func(ctx context.Context, in struct {
+			A float64 `json:"a"`
+		}) (string, error) {
+			mu.Lock()
+			tools[workflow.InvocationFrom(ctx).ID+"/"+agent.IdempotencyKey(ctx)+"/"+agent.ToolCallID(ctx)]++
+			mu.Unlock()
+			return "42", nil
+		})
+		newAgent := func(name, url string, tools ...*agent.Tool) workflow.Executor {
+			a, err := agent.NewChatAgent(&agent.Options{Name: name, BaseURL: url, APIKey: "test", Model: "local",
+				Instructions: "You are " + name + ".", Tools: tools, Metadata: map[string]string{"tool_calls": "2"}, Retry: agent.RetryPolicy{Retries: -1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return agent.Executor(name, a)
+		}
+		split := workflow.Func("split", func(c *workflow.Context, in string) error { return c.Send(in) })
+		agents := []workflow.Executor{newAgent("a1", ma.url, calc), newAgent("a2", ma.url, calc), newAgent("b", mb.url),
+			newAgent("a3", ma.url, calc)}
+		wf, err := workflow.NewBuilder("j.pair").SetStart(split).AddFanOut(split, agents, nil).
+			Outputs("a1", "a2", "b", "a3").Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.RegisterWorkflow("j.pair", wf, host.WithPublication(host.PublicationLive)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := openStore(t, filepath.Join(t.TempDir(), "h.db"))
+	defer raw.Close()
+	cs := &crashStore{Store: raw}
+	cfg := host.Config{HostID: "h1", LeaseDuration: 1500 * time.Millisecond, CommitRetries: 1, CommitBackoff: time.Millisecond}
+	h1 := newHost(t, journalCrashStore{crashStore: cs, j: raw.(store.Journal)}, &cfg, register)
+	defer shutdown(t, h1)
+	r := create(t, h1, "j.pair", `calculate {"a":1}`, nil)
+	ctx := testCtx(t)
+	select {
+	case <-mb.held:
+	case <-ctx.Done():
+		t.Fatal("b's model request never came")
+	}
+	for done := false; !done; {
+		es, err := raw.(store.Journal).JournalList(ctx, r.RunID, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range es {
+			if strings.HasSuffix(e.Key, "@done#0") {
+				n++
+			}
+		}
+		done = n == 3
+		if !done {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("a1 to a3's completions never journaled (journal %+v)", es)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	cs.crashed.Store(true)
+	close(mb.release)
+	h1.WaitRunExited(t)
+	aSends := len(ma.sends())
+
+	reg := prometheus.NewRegistry()
+	cfg = host.Config{HostID: "h2", LeaseDuration: 1500 * time.Millisecond, Metrics: reg}
+	h2 := newHost(t, raw, &cfg, register)
+	defer shutdown(t, h2)
+	final := wait(t, h2, r.ID)
+	if final.Status != store.StatusCompleted {
+		t.Fatalf("final status %s", final.Status)
+	}
+	checkLog(t, collect(t, h2, r.ID, -1))
+	if got := ma.sends(); len(got) != aSends || slices.Max(got) != 1 {
+		t.Errorf("agents a1 to a3's model requests after recovery %v, want the %d made before the crash, each once", got, aSends)
+	}
+	if got := mb.sends(); !slices.Equal(got, []int{2}) {
+		t.Errorf("agent b's model requests %v, want its one request (in flight at the crash) twice", got)
+	}
+	mu.Lock()
+	if len(tools) != 6 || slices.Max(slices.Collect(maps.Values(tools))) != 1 {
+		t.Errorf("tool executions %v, want two calls of each of a1 to a3, once each", tools)
+	}
+	mu.Unlock()
+	if got := metricSum(t, reg, "superstep_journal_replayed_total"); got != 3 {
+		t.Errorf("replayed %v, want 3 (the completions of a1 to a3)", got)
+	}
+
+	ref := create(t, h2, "j.pair", `calculate {"a":1}`, nil)
+	if refFinal := wait(t, h2, ref.ID); !slices.Equal(itemTexts(snapshot(t, final)), itemTexts(snapshot(t, refFinal))) {
+		t.Errorf("output after the crash %q, a crash-free run's %q", itemTexts(snapshot(t, final)), itemTexts(snapshot(t, refFinal)))
+	}
+}

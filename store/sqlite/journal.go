@@ -1,0 +1,74 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/superstep/superstep/store"
+)
+
+var _ store.Journal = (*Store)(nil)
+
+// JournalAppend appends p.Entries to the journal of (p.RunID, p.Step) in
+// one write, group-committed with other writes and fenced like
+// EventAppend. See store.Journal.
+func (s *Store) JournalAppend(ctx context.Context, p *store.JournalAppendParams) error {
+	if len(p.Entries) == 0 {
+		return nil
+	}
+	now := orNow(p.Now)
+	return s.write(ctx, "journal append", func(ctx context.Context, tx *sql.Tx) error {
+		run, err := getRunRow(ctx, tx, p.RunID)
+		if err != nil {
+			return err
+		}
+		if p.Epoch != run.Lease.Epoch || run.Lease.Owner == "" || !now.Before(run.Lease.ExpiresAt) {
+			return &store.FencedError{RunID: p.RunID, Epoch: p.Epoch, CurrentEpoch: run.Lease.Epoch}
+		}
+		if !run.Active || p.Step != run.LastStep+1 {
+			return fmt.Errorf("%w: run %s: journal of step %d (last step %d, active %v)",
+				store.ErrConflict, p.RunID, p.Step, run.LastStep, run.Active)
+		}
+		for _, e := range p.Entries {
+			_, err := tx.ExecContext(ctx, `INSERT INTO journal (run_id, step, epoch, key, hash, data, created_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?)`, p.RunID, p.Step, p.Epoch, e.Key, e.Hash, e.Data, now.UnixNano())
+			if err != nil {
+				return mapError("journal append", err)
+			}
+		}
+		return nil
+	})
+}
+
+// JournalList returns the entries of (runID, step) in append order.
+func (s *Store) JournalList(ctx context.Context, runID string, step int64) ([]store.JournalEntry, error) {
+	if err := s.checkOpen("journal list"); err != nil {
+		return nil, err
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT seq, epoch, key, hash, data, created_at FROM journal
+		WHERE run_id = ? AND step = ? ORDER BY seq`, runID, step)
+	if err != nil {
+		return nil, mapError("journal list", err)
+	}
+	defer rows.Close()
+	var out []store.JournalEntry
+	for rows.Next() {
+		e := store.JournalEntry{RunID: runID, Step: step}
+		var created int64
+		if err := rows.Scan(&e.Seq, &e.Epoch, &e.Key, &e.Hash, &e.Data, &created); err != nil {
+			return nil, mapError("journal list", err)
+		}
+		e.CreatedAt = time.Unix(0, created)
+		out = append(out, e)
+	}
+	return out, mapError("journal list", rows.Err())
+}
+
+// pruneJournalTx deletes the journal of the run's steps up to step, in a
+// commit's transaction (CommitParams.JournalPrune).
+func pruneJournalTx(ctx context.Context, tx *sql.Tx, runID string, step int64) error {
+	_, err := tx.ExecContext(ctx, "DELETE FROM journal WHERE run_id = ? AND step <= ?", runID, step)
+	return mapError("journal prune", err)
+}
