@@ -299,3 +299,31 @@ func (h *Host) RunCheckpoints(ctx context.Context, id, owner string, data bool) 
 	}
 	return out, nil
 }
+
+// EventPage returns up to limit events of response id after sequence
+// number after, as owner sees it, and whether more are logged now. Unlike
+// Events it does not wait, so it reads any response's log, streamed or
+// not.
+func (h *Host) EventPage(ctx context.Context, id, owner string, after int64, limit int) ([]store.Event, bool, error) {
+	if _, err := h.get(ctx, id, owner); err != nil {
+		return nil, false, err
+	}
+	evs, err := h.store.EventList(ctx, &store.EventListParams{ResponseID: id, After: max(after, -1), Limit: limit + 1,
+		MaxBytes: eventPageBytes})
+	if err != nil {
+		return nil, false, fmt.Errorf("host: events of response %s: %w", id, err)
+	}
+	more := len(evs) > limit
+	if more {
+		evs = evs[:limit]
+	}
+	if len(evs) > 0 && !more {
+		// A page cut by MaxBytes is shorter than limit but not the end.
+		r, err := h.store.ResponseGet(ctx, id)
+		if err != nil {
+			return nil, false, fmt.Errorf("host: events of response %s: %w", id, err)
+		}
+		more = evs[len(evs)-1].Seq < r.NextSeq-1
+	}
+	return evs, more, nil
+}

@@ -163,6 +163,7 @@ func (s *server) routes() http.Handler {
 	api("GET /v1/models/{model}", s.handleModel)
 	api("GET /v1/hosts", s.withStoreTimeout(s.handleHosts))
 	s.conversationRoutes(api)
+	api("GET /v1/responses/{id}/events", s.withResponseID(s.withStoreTimeout(s.handleEvents)))
 	api("GET /v1/runs", s.withStoreTimeout(s.handleRuns))
 	api("GET /v1/runs/{run_id}", s.withRunID(s.withStoreTimeout(s.handleRun)))
 	api("GET /v1/runs/{run_id}/checkpoints", s.withRunID(s.withStoreTimeout(s.handleCheckpoints)))

@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -597,4 +598,52 @@ func FuzzParseFork(f *testing.F) {
 			t.Fatalf("%q accepted with step %d", body, p.Step)
 		}
 	})
+}
+
+// TestResponseEvents pages through a response's log as JSON (one created
+// without stream, which cannot be streamed) and checks it against the
+// store, the owner's visibility and bad parameters.
+func TestResponseEvents(t *testing.T) {
+	ts := newInspectServer(t, openSQLiteFile(t), map[string]string{"key-a": "alice", "key-b": "bob"})
+	a := ts.as("key-a")
+	r := a.createSync(`{"model":"demo.two-outputs","input":"x"}`)
+	id := r["id"].(string)
+	want, err := ts.store.EventList(context.Background(), &store.EventListParams{ResponseID: id, After: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []eventView
+	after := int64(-1)
+	for page := 0; ; page++ {
+		var l eventList
+		a.getJSON(fmt.Sprintf("/v1/responses/%s/events?after=%d&limit=5", id, after), &l)
+		got = append(got, l.Data...)
+		if !l.HasMore {
+			break
+		}
+		if len(l.Data) != 5 || page > 10 {
+			t.Fatalf("page %d: %d events, has_more", page, len(l.Data))
+		}
+		after = l.Data[len(l.Data)-1].SequenceNumber
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d events, the log has %d", len(got), len(want))
+	}
+	for i, ev := range got {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, want[i].Payload); err != nil {
+			t.Fatal(err)
+		}
+		if ev.SequenceNumber != want[i].Seq || ev.Type != want[i].Type || ev.Step != want[i].Step || string(ev.Event) != compact.String() {
+			t.Errorf("event %d: %+v, want %+v", i, ev, want[i])
+		}
+	}
+	if rp := ts.as("key-b").do("GET", "/v1/responses/"+id+"/events", ""); rp.status != 404 {
+		t.Errorf("bob reads alice's events: %d %s", rp.status, rp.body)
+	}
+	for _, q := range []string{"after=-2", "after=x", "limit=0", "limit=1001", "colour=red"} {
+		if rp := a.do("GET", "/v1/responses/"+id+"/events?"+q, ""); rp.status != 400 {
+			t.Errorf("%s: %d %s", q, rp.status, rp.body)
+		}
+	}
 }

@@ -457,10 +457,11 @@ func runCancel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // runEvents implements `superstep events <response id> [--from N]
-// [--follow]`: the response's events after sequence N from its stream
-// (GET /v1/responses/{id}?stream=true&starting_after=N, so only a
-// response created with stream:true), up to the last one logged when the
-// command started, or with --follow until its terminal event.
+// [--follow]`: the response's events after sequence N. Without --follow
+// they are read as JSON pages (GET /v1/responses/{id}/events) up to the
+// last one logged now; with --follow from its stream (GET
+// /v1/responses/{id}?stream=true&starting_after=N) until its terminal
+// event, or, for a response created without stream, by polling the pages.
 func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cf clientFlags
 	fs := newCommand("events", stderr, &cf)
@@ -475,47 +476,13 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	c := cf.client()
-	last := int64(-1) // without --follow: the last event logged now
-	if !*follow {
-		runID, err := runOf(ctx, c, id)
-		if err != nil {
-			return commandError("events", err)
-		}
-		var r runView
-		if _, err := c.call(ctx, "GET", "/v1/runs/"+url.PathEscape(runID), nil, &r); err != nil {
-			return commandError("events", err)
-		}
-		for _, resp := range r.Responses {
-			if resp.ID == id {
-				last = resp.NextSeq - 1
-			}
-		}
-		if last <= *from {
-			return nil // nothing after --from
-		}
-	}
-	path := fmt.Sprintf("/v1/responses/%s?stream=true&starting_after=%d", url.PathEscape(id), *from)
-	resp, err := c.open(ctx, "GET", path, nil)
-	if err != nil {
-		return commandError("events", err)
-	}
-	defer resp.Body.Close()
 	// Fixed columns, not a tabwriter: with --follow each line is printed
 	// as its event comes.
 	const row = "%-5v  %-38s  %s\n"
 	if !cf.json {
 		fmt.Fprintf(stdout, row, "SEQ", "TYPE", "DETAIL")
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		if data == "[DONE]" {
-			break // the stream's end marker after the terminal event
-		}
+	print := func(data []byte) (terminal bool, err error) {
 		var ev struct {
 			Type  string `json:"type"`
 			Seq   int64  `json:"sequence_number"`
@@ -528,11 +495,11 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				Status string `json:"status"`
 			} `json:"response"`
 		}
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			return fmt.Errorf("events: decode %q: %w", data, err)
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return false, fmt.Errorf("decode %q: %w", data, err)
 		}
 		if cf.json {
-			fmt.Fprintln(stdout, data)
+			fmt.Fprintf(stdout, "%s\n", data)
 		} else {
 			detail := ""
 			switch {
@@ -545,14 +512,102 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 			fmt.Fprintf(stdout, row, ev.Seq, ev.Type, detail)
 		}
-		if !*follow && ev.Seq >= last {
-			break
+		return isTerminalEvent(ev.Type), nil
+	}
+	if !*follow {
+		_, err := pageEvents(ctx, c, id, *from, print)
+		return commandError("events", err)
+	}
+	resp, err := c.open(ctx, "GET", fmt.Sprintf("/v1/responses/%s?stream=true&starting_after=%d", url.PathEscape(id), *from), nil)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Status == 400 {
+		return commandError("events", pollEvents(ctx, c, id, *from, print)) // not created with stream
+	}
+	if err != nil {
+		return commandError("events", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if data == "[DONE]" {
+			break // the stream's end marker after the terminal event
+		}
+		if terminal, err := print([]byte(data)); err != nil || terminal {
+			return commandError("events", err)
 		}
 	}
 	if err := sc.Err(); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("events: %w", err)
 	}
 	return nil
+}
+
+// isTerminalEvent reports whether an event of type t ends a response's
+// stream.
+func isTerminalEvent(t string) bool {
+	switch t {
+	case "response.completed", "response.failed", "response.cancelled", "response.incomplete":
+		return true
+	}
+	return false
+}
+
+// eventsRead is how far pageEvents read: the last sequence number printed
+// and whether the terminal event was among them.
+type eventsRead struct {
+	last     int64
+	terminal bool
+}
+
+// pageEvents prints the response's logged events after `after`, page by
+// page.
+func pageEvents(ctx context.Context, c *apiClient, id string, after int64, print func([]byte) (bool, error)) (eventsRead, error) {
+	out := eventsRead{last: after}
+	for {
+		var page struct {
+			Data []struct {
+				Seq   int64           `json:"sequence_number"`
+				Event json.RawMessage `json:"event"`
+			} `json:"data"`
+			HasMore bool `json:"has_more"`
+		}
+		path := fmt.Sprintf("/v1/responses/%s/events?after=%d&limit=1000", url.PathEscape(id), out.last)
+		if _, err := c.call(ctx, "GET", path, nil, &page); err != nil {
+			return out, err
+		}
+		for _, ev := range page.Data {
+			terminal, err := print(ev.Event)
+			if err != nil {
+				return out, err
+			}
+			out.last, out.terminal = ev.Seq, out.terminal || terminal
+		}
+		if !page.HasMore || len(page.Data) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// pollEvents follows a response that cannot be streamed by reading its
+// pages every 200 ms until its terminal event.
+func pollEvents(ctx context.Context, c *apiClient, id string, after int64, print func([]byte) (bool, error)) error {
+	for {
+		got, err := pageEvents(ctx, c, id, after, print)
+		if err != nil || got.terminal {
+			return err
+		}
+		after = got.last
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // inspectCommands are the inspection commands by name.

@@ -179,6 +179,7 @@ func TestInspectCommands(t *testing.T) {
 	step("checkpoints.txt", "checkpoints", r1)
 	step("events.txt", "events", r2)
 	step("events_from.txt", "events", r2, "--from", "8")
+	step("events_plain.txt", "events", r1) // created without stream: read as JSON pages
 	step("show_pending.txt", "show", r3)
 	step("runs.txt", "runs")
 	forked := step("fork.txt", "fork", r1, "--step", "1")
@@ -190,6 +191,12 @@ func TestInspectCommands(t *testing.T) {
 		`{"model":"demo.silent","input":"z","background":true,"metadata":{"steps":"500","step_delay_ms":"20"}}`))
 	step("cancel.txt", "cancel", long)
 	waitCancelled(t, base, long)
+	// --follow of a response created without stream polls its pages to
+	// the terminal event.
+	if out, err := cli(t, base, "events", long, "--follow"); err != nil ||
+		!strings.Contains(strings.TrimSpace(out)[strings.LastIndexByte(strings.TrimSpace(out), '\n')+1:], "response.cancelled") {
+		t.Errorf("events --follow of a background response: %v\n%s", err, out)
+	}
 	// --follow reads a finished response to its terminal event.
 	if out, err := cli(t, base, "events", r2, "--follow"); err != nil || nz.normalize(out) != readGolden(t, "events.txt") {
 		t.Errorf("events --follow: %v\n%s", err, out)
