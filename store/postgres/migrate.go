@@ -16,7 +16,7 @@ var migrationFS embed.FS
 
 // superstepTables are the tables of a superstep schema; finding any of them
 // without the version table means the schema is not superstep's.
-var superstepTables = []string{"runs", "responses", "events", "event_records", "blobs", "checkpoints", "hosts", "idempotency_keys", "lease_claims"}
+var superstepTables = []string{"runs", "responses", "events", "event_records", "blobs", "checkpoints", "hosts", "idempotency_keys", "conversations", "conversation_items", "pending_calls", "webhook_deliveries", "lease_claims", "journal"}
 
 // loadMigrations reads migration/NNN_name.up.sql in version order.
 func loadMigrations() ([]migration.Migration, error) {
