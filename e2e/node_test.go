@@ -18,7 +18,7 @@ import (
 // nodeTests are the node:test files of e2e/node, and nodePackages the npm
 // packages they import (each must be installed in e2e/node/node_modules).
 var (
-	nodeTests    = []string{"responses.test.mjs", "ai-sdk.test.mjs", "langchain.test.mjs", "conversations.test.mjs"}
+	nodeTests    = []string{"responses.test.mjs", "ai-sdk.test.mjs", "langchain.test.mjs", "conversations.test.mjs", "openresponses.test.mjs"}
 	nodePackages = []string{"openai", "ai", "@ai-sdk/openai", "@langchain/openai", "@langchain/core"}
 )
 
@@ -26,6 +26,11 @@ var (
 // ChatAgent on the local model server (it echoes the last user message;
 // usage counts the tokens of every message it was sent) with an add tool.
 const chatModel = "chat.local"
+
+// specModel is what openresponses.test.mjs sends the OpenResponses suite's
+// requests to: a proxied model (examples.ProxyAgent, no tools of its own)
+// on a local model server that follows the tools a request offers.
+const specModel = "spec.local"
 
 // TestNodeClient runs e2e/node (node:test with the openai npm package, the
 // Vercel AI SDK and LangChain JS) against a real in-process server hosting
@@ -55,7 +60,7 @@ func TestNodeClient(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, append([]string{"--test", "--test-reporter=spec"}, nodeTests...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "SUPERSTEP_BASE_URL="+e.srv.URL+"/v1", "SUPERSTEP_API_KEY=test",
-		"SUPERSTEP_CHAT_MODEL="+chatModel)
+		"SUPERSTEP_CHAT_MODEL="+chatModel, "SUPERSTEP_SPEC_MODEL="+specModel)
 	out, err := cmd.CombinedOutput()
 	t.Logf("node --test:\n%s", out)
 	if err != nil {
@@ -78,6 +83,17 @@ func newNodeEnv(t *testing.T) *env {
 			t.Errorf("local model server: %v", err)
 		}
 	})
+	follow, err := localmodel.Start("127.0.0.1:0", &localmodel.Options{TokenDelay: time.Millisecond, FollowTools: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := follow.Close(ctx); err != nil {
+			t.Errorf("local model server: %v", err)
+		}
+	})
 	retry := agent.RetryPolicy{Retries: 1, Backoff: 10 * time.Millisecond}
 	return newEnv(t, &envOpts{Register: func(h *host.Host) error {
 		err := examples.RegisterLLM(h, &examples.LLMOptions{BaseURL: ms.URL, APIKey: "local", Model: "e2e-model", Retry: retry})
@@ -96,6 +112,10 @@ func newNodeEnv(t *testing.T) *env {
 			return err
 		}
 		if err := h.RegisterAgent("history", historyAgent); err != nil { // conversations.test.mjs
+			return err
+		}
+		err = examples.RegisterProxies(h, &examples.LLMOptions{BaseURL: follow.URL, APIKey: "local", Retry: retry}, []string{specModel})
+		if err != nil {
 			return err
 		}
 		return h.RegisterAgent(chatModel, chat)

@@ -33,7 +33,8 @@
 //     "tool_calls" (default 1) tool results follow the last user message,
 //     of the tool metadata "tool_call" names, else of the first tool the
 //     last user message mentions by name, else, with metadata
-//     "follow_tools" = "true", of the first tool offered. follow_tools is
+//     "follow_tools" = "true" (or Options.FollowTools), of the first tool
+//     offered. follow_tools is
 //     opt-in, so that an unscripted message offered tools is echoed as it
 //     always was: with it, a request offering tools gets a call of the
 //     first one, then, once the result is in, a text reply.

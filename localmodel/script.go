@@ -134,7 +134,7 @@ func (o *Options) plan(req *request) *reply {
 	if n := len(req.turns); n > 0 {
 		last = req.turns[n-1]
 	}
-	if name := pickTool(req); name != "" {
+	if name := pickTool(req, o.FollowTools); name != "" {
 		r.toolName, r.callID = name, "call_"+strconv.Itoa(calls+1)
 		r.finish = finishToolCalls
 		r.tokens = chunkArgs(toolArgs(req, name))
@@ -159,7 +159,7 @@ func lastUser(req *request) turn {
 
 // pickTool returns the tool the request should call next, or "" for a
 // text reply; see the package doc.
-func pickTool(req *request) string {
+func pickTool(req *request, follow bool) string {
 	switch req.choice.mode {
 	case "none":
 		return ""
@@ -196,7 +196,7 @@ func pickTool(req *request) string {
 	if name := mentionedTool(req, req.turns[at].text); name != "" {
 		return name
 	}
-	if req.metadata["follow_tools"] == "true" && len(req.tools) > 0 {
+	if (follow || req.metadata["follow_tools"] == "true") && len(req.tools) > 0 {
 		return req.tools[0].name
 	}
 	return ""

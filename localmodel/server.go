@@ -32,6 +32,12 @@ type Options struct {
 	// Reply, when set, computes the text reply to the last user message
 	// (instead of "Echo: <text>"). It must be deterministic.
 	Reply func(user string) string
+	// FollowTools makes every request follow tools as metadata
+	// "follow_tools" = "true" does (see the package doc): offered tools
+	// and an unscripted user message, the model calls the first tool, as
+	// a real model given a tool for the question would. For clients that
+	// send their own tools and no metadata, such as conformance suites.
+	FollowTools bool
 }
 
 // handler serves the local model API.

@@ -58,6 +58,9 @@ type serveConfig struct {
 	hostID, advertise string
 	// The model server of the LLM demos (see modelServerLocal).
 	modelServer, openAIKey, model, modelAPI string
+	// localFollowTools makes the local test model call the first tool a
+	// request offers (localmodel.Options.FollowTools).
+	localFollowTools bool
 	// proxyModels lists the model server's models to host as durable
 	// models (comma-separated ids, or proxyAll).
 	proxyModels string
@@ -105,6 +108,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.hostID, "host-id", os.Getenv("SUPERSTEP_HOST_ID"), "this host's id among hosts sharing a database (env SUPERSTEP_HOST_ID; default hostname-pid-random). Never give two live hosts the same id")
 	fs.StringVar(&c.advertise, "advertise-addr", os.Getenv("SUPERSTEP_ADVERTISE_ADDR"), "the address /v1/hosts shows for this host (env SUPERSTEP_ADVERTISE_ADDR; default: the address it listens on)")
 	fs.StringVar(&c.modelServer, "model-server", os.Getenv("OPENAI_BASE_URL"), "model server of the LLM demos: \"local\" (the deterministic local test model, in process, offline) or an OpenAI-compatible base URL such as https://api.openai.com/v1 (env OPENAI_BASE_URL)")
+	fs.BoolVar(&c.localFollowTools, "local-follow-tools", false, "with --model-server local: a request that offers tools gets a call of the first one, as a real model asked a question its tool answers would (for conformance suites that send their own tools); without it the local model calls a tool only when the message names it")
 	// The key's default is read after parsing, so that -h does not print it.
 	fs.StringVar(&c.openAIKey, "openai-api-key", "", "API key for the model server (default: env OPENAI_API_KEY); alone, it selects OpenAI's API")
 	fs.StringVar(&c.model, "model", agent.DefaultModel, "model name the LLM demos send to the model server (any name works with local)")
@@ -177,6 +181,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.proxyModels != "" && c.modelServer == "" && c.openAIKey == "" {
 		errs = append(errs, errors.New("serve: --proxy-models needs a model server: --model-server, OPENAI_BASE_URL, --openai-api-key or OPENAI_API_KEY"))
+	}
+	if c.localFollowTools && c.modelServer != modelServerLocal {
+		errs = append(errs, errors.New("serve: --local-follow-tools needs --model-server local"))
 	}
 	if _, err := proxyIDs(c.proxyModels); err != nil {
 		errs = append(errs, err)
@@ -332,7 +339,7 @@ func startModelServer(cfg *serveConfig, log *slog.Logger) (*examples.LLMOptions,
 	closeModel := client.CloseIdleConnections
 	where := redactModelURL(cfg.modelServer)
 	if cfg.modelServer == modelServerLocal {
-		ms, err := localmodel.Start("127.0.0.1:0", nil)
+		ms, err := localmodel.Start("127.0.0.1:0", &localmodel.Options{FollowTools: cfg.localFollowTools})
 		if err != nil {
 			return nil, nil, fmt.Errorf("serve: start the local model server: %w", err)
 		}

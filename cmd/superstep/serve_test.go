@@ -474,3 +474,31 @@ func TestServe_ProxyModelsFlag(t *testing.T) {
 		t.Fatalf("a proxied id clashing with a demo: %v", err)
 	}
 }
+
+// TestServe_LocalFollowTools: with --local-follow-tools a proxied local
+// model offered a tool calls it for a question that does not name it (as a
+// conformance suite's tool test expects of a real model); without the flag
+// it answers in text. The flag needs the local model.
+func TestServe_LocalFollowTools(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	if _, err := parseServeFlags([]string{"--local-follow-tools"}, io.Discard); err == nil {
+		t.Error("--local-follow-tools without --model-server local: no error")
+	}
+	req := `{"model":"gpt-x","input":"What's the weather like in San Francisco?","tools":[{"type":"function","name":"get_weather",
+		"parameters":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]}}],"metadata":{"token_delay_ms":"0"}}`
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
+	for _, follow := range []bool{false, true} {
+		args := []string{"--model-server", "local", "--proxy-models", "gpt-x"}
+		if follow {
+			args = append(args, "--local-follow-tools")
+		}
+		base, logs := serveInProcess(t, args...)
+		code, r := postJSON(t, client, base, req)
+		got := outputOf(r)
+		called := len(got) == 1 && strings.HasPrefix(got[0], `function_call get_weather {"location":"x"} `)
+		if code != 200 || r["status"] != "completed" || called != follow {
+			t.Errorf("follow %v: %d %v %q\n%s", follow, code, r["status"], got, logs)
+		}
+	}
+}

@@ -37,6 +37,11 @@ type zombieRun struct {
 	errs                [2]error
 	// At the pause: the run's lease epoch and last committed step.
 	epoch, committed int64
+	// zombieLast is the run's last step when the new owner claimed it:
+	// the last one committed under the zombie's epoch. A commit sent
+	// before the pause may land after the store was read at the pause,
+	// and still before the takeover; none may land after it.
+	zombieLast int64
 	// tookOver is when a new owner's first commit was seen.
 	tookOver time.Duration
 }
@@ -163,6 +168,7 @@ func TestMultihost_Zombie(t *testing.T) {
 			return run.Lease.Epoch > r.epoch && run.LastStep > r.committed
 		})
 		r.tookOver = time.Since(stoppedAt)
+		r.zombieLast = takeoverStep(ctx, t, st, r.runID, r.epoch)
 	}
 	waitResponse(ctx, t, st, short.id, "to finish under its new owner", func(resp *store.Response) bool {
 		return resp.Status.Terminal()
@@ -185,13 +191,13 @@ func TestMultihost_Zombie(t *testing.T) {
 
 	// The zombie steps down: both leases counted as lost, no run driven,
 	// and not one commit beyond those the store held at the pause.
-	want := baseCommits[z.slot] + float64(short.committed+long.committed)
+	want := baseCommits[z.slot] + float64(short.zombieLast+long.zombieLast)
 	m := waitMetrics(ctx, t, z, "to count both runs' leases as lost and drive no run", func(m map[string]float64) bool {
 		return m["superstep_host_leases_lost_total"] >= 2 && m["superstep_host_active_runs"] == 0
 	})
 	if got := m["superstep_host_commits_total"]; got != want {
-		t.Errorf("zombie committed %v supersteps in all; %v before its runs and the store held %v of theirs at the pause: it committed after losing its leases",
-			got, baseCommits[z.slot], short.committed+long.committed)
+		t.Errorf("zombie committed %v supersteps in all; %v before its runs and %v of theirs before the takeovers (%v at the pause): it committed after losing its leases",
+			got, baseCommits[z.slot], short.zombieLast+long.zombieLast, short.committed+long.committed)
 	}
 	t.Logf("zombie metrics after stepping down: leases_lost=%v commits=%v commit_failures=%v",
 		m["superstep_host_leases_lost_total"], m["superstep_host_commits_total"], m["superstep_host_commit_failures_total"])
@@ -406,4 +412,26 @@ func waitMetrics(ctx context.Context, t *testing.T, h *hostProc, what string, ok
 		}
 		sleep(ctx, 20*time.Millisecond)
 	}
+}
+
+// takeoverStep returns the last step of run committed under epoch: the
+// run's LastStep when the next epoch claimed it (commits are fenced by
+// epoch), from the store's record of the run's lease claims.
+func takeoverStep(ctx context.Context, t *testing.T, st store.Store, runID string, epoch int64) int64 {
+	t.Helper()
+	ri, ok := st.(store.RunInspector)
+	if !ok {
+		t.Fatalf("store %T keeps no lease claims (store.RunInspector)", st)
+	}
+	claims, err := ri.RunClaims(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claims {
+		if c.Epoch == epoch+1 {
+			return c.LastStep
+		}
+	}
+	t.Fatalf("run %s: no claim of epoch %d in %+v", runID, epoch+1, claims)
+	return 0
 }
