@@ -166,6 +166,10 @@ test('checkpoints: history with the diff of changed parts', async () => {
   await page.getByRole('button', { name: 'Diff of step 2' }).click();
   await page.locator('#diff-title', { hasText: 'Step 2 against step 1' }).waitFor();
   assert.ok(await page.locator('#checkpoint-diff .change-changed').count() >= 1, 'no part shown as changed');
+  // The parts' contents (include=data) give a line diff: a removed and an added line.
+  await page.locator('#checkpoint-diff .content-diff').first().waitFor();
+  assert.ok(await page.locator('#checkpoint-diff .content-diff .line-del').count() >= 1, 'no line removed in the content diff');
+  assert.ok(await page.locator('#checkpoint-diff .content-diff .line-add').count() >= 1, 'no line added in the content diff');
   await shot('checkpoints');
 });
 

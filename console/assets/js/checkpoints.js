@@ -27,7 +27,7 @@ export function checkpointsPage(main, runId, q) {
     try {
       const [run, list] = await Promise.all([
         get(`/v1/runs/${enc(runId)}`, ctrl.signal),
-        get(`/v1/runs/${enc(runId)}/checkpoints`, ctrl.signal),
+        get(`/v1/runs/${enc(runId)}/checkpoints?include=data`, ctrl.signal), // parts with their contents, for the line diff
       ]);
       replace(title, badge(run.status));
       const cps = list.data || [];
