@@ -47,13 +47,20 @@ func (s *server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, createError(err, p))
 		return
 	}
+	s.replyStarted(w, r, resp, p.Owner, p.Stream, p.Background)
+}
+
+// replyStarted answers a request that started resp (a create, or a fork
+// of a run) as it asked: its events from sequence 0 (stream), the Response
+// as stored (background), or the Response once it ends.
+func (s *server) replyStarted(w http.ResponseWriter, r *http.Request, resp *store.Response, owner string, stream, background bool) {
 	switch {
-	case p.Stream:
-		s.streamEvents(w, r, resp.ID, p.Owner, -1)
-	case p.Background:
+	case stream:
+		s.streamEvents(w, r, resp.ID, owner, -1)
+	case background:
 		writeRawJSON(w, http.StatusOK, resp.Snapshot)
 	default:
-		final, err := s.host.Wait(r.Context(), resp.ID, p.Owner)
+		final, err := s.host.Wait(r.Context(), resp.ID, owner)
 		if err != nil {
 			s.writeError(w, r, mapNotFound(err, resp.ID))
 			return

@@ -579,17 +579,5 @@ func (s *server) handleFork(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, runError(err, id))
 		return
 	}
-	switch {
-	case p.Stream:
-		s.streamEvents(w, r, resp.ID, p.Owner, -1)
-	case p.Background:
-		writeRawJSON(w, http.StatusOK, resp.Snapshot)
-	default:
-		final, err := s.host.Wait(r.Context(), resp.ID, p.Owner)
-		if err != nil {
-			s.writeError(w, r, mapNotFound(err, resp.ID))
-			return
-		}
-		writeRawJSON(w, http.StatusOK, final.Snapshot)
-	}
+	s.replyStarted(w, r, resp, p.Owner, p.Stream, p.Background)
 }
