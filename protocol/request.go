@@ -150,6 +150,15 @@ func decodeRequest(body []byte) (map[string]json.RawMessage, error) {
 	return decodeObject(body, "", requestKeys)
 }
 
+// decodeBody is decodeRequest for a body whose fields are known: a case
+// variant of one of them is refused like a duplicate key.
+func decodeBody(body []byte, known []string) (map[string]json.RawMessage, error) {
+	if _, err := decodeRequest(body); err != nil {
+		return nil, err
+	}
+	return decodeObject(body, "", known)
+}
+
 // decodeObject decodes raw, a valid JSON object, into its raw fields
 // (sub-slices of raw). A key that appears twice, or that equals one of
 // known but for case, is a *RequestError naming it (param is the object's

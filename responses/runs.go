@@ -1,10 +1,8 @@
 package responses
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -505,48 +503,15 @@ func (s *server) handleCheckpoints(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// forkRequest is the body of POST /v1/runs/{run_id}/fork.
-type forkRequest struct {
-	Step       *int64            `json:"step"`
-	Input      json.RawMessage   `json:"input"`
-	Stream     *bool             `json:"stream"`
-	Background *bool             `json:"background"`
-	Metadata   map[string]string `json:"metadata"`
-}
-
-// parseFork reads a fork body: step is required; input, when present, is
-// read by the Responses API's input reader.
-func parseFork(body []byte) (*host.ForkParams, error) {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, badRequest("step", "missing_required_parameter", "Missing required parameter: 'step'.")
+// parseFork reads a fork body with the Responses API's request readers
+// (protocol.ParseFork): what a create refuses, a fork refuses too.
+func parseFork(body []byte, maxInputItems int) (*host.ForkParams, error) {
+	req, err := protocol.ParseFork(body, maxInputItems)
+	if err != nil {
+		return nil, requestError(err)
 	}
-	var req forkRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, badRequest("", codeInvalidValue, "The body must be a JSON object with step and optional input, stream, background, metadata: %s.",
-			truncate(err.Error(), 200))
-	}
-	if dec.More() {
-		return nil, badRequest("", codeInvalidValue, "The body has data after its JSON object.")
-	}
-	if req.Step == nil {
-		return nil, badRequest("step", "missing_required_parameter", "Missing required parameter: 'step'.")
-	}
-	if *req.Step < 0 {
-		return nil, badRequest("step", codeInvalidValue, "Invalid value for 'step': expected a step number >= 0, got %d.", *req.Step)
-	}
-	p := &host.ForkParams{Step: *req.Step, Metadata: req.Metadata}
-	p.Stream = req.Stream != nil && *req.Stream
-	p.Background = req.Background != nil && *req.Background
-	if len(req.Input) > 0 && !bytes.Equal(bytes.TrimSpace(req.Input), []byte("null")) {
-		in, err := protocol.ReadInput(append(append([]byte(`{"input":`), req.Input...), '}'))
-		if err != nil {
-			return nil, requestError(err)
-		}
-		p.Input = in
-	}
-	return p, nil
+	return &host.ForkParams{Step: req.Step, Input: req.Input, Stream: req.Stream, Background: req.Background,
+		Metadata: req.Metadata}, nil
 }
 
 // handleFork serves POST /v1/runs/{run_id}/fork: it replies as POST
@@ -559,7 +524,7 @@ func (s *server) handleFork(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	p, err := parseFork(body)
+	p, err := parseFork(body, s.opts.MaxInputItems)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -493,6 +493,11 @@ func testFork(t *testing.T, ts *testServer) {
 		{`{"step":-1}`, "step", codeInvalidValue},
 		{`{"step":1,"colour":1}`, "", codeInvalidValue},
 		{`{"step":1,"input":[{"type":"function_call_output","call_id":"nope","output":"x"}]}`, "input", codeInvalidValue},
+		// Read by the create request's readers: what a create refuses.
+		{`{"STEP":1}`, "STEP", "unknown_parameter"},
+		{`{"step":1,"metadata":{` + manyKeys(17) + `}}`, "metadata", codeInvalidValue},
+		{`{"step":1,"metadata":{"a":"` + strings.Repeat("x", 513) + `"}}`, "metadata.a", codeInvalidValue},
+		{`{"step":1.5}`, "step", "invalid_type"},
 	} {
 		rp := ts.do("POST", "/v1/runs/"+qrun.ID+"/fork", tc.body)
 		e := errorOf(t, rp)
@@ -587,7 +592,7 @@ func FuzzParseFork(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		p, err := parseFork(body)
+		p, err := parseFork(body, 0)
 		if err != nil {
 			if ae := toAPIError(err); ae.Status != 400 {
 				t.Fatalf("%q: %+v", body, ae)
