@@ -31,16 +31,8 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	if err := validateWrite("commit", p.Status, p.Events, true); err != nil {
 		return nil, err
 	}
-	if p.Release && !p.Status.Terminal() {
-		return nil, fmt.Errorf("store/postgres: commit: Release with status %q: only a terminal commit releases the lease", p.Status)
-	}
-	if len(p.Webhooks) > 0 && !p.Status.Terminal() {
-		return nil, fmt.Errorf("store/postgres: commit: webhooks with status %q: only a terminal commit has webhooks", p.Status)
-	}
-	for _, w := range p.Webhooks {
-		if w.EventID == "" || w.Type == "" || w.Endpoint == "" {
-			return nil, errors.New("store/postgres: commit: a webhook needs an EventID, a Type and an Endpoint")
-		}
+	if err := p.CheckFinishing(); err != nil {
+		return nil, fmt.Errorf("store/postgres: commit: %w", err)
 	}
 	ev := encodeEvents(p.Events)
 	known := s.parts.known(p.RunID)

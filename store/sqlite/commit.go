@@ -27,16 +27,8 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	if p == nil || !p.Status.Valid() {
 		return nil, errors.New("sqlite: commit: a valid Status is required")
 	}
-	if p.Release && !p.Status.Terminal() {
-		return nil, fmt.Errorf("sqlite: commit: Release with status %q: only a terminal commit releases the lease", p.Status)
-	}
-	if len(p.Webhooks) > 0 && !p.Status.Terminal() {
-		return nil, fmt.Errorf("sqlite: commit: webhooks with status %q: only a terminal commit has webhooks", p.Status)
-	}
-	for _, w := range p.Webhooks {
-		if w.EventID == "" || w.Type == "" || w.Endpoint == "" {
-			return nil, errors.New("sqlite: commit: a webhook needs an EventID, a Type and an Endpoint")
-		}
+	if err := p.CheckFinishing(); err != nil {
+		return nil, fmt.Errorf("sqlite: commit: %w", err)
 	}
 	now := orNow(p.Now)
 	parts := hashParts(p.Checkpoint)

@@ -180,6 +180,21 @@ func testConversation(t *testing.T, h Harness) {
 		fin := NextCommit(b.ctx, t, b.s, p.RunID, &CommitOpts{Status: store.StatusCompleted})
 		fin.Release = true
 		fin.Conversation = &store.ConversationAppend{ID: c.ID, ResponseID: res.Response.ID, Items: convItems("turn", 3)}
+		// An append or pending calls on a commit that does not finish the
+		// response are refused, nothing written: the append ends the turn.
+		for name, mut := range map[string]func(*store.CommitParams){
+			"append":        func(q *store.CommitParams) { q.Conversation = fin.Conversation },
+			"pending calls": func(q *store.CommitParams) { q.PendingCalls = []string{"call_x"} },
+		} {
+			q := NextCommit(b.ctx, t, b.s, p.RunID, nil)
+			mut(q)
+			if _, err := b.s.Commit(b.ctx, q); err == nil {
+				t.Fatalf("a commit that is not terminal with %s succeeded", name)
+			}
+			if got, _ := cs.ConversationGet(b.ctx, c.ID); got.TurnResponseID != res.Response.ID {
+				t.Fatalf("a refused commit with %s ended the turn: TurnResponseID %q", name, got.TurnResponseID)
+			}
+		}
 		stale := *fin
 		stale.Epoch--
 		_, err = b.s.Commit(b.ctx, &stale)
