@@ -30,7 +30,7 @@ func commitExtras(ctx context.Context, tx pgx.Tx, p *store.CommitParams) error {
 	}
 	if len(p.PendingCalls) > 0 {
 		_, err := tx.Exec(ctx, `INSERT INTO pending_calls (owner, call_id, response_id)
-			SELECT r.owner, c, r.id FROM responses r, unnest($2::text[]) AS c WHERE r.id = $1
+			SELECT r.owner, c, r.id FROM responses r, (SELECT DISTINCT unnest($2::text[])) AS u(c) WHERE r.id = $1
 			ON CONFLICT (owner, call_id) DO UPDATE SET response_id = excluded.response_id`, p.ResponseID, p.PendingCalls)
 		if err != nil {
 			return err

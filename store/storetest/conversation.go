@@ -306,7 +306,7 @@ func testConversation(t *testing.T, h Harness) {
 		_, err := b.s.ResponseCreate(b.ctx, p)
 		requireNoError(t, err, "ResponseCreate")
 		fin := NextCommit(b.ctx, t, b.s, p.RunID, &CommitOpts{Status: store.StatusCompleted})
-		fin.PendingCalls = []string{"call_a", "call_b"}
+		fin.PendingCalls = []string{"call_a", "call_b", "call_a"} // a call id twice must not fail the commit
 		_, err = b.s.Commit(b.ctx, fin)
 		requireNoError(t, err, "commit with pending calls")
 		for _, call := range fin.PendingCalls {

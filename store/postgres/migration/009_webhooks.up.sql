@@ -1,4 +1,4 @@
--- 008_webhooks: the webhook outbox. Rows are written by the commit that
+-- 009_webhooks: the webhook outbox. Rows are written by the commit that
 -- finishes a response (store.CommitParams.Webhooks), in the transaction of
 -- its superstep_commit call: one per (event, endpoint). A pending row is
 -- due at next_attempt_at, which a claim (FOR UPDATE SKIP LOCKED) moves to

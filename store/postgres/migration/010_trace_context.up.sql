@@ -1,4 +1,4 @@
--- trace_context: the response's trace context.
+-- 010_trace_context: the response's trace context.
 -- responses.trace_context: the W3C trace context of the response as the
 -- host recorded it at create (traceparent, optionally "\n" tracestate;
 -- '' when tracing was off, and for older rows), so that a host resuming

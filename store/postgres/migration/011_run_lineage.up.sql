@@ -1,4 +1,4 @@
--- 008_run_lineage: run inspection and forks (issue 18).
+-- 011_run_lineage: run inspection and forks (issue 18).
 -- runs.forked_from_run / forked_from_step: the run and step a forked run
 -- started from ('' and -1 for a run that is not a fork), written by the
 -- create of the fork and never changed. runs_created pages the runs in

@@ -1,4 +1,4 @@
--- superstep schema version 8: the webhook outbox. Rows are written by the
+-- superstep schema version 9: the webhook outbox. Rows are written by the
 -- commit that finishes a response (store.CommitParams.Webhooks), in its
 -- transaction: one per (event, endpoint). A pending row is due at
 -- next_attempt_at, which a claim moves to the claim's expiry (so a claim

@@ -1,4 +1,4 @@
--- superstep schema: the run journal (store.Journal). One row per entry a
+-- superstep schema version 12: the run journal (store.Journal). One row per entry a
 -- superstep appended before its commit: a finished model call, tool call
 -- or sub-step. seq orders a run's entries; rows of a run's steps up to a
 -- commit's step are deleted by that commit (CommitParams.JournalPrune), and
