@@ -82,7 +82,12 @@ func (h *Host) newJournal(r *run) *runJournal {
 	if !ok {
 		return nil
 	}
-	return &runJournal{h: h, r: r, js: js, off: h.cfg.NoJournal}
+	// A run created, continued or forked here has no journal entries for
+	// its next step (every commit after a journaled step pruned them; a
+	// new run has none), so its first journaled call reads nothing;
+	// recovered marks the one case where the store may hold some.
+	return &runJournal{h: h, r: r, js: js, off: h.cfg.NoJournal,
+		step: r.st.Step + 1, loaded: true, entries: map[string]journalEntry{}}
 }
 
 // recovered marks the journal of a run resumed from its last commit: its
@@ -90,7 +95,7 @@ func (h *Host) newJournal(r *run) *runJournal {
 // journaled call and pruned by its next commit.
 func (j *runJournal) recovered() {
 	if j != nil {
-		j.dirty = true
+		j.dirty, j.loaded = true, false
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,7 +100,8 @@ func (m *gatedModel) sends() []int {
 // refusing appends once crashed like every other write.
 type journalCrashStore struct {
 	*crashStore
-	j store.Journal
+	j     store.Journal
+	lists *atomic.Int64 // JournalList calls, when not nil
 }
 
 func (s journalCrashStore) JournalAppend(ctx context.Context, p *store.JournalAppendParams) error {
@@ -110,6 +112,9 @@ func (s journalCrashStore) JournalAppend(ctx context.Context, p *store.JournalAp
 }
 
 func (s journalCrashStore) JournalList(ctx context.Context, runID string, step int64) ([]store.JournalEntry, error) {
+	if s.lists != nil {
+		s.lists.Add(1)
+	}
 	return s.j.JournalList(ctx, runID, step)
 }
 
@@ -191,13 +196,19 @@ func TestHost_Journal_Recover(t *testing.T) {
 			defer raw.Close()
 			cs := &crashStore{Store: raw}
 			cfg := host.Config{HostID: "h1", LeaseDuration: 1500 * time.Millisecond, CommitRetries: 1, CommitBackoff: time.Millisecond}
-			h1 := newHost(t, journalCrashStore{crashStore: cs, j: raw.(store.Journal)}, &cfg, register(""))
+			var lists atomic.Int64
+			h1 := newHost(t, journalCrashStore{crashStore: cs, j: raw.(store.Journal), lists: &lists}, &cfg, register(""))
 			defer shutdown(t, h1)
 			r := create(t, h1, "j.tools", `calculate {"a":1}`, nil)
 			select {
 			case <-m.held:
 			case <-testCtx(t).Done():
 				t.Fatal("the third model request never came")
+			}
+			// A response created here has no journal to read: its calls
+			// were journaled without reading the store.
+			if n := lists.Load(); n != 0 {
+				t.Errorf("a response created on h1 read its journal %d times, want 0", n)
 			}
 			cs.crashed.Store(true) // the process dies: nothing it does from now on is written
 			close(m.release)
