@@ -421,6 +421,11 @@ func (h *Host) createTurn(ctx context.Context, m *model, p *CreateParams) (*stor
 		if err := replayedCalls(append(slices.Clip(history), p.Input...)); err != nil {
 			return nil, err
 		}
+		if _, err := inputConversationItems(p.Input); err != nil {
+			// Checked before anything is stored: the terminal commit must
+			// be able to append every input item.
+			return nil, &InputError{Param: "input", Code: protocol.CodeInvalidValue, Message: err.Error()}
+		}
 		q := *p
 		q.history, q.turn = history, &store.ConversationTurn{ID: c.ID, Version: c.Version}
 		resp, err := h.createWorkflowRun(ctx, m, &q)
@@ -456,36 +461,34 @@ func turnOf(rr *store.Response, snap *protocol.Response) *convTurn {
 // conversationAppend returns the conversation append of the terminal
 // commit of r's response, resp with status: the turn's input items then
 // its output items when it completed (or is incomplete), none when it
-// failed or was cancelled; either way the conversation is freed.
-func (h *Host) conversationAppend(r *run, status store.Status, resp *protocol.Response) *store.ConversationAppend {
+// failed or was cancelled; either way the conversation is freed. An item
+// that cannot join the conversation is an error, never dropped: the
+// commit fails and the response with it, so a turn is in its conversation
+// whole or not at all (its input was checked when it was created).
+func (h *Host) conversationAppend(r *run, status store.Status, resp *protocol.Response) (*store.ConversationAppend, error) {
 	a := &store.ConversationAppend{ID: r.conv.id, ResponseID: resp.ID}
 	if status != store.StatusCompleted && status != store.StatusIncomplete {
-		return a
+		return a, nil
 	}
 	var in []InputItem
 	if len(r.conv.input) > 0 {
 		if err := json.Unmarshal(r.conv.input, &in); err != nil {
-			// Corrupt input cannot be appended; the output still is.
-			h.log.Error("host: the turn's input cannot be read; only its output joins the conversation",
-				"response_id", resp.ID, "conversation", r.conv.id, "err", err)
-			in = nil
+			return nil, fmt.Errorf("host: the input of turn %s cannot be read for conversation %s: %w", resp.ID, r.conv.id, err)
 		}
 	}
 	items, err := inputConversationItems(in)
 	if err != nil {
-		h.log.Error("host: the turn's input cannot join the conversation", "response_id", resp.ID, "err", err)
-		items = nil
+		return nil, fmt.Errorf("host: the input of turn %s cannot join conversation %s: %w", resp.ID, r.conv.id, err)
 	}
 	for _, it := range resp.Output {
 		b, err := it.MarshalJSON()
 		if err != nil {
-			h.log.Error("host: an output item cannot join the conversation", "response_id", resp.ID, "item", it.ID, "err", err)
-			continue
+			return nil, fmt.Errorf("host: output item %s of turn %s cannot join conversation %s: %w", it.ID, resp.ID, r.conv.id, err)
 		}
 		items = append(items, store.ConversationItem{ID: it.ID, Data: b})
 	}
 	a.Items = items
-	return a
+	return a, nil
 }
 
 // turnID is the conversation of a turn; "" for none.

@@ -365,7 +365,10 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 		Release: status.Terminal(), JournalPrune: r.journal.prune()}
 	if status.Terminal() {
 		if r.conv != nil {
-			p.Conversation = h.conversationAppend(r, status, next.Response)
+			var err error
+			if p.Conversation, err = h.conversationAppend(r, status, next.Response); err != nil {
+				return err
+			}
 		}
 		p.PendingCalls = h.pendingCalls(status, next.Response)
 		p.Webhooks = h.webhooks(next.Response)
