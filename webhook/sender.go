@@ -171,13 +171,13 @@ func (s *Sender) Kick() {
 // any sender retries them. A Sender never started closes at once.
 func (s *Sender) Close() error {
 	s.mu.Lock()
-	started := s.started
-	s.started = true // no Start after Close
-	if s.cancel != nil {
+	s.started = true           // no Start after Close
+	running := s.cancel != nil // Start ran: its loop closes done
+	if running {
 		s.cancel()
 	}
 	s.mu.Unlock()
-	if started {
+	if running {
 		<-s.done
 	}
 	if s.ownClient {

@@ -251,7 +251,13 @@ func TestSender_CloseStopsInFlight(t *testing.T) {
 	snd, _ := startSender(t, s, secret, webhook.Options{})
 	<-entered
 	snd.Close()
-	waitStatus(t, s, responseID, store.WebhookPending)
+	// The cancelled attempt reported nothing: the delivery is still the
+	// claim of its one attempt, with no failure recorded and no backoff,
+	// to be sent again once the claim expires.
+	d := waitStatus(t, s, responseID, store.WebhookPending)
+	if d.Attempts != 1 || d.LastError != "" || d.ClaimOwner != "host-test" {
+		t.Fatalf("after Close: attempts %d, last error %q, claim owner %q; want 1, none, host-test", d.Attempts, d.LastError, d.ClaimOwner)
+	}
 }
 
 // metric returns the value of the counter name in reg (0 when absent).
@@ -267,4 +273,32 @@ func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestSender_CloseNeverStarted: a Sender never started closes at once, also
+// a second time (the first Close marked it started, so that no Start may
+// follow; waiting on a loop that never ran would block forever).
+func TestSender_CloseNeverStarted(t *testing.T) {
+	sec, err := webhook.ParseSecret(webhook.NewSecret())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snd, err := webhook.New(openStore(t), &webhook.Options{Secret: sec, Owner: "host-test", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		snd.Close()
+		snd.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close of a Sender never started blocked")
+	}
+	if err := snd.Start(t.Context()); err == nil {
+		t.Fatal("Start after Close succeeded")
+	}
 }

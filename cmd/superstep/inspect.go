@@ -13,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/superstep/superstep/protocol"
 )
 
 // The inspection commands: runs, show, events, checkpoints, fork, cancel.
@@ -512,7 +514,7 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 			fmt.Fprintf(stdout, row, ev.Seq, ev.Type, detail)
 		}
-		return isTerminalEvent(ev.Type), nil
+		return protocol.IsTerminal(ev.Type), nil
 	}
 	if !*follow {
 		_, err := pageEvents(ctx, c, id, *from, print)
@@ -545,16 +547,6 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("events: %w", err)
 	}
 	return nil
-}
-
-// isTerminalEvent reports whether an event of type t ends a response's
-// stream.
-func isTerminalEvent(t string) bool {
-	switch t {
-	case "response.completed", "response.failed", "response.cancelled", "response.incomplete":
-		return true
-	}
-	return false
 }
 
 // eventsRead is how far pageEvents read: the last sequence number printed
