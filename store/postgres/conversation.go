@@ -81,18 +81,17 @@ func appendItems(ctx context.Context, q interface {
 		ins AS (INSERT INTO conversation_items (conversation_id, seq, item_id, data, created_at)
 			SELECT $1, c.base + u.n - 1, u.item_id, u.data, coalesce($6::timestamptz, now())
 			FROM c, unnest($4::text[], $5::bytea[]) WITH ORDINALITY AS u(item_id, data, n)
-			RETURNING seq, created_at)
-		SELECT c.base, (SELECT min(created_at) FROM ins), (SELECT count(*) FROM ins) FROM c`,
+			RETURNING created_at)
+		SELECT c.base, (SELECT min(created_at) FROM ins) FROM c`,
 		id, int64(len(items)), turn, ids, data, now)
 	if err != nil {
 		return nil, err
 	}
 	var base int64
 	var at *time.Time
-	var n int64
 	found := false
 	for rows.Next() {
-		if err := rows.Scan(&base, &at, &n); err != nil {
+		if err := rows.Scan(&base, &at); err != nil {
 			rows.Close()
 			return nil, err
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -81,7 +80,7 @@ func (s *Store) WebhookClaim(ctx context.Context, p *store.WebhookClaimParams) (
 			UPDATE webhook_deliveries d SET attempts = d.attempts + 1, claim_owner = $1,
 				next_attempt_at = t.now + $2 * interval '1 microsecond'
 			FROM due, t WHERE d.id = due.id
-			RETURNING `+"d."+strings.ReplaceAll(webhookColumns, ", ", ", d."), p.Owner, micros(p.Lease), limit, callTime(p.Now))
+			RETURNING `+qualify("d", webhookColumns), p.Owner, micros(p.Lease), limit, callTime(p.Now))
 		if err != nil {
 			return err
 		}
