@@ -466,7 +466,7 @@ func turnOf(rr *store.Response, snap *protocol.Response) *convTurn {
 // commit fails and the response with it, so a turn is in its conversation
 // whole or not at all (its input was checked when it was created).
 func (h *Host) conversationAppend(r *run, status store.Status, resp *protocol.Response) (*store.ConversationAppend, error) {
-	a := &store.ConversationAppend{ID: r.conv.id, ResponseID: resp.ID}
+	a := &store.ConversationAppend{ID: r.conv.id}
 	if status != store.StatusCompleted && status != store.StatusIncomplete {
 		return a, nil
 	}

@@ -53,12 +53,12 @@ type ConversationTurn struct {
 
 // ConversationAppend, on CommitParams (the terminal commit of a turn),
 // appends Items to conversation ID in the commit's transaction and ends
-// ResponseID's turn. A conversation deleted meanwhile is skipped: the
-// commit succeeds without it.
+// the turn of the commit's response (CommitParams.ResponseID). A
+// conversation deleted meanwhile is skipped: the commit succeeds without
+// it.
 type ConversationAppend struct {
-	ID         string
-	ResponseID string
-	Items      []ConversationItem // ID and Data; Seq and CreatedAt are the store's
+	ID    string
+	Items []ConversationItem // ID and Data; Seq and CreatedAt are the store's
 }
 
 // ConversationReason says why ResponseCreate refused a turn.

@@ -23,7 +23,7 @@ func hasExtras(p *store.CommitParams) bool {
 // deliveries (the outbox).
 func commitExtras(ctx context.Context, tx pgx.Tx, p *store.CommitParams) error {
 	if a := p.Conversation; a != nil {
-		_, err := appendItems(ctx, tx, a.ID, a.ResponseID, a.Items, callTime(p.Now))
+		_, err := appendItems(ctx, tx, a.ID, p.ResponseID, a.Items, callTime(p.Now))
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}

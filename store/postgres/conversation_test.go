@@ -30,7 +30,7 @@ func TestGroupCommit_ConversationAppend(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := storetest.NextCommit(ctx, t, s, cp.RunID, &storetest.CommitOpts{Status: store.StatusCompleted})
-		p.Conversation = &store.ConversationAppend{ID: conv, ResponseID: cp.Response.ID, Items: []store.ConversationItem{
+		p.Conversation = &store.ConversationAppend{ID: conv, Items: []store.ConversationItem{
 			{ID: "in", Data: []byte(`{"id":"in"}`)}, {ID: "out", Data: []byte(`{"id":"out"}`)}}}
 		ps = append(ps, p)
 	}

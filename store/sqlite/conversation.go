@@ -245,7 +245,7 @@ func takeTurnTx(ctx context.Context, tx *sql.Tx, turn *store.ConversationTurn, i
 // conversation append and its pending calls (store.CommitParams).
 func commitExtrasTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, now time.Time) error {
 	if a := p.Conversation; a != nil {
-		_, err := appendItemsTx(ctx, tx, a.ID, a.ResponseID, a.Items, now)
+		_, err := appendItemsTx(ctx, tx, a.ID, p.ResponseID, a.Items, now)
 		if err != nil && !errors.Is(err, store.ErrNotFound) { // a deleted conversation is skipped
 			return err
 		}

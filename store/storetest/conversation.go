@@ -179,7 +179,7 @@ func testConversation(t *testing.T, h Harness) {
 		Commit(b.ctx, t, b.s, p.RunID, nil)
 		fin := NextCommit(b.ctx, t, b.s, p.RunID, &CommitOpts{Status: store.StatusCompleted})
 		fin.Release = true
-		fin.Conversation = &store.ConversationAppend{ID: c.ID, ResponseID: res.Response.ID, Items: convItems("turn", 3)}
+		fin.Conversation = &store.ConversationAppend{ID: c.ID, Items: convItems("turn", 3)}
 		// An append or pending calls on a commit that does not finish the
 		// response are refused, nothing written: the append ends the turn.
 		for name, mut := range map[string]func(*store.CommitParams){
@@ -259,7 +259,7 @@ func testConversation(t *testing.T, h Harness) {
 		requireNoError(t, err, "ResponseCreate of a turn")
 		requireNoError(t, cs.ConversationDelete(b.ctx, c.ID), "ConversationDelete")
 		fin := NextCommit(b.ctx, t, b.s, p.RunID, &CommitOpts{Status: store.StatusCompleted})
-		fin.Conversation = &store.ConversationAppend{ID: c.ID, ResponseID: p.Response.ID, Items: convItems("turn", 2)}
+		fin.Conversation = &store.ConversationAppend{ID: c.ID, Items: convItems("turn", 2)}
 		_, err = b.s.Commit(b.ctx, fin)
 		requireNoError(t, err, "terminal commit after the conversation was deleted")
 		_, err = cs.ConversationGet(b.ctx, c.ID)
