@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strconv"
 )
 
 // Executor completion in the journal. In a superstep with several
@@ -83,17 +82,8 @@ func (r *Run) completionCall(ctx context.Context, n int64, id string, ex Executo
 	if _, ok := ex.(Snapshotter); ok {
 		return nil, JournalCall{}, false
 	}
-	var (
-		j      Journal
-		step   = n
-		prefix = id
-	)
-	switch v := ctx.Value(journalKey{}).(type) {
-	case journalBase:
-		j = v.j
-	case *journalScope:
-		j, step, prefix = v.j, v.step, v.prefix+"/"+id+"."+strconv.FormatInt(n, 10)
-	default:
+	j, step, prefix, ok := executorScope(ctx, n, id)
+	if !ok {
 		return nil, JournalCall{}, false
 	}
 	h := sha256.New()

@@ -87,15 +87,25 @@ func WithJournal(ctx context.Context, j Journal) context.Context {
 // with a scope of its own when ctx carries a journal (given to the run,
 // or the scope of the executor a sub-workflow runs in), else ctx itself.
 func journalContext(ctx context.Context, n int64, id string, attempt int) context.Context {
+	j, step, prefix, ok := executorScope(ctx, n, id)
+	if !ok {
+		return ctx
+	}
+	return context.WithValue(ctx, journalKey{}, &journalScope{j: j, step: step, prefix: prefix + "@" + strconv.Itoa(attempt)})
+}
+
+// executorScope returns the journal ctx carries and the step and scope
+// prefix of executor id in step n under it: id at the top, the enclosing
+// executor's scope, id and n in a sub-workflow. ok is false without a
+// journal.
+func executorScope(ctx context.Context, n int64, id string) (j Journal, step int64, prefix string, ok bool) {
 	switch v := ctx.Value(journalKey{}).(type) {
 	case journalBase:
-		return context.WithValue(ctx, journalKey{}, &journalScope{j: v.j, step: n,
-			prefix: id + "@" + strconv.Itoa(attempt)})
+		return v.j, n, id, true
 	case *journalScope:
-		return context.WithValue(ctx, journalKey{}, &journalScope{j: v.j, step: v.step,
-			prefix: v.prefix + "/" + id + "." + strconv.FormatInt(n, 10) + "@" + strconv.Itoa(attempt)})
+		return v.j, v.step, v.prefix + "/" + id + "." + strconv.FormatInt(n, 10), true
 	}
-	return ctx
+	return nil, 0, "", false
 }
 
 // Journaling reports whether calls made with ctx are journaled: ctx is
@@ -106,9 +116,9 @@ func Journaling(ctx context.Context) bool {
 	return ok
 }
 
-// JournalHash returns the hash Journaled gives a call of kind and name
+// journalHash returns the hash Journaled gives a call of kind and name
 // with request.
-func JournalHash(kind, name string, request []byte) string {
+func journalHash(kind, name string, request []byte) string {
 	h := sha256.New()
 	h.Write([]byte(kind))
 	h.Write([]byte{0})
@@ -132,7 +142,7 @@ func Journaled(ctx context.Context, kind, name string, request []byte, fn func(c
 		return result, false, err
 	}
 	s.mu.Lock()
-	call := JournalCall{Step: s.step, Scope: s.prefix, Pos: s.next, Kind: kind, Name: name, Hash: JournalHash(kind, name, request)}
+	call := JournalCall{Step: s.step, Scope: s.prefix, Pos: s.next, Kind: kind, Name: name, Hash: journalHash(kind, name, request)}
 	s.next++
 	s.mu.Unlock()
 	if res, ok := s.j.Replay(ctx, call); ok {
