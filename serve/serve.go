@@ -228,8 +228,15 @@ func Run(ctx context.Context, c *Config) error {
 	}
 	cfg.Listening(ln.Addr())
 	log.Info("superstep: serving", "addr", ln.Addr().String(), "db", redactURL(cfg.DB),
-		"auth", len(cfg.APIKeys)+len(cfg.AdminKeys) > 0, "admin_keys", len(cfg.AdminKeys), "tracing", cfg.TracerProvider != nil)
+		"auth", len(cfg.APIKeys)+len(cfg.AdminKeys) > 0, "admin_keys", len(cfg.AdminKeys), "tracing", onOff(cfg.TracerProvider != nil))
 	return serveUntilDone(ctx, srv, limited, h, cfg.Grace, log)
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
 
 // withDefaults returns a copy of c with every zero field defaulted.

@@ -250,7 +250,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		NoConsole: !cfg.ui, WebhookURLs: cfg.webhook.urls, WebhookSecret: cfg.webhook.secret,
 		WebhookRetryFor: cfg.webhook.retryFor, WebhookTimeout: cfg.webhook.timeout,
 		Logger: log, TracerProvider: cfg.tracer,
-		Listening: func(addr net.Addr) { fmt.Fprintf(stdout, "superstep: listening on http://%s\n", addr) }}
+		Listening: func(addr net.Addr) {
+			fmt.Fprintf(stdout, "superstep: listening on http://%s\n", addr)
+			if tp != nil { // after the address: tools take the first 127.0.0.1:port printed
+				log.Info("superstep: tracing", "tracing", tracingLog(tp))
+			}
+		}}
 	err = serve.Run(ctx, sc)
 	if err == nil || exitCode(err) != exitInternal {
 		return err // nil, or a class the command's code chose already
