@@ -40,7 +40,6 @@ func startModel(cfg *Config) (agent.Options, func(), error) {
 	if o.APIKey == "" {
 		o.APIKey = "local" // it checks no key, but the client wants one
 	}
-	cfg.Logger.Info("superstep: local test model started", "model_server", ms.URL)
 	return o, func() {
 		client.CloseIdleConnections()
 		ctx, cancel := context.WithTimeout(context.Background(), handlerDrain)

@@ -228,7 +228,8 @@ func Run(ctx context.Context, c *Config) error {
 	}
 	cfg.Listening(ln.Addr())
 	log.Info("superstep: serving", "addr", ln.Addr().String(), "db", redactURL(cfg.DB),
-		"auth", len(cfg.APIKeys)+len(cfg.AdminKeys) > 0, "admin_keys", len(cfg.AdminKeys), "tracing", onOff(cfg.TracerProvider != nil))
+		"auth", len(cfg.APIKeys)+len(cfg.AdminKeys) > 0, "admin_keys", len(cfg.AdminKeys), "tracing", onOff(cfg.TracerProvider != nil),
+		"model_server", redactModelURL(model.BaseURL)) // after the address: tools take the first 127.0.0.1:port printed
 	return serveUntilDone(ctx, srv, limited, h, cfg.Grace, log)
 }
 
