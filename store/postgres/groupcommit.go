@@ -237,11 +237,11 @@ func (s *Store) commitAlone(r *commitReq) error {
 	if r.complex() {
 		// One transaction, so one WAL flush: the commit, then the prune.
 		err = s.writeTx(r.ctx, func(ctx context.Context, tx pgx.Tx) error {
-			return s.commitSteps(ctx, tx, r, commitSQL)
+			return s.commitSteps(ctx, tx, r, false)
 		})
 	} else {
 		err = s.write(r.ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-			return r.commitRow(ctx, conn, commitSQL, s.txChannel())
+			return r.commitRow(ctx, conn, false, s.txChannel())
 		})
 	}
 	if err != nil {
@@ -250,16 +250,30 @@ func (s *Store) commitAlone(r *commitReq) error {
 	return r.committed(s)
 }
 
-// complex reports whether the commit takes more than the commit function.
+// complex reports whether the commit takes more than its one statement
+// (r.sql: the commit function, and the journal prune folded in).
 func (r *commitReq) complex() bool {
-	return r.cancelling || r.reset || r.p.PruneKeep > 0 || hasExtras(r.p) || r.p.JournalPrune
+	return r.cancelling || r.reset || r.p.PruneKeep > 0 || hasExtras(r.p)
 }
 
-// commitRow calls the commit function (query: commitSQL or batchCommitSQL).
+// sql is r's commit statement, alone or as a member of a batch (inBatch).
+func (r *commitReq) sql(inBatch bool) string {
+	switch {
+	case inBatch && r.p.JournalPrune:
+		return batchCommitPruneSQL
+	case inBatch:
+		return batchCommitSQL
+	case r.p.JournalPrune:
+		return commitPruneSQL
+	}
+	return commitSQL
+}
+
+// commitRow runs r's commit statement (r.sql).
 func (r *commitReq) commitRow(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}, query, channel string) error {
-	return q.QueryRow(ctx, query, r.args(channel)...).Scan(&r.res.NextSeq, &r.res.BytesWritten)
+}, inBatch bool, channel string) error {
+	return q.QueryRow(ctx, r.sql(inBatch), r.args(channel)...).Scan(&r.res.NextSeq, &r.res.BytesWritten)
 }
 
 // args are the commit function's parameters.
@@ -277,15 +291,16 @@ func commitArgs(p *store.CommitParams, ev *encodedEvents, enc *encodedParts, cha
 }
 
 // commitSteps runs a complex commit's statements in tx: reopen the
-// cancelled response, commit, reset failed resumes, prune.
-func (s *Store) commitSteps(ctx context.Context, tx pgx.Tx, r *commitReq, query string) error {
+// cancelled response, commit (and prune the journal), reset failed
+// resumes, prune checkpoints.
+func (s *Store) commitSteps(ctx context.Context, tx pgx.Tx, r *commitReq, inBatch bool) error {
 	p := r.p
 	if r.cancelling {
 		if err := reopenCancelled(ctx, tx, p.RunID, p.ResponseID); err != nil {
 			return err
 		}
 	}
-	if err := r.commitRow(ctx, tx, query, s.txChannel()); err != nil {
+	if err := r.commitRow(ctx, tx, inBatch, s.txChannel()); err != nil {
 		return err
 	}
 	if err := commitExtras(ctx, tx, p); err != nil {
@@ -296,11 +311,6 @@ func (s *Store) commitSteps(ctx context.Context, tx pgx.Tx, r *commitReq, query 
 		// are forgotten.
 		if _, err := tx.Exec(ctx, `UPDATE runs SET resume_failures = 0, resume_error = '',
 			resume_not_before = 'epoch' WHERE id = $1`, p.RunID); err != nil {
-			return err
-		}
-	}
-	if p.JournalPrune {
-		if err := pruneJournalTx(ctx, tx, p.RunID, p.Step); err != nil {
 			return err
 		}
 	}
@@ -337,6 +347,29 @@ func (r *commitReq) committed(s *Store) error {
 // its own, a member is judged (and its times recorded) at its own
 // statement's time, as it would be alone, not at the batch's start.
 var batchCommitSQL = strings.Replace(commitSQL, "now())", "statement_timestamp())", 1)
+
+// commitPruneSQL and batchCommitPruneSQL are commitSQL and batchCommitSQL
+// that also delete the journal of the run's steps up to the committed one
+// (CommitParams.JournalPrune), in the same statement: no transaction
+// around it, no extra round trip, and a prune commit stays pipelined in a
+// batch.
+var (
+	commitPruneSQL      = withJournalPrune(commitSQL)
+	batchCommitPruneSQL = withJournalPrune(batchCommitSQL)
+)
+
+// withJournalPrune wraps a commit statement (commitSQL's parameters) in
+// one that also prunes the journal. The delete is conditioned on the
+// commit's row, so it runs only after superstep_commit returned: a fenced
+// or refused commit raises, which undoes the whole statement (or rolls a
+// batch member back to its savepoint) before anything is deleted, and the
+// run's row is locked before its journal rows, in the order JournalAppend
+// locks them.
+func withJournalPrune(commit string) string {
+	return `WITH c AS MATERIALIZED (` + commit + `),
+	pruned AS (DELETE FROM journal WHERE run_id = $1 AND step <= $3 AND EXISTS (SELECT FROM c))
+	SELECT o_next_seq, o_bytes FROM c`
+}
 
 // commitBatch writes several commits in one transaction, each in a
 // savepoint, and answers each once the transaction ended. A commit that
@@ -417,7 +450,7 @@ func (s *Store) commitPipelined(ctx context.Context, tx pgx.Tx, rs []*commitReq,
 			b.Queue("RELEASE SAVEPOINT m")
 		}
 		b.Queue("SAVEPOINT m").Exec(func(pgconn.CommandTag) error { saved[i] = true; return nil })
-		b.Queue(batchCommitSQL, r.args(s.txChannel())...).QueryRow(func(row pgx.Row) error {
+		b.Queue(r.sql(true), r.args(s.txChannel())...).QueryRow(func(row pgx.Row) error {
 			if err := row.Scan(&r.res.NextSeq, &r.res.BytesWritten); err != nil {
 				return err
 			}
@@ -464,7 +497,7 @@ func (s *Store) commitMember(ctx context.Context, tx pgx.Tx, r *commitReq, relea
 	saved := false
 	b.Queue("SAVEPOINT m").Exec(func(pgconn.CommandTag) error { saved = true; return nil })
 	if !r.complex() {
-		b.Queue(batchCommitSQL, r.args(s.txChannel())...).QueryRow(func(row pgx.Row) error {
+		b.Queue(r.sql(true), r.args(s.txChannel())...).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&r.res.NextSeq, &r.res.BytesWritten)
 		})
 	}
@@ -476,7 +509,7 @@ func (s *Store) commitMember(ctx context.Context, tx pgx.Tx, r *commitReq, relea
 		return nil, own
 	}
 	if own == nil && r.complex() {
-		own = s.commitSteps(ctx, tx, r, batchCommitSQL)
+		own = s.commitSteps(ctx, tx, r, true)
 	}
 	if own == nil {
 		return nil, nil

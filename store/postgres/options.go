@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Options configure Open. The zero value (or nil) gives the defaults.
@@ -71,6 +73,9 @@ type Options struct {
 	// times a call takes from its host when it passes none. Default
 	// time.Now; tests set it to play a host whose clock is off.
 	HostClock func() time.Time
+	// tracer, when set (tests only), traces the statements of the main
+	// pool's connections.
+	tracer pgx.QueryTracer
 }
 
 const (
