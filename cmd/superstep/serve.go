@@ -73,6 +73,9 @@ type serveConfig struct {
 	ui bool
 	// noJournal turns the journal inside the superstep off (host.Config).
 	noJournal bool
+	// noGroupCommit turns PostgreSQL group commit off
+	// (postgres.Options.NoGroupCommit).
+	noGroupCommit bool
 }
 
 // proxyAll as --proxy-models hosts every model the model server lists.
@@ -117,6 +120,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.proxyModels, "proxy-models", "", "models of the model server to host as durable models under their own ids: comma-separated ids, or \"all\" for every id its GET /models lists (needs --model-server or --openai-api-key)")
 	c.webhook.register(fs)
 	fs.BoolVar(&c.noJournal, "no-journal", false, "do not journal finished model and tool calls inside a superstep: a superstep re-run after a crash makes them all again (for measurements)")
+	fs.BoolVar(&c.noGroupCommit, "no-group-commit", false, "PostgreSQL: write each superstep's commit in a transaction of its own instead of sharing one among the runs committing at once (for measurements)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -248,7 +252,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
-	st, err := openStore(ctx, cfg.db)
+	st, err := openStoreWith(ctx, cfg.db, storeOptions{noGroupCommit: cfg.noGroupCommit})
 	if err != nil {
 		return fmt.Errorf("serve: open %s: %w", redactURL(cfg.db), err)
 	}

@@ -18,8 +18,18 @@ func isPostgresURL(db string) bool {
 // openStore opens db: a postgres:// URL selects PostgreSQL, anything else
 // is a SQLite file path.
 func openStore(ctx context.Context, db string) (store.Store, error) {
+	return openStoreWith(ctx, db, storeOptions{})
+}
+
+// storeOptions are the store settings serve takes as flags.
+type storeOptions struct {
+	noGroupCommit bool // PostgreSQL: postgres.Options.NoGroupCommit
+}
+
+// openStoreWith is openStore with o.
+func openStoreWith(ctx context.Context, db string, o storeOptions) (store.Store, error) {
 	if isPostgresURL(db) {
-		s, err := postgres.Open(ctx, db, nil)
+		s, err := postgres.Open(ctx, db, &postgres.Options{NoGroupCommit: o.noGroupCommit})
 		if err != nil {
 			return nil, withCode(exitStoreOpen, err)
 		}

@@ -92,7 +92,7 @@ func TestCommit_JournalPruneOneRoundTrip(t *testing.T) {
 	for _, group := range []bool{false, true} {
 		t.Run(map[bool]string{false: "Alone", true: "GroupCommit"}[group], func(t *testing.T) {
 			rt := &roundTrips{}
-			s := openStore(t, newSchemaName(t), &Options{GroupCommit: group, tracer: rt})
+			s := openStore(t, newSchemaName(t), &Options{NoGroupCommit: !group, tracer: rt})
 			ctx := counted(t.Context())
 
 			fenced := journaled(t, s)
