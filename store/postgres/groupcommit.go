@@ -390,7 +390,65 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	// awaited and the batch run under Options.WriteTimeout.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), s.opts.WriteTimeout)
 	defer cancel()
-	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+	var err error
+	if !slices.ContainsFunc(order, (*commitReq).complex) {
+		err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+			return s.commitPlain(ctx, conn.Conn(), order, errs)
+		})
+	} else {
+		err = s.commitMixed(ctx, order, errs)
+	}
+	for _, r := range batch {
+		switch {
+		case err != nil:
+			r.done <- mapError(fmt.Sprintf("commit run %s step %d (in a batch of %d)", r.p.RunID, r.p.Step, len(batch)),
+				r.p.RunID, r.p.Epoch, err)
+		case errs[r] != nil:
+			r.done <- r.mapError(errs[r])
+		default:
+			r.done <- r.committed(s)
+		}
+	}
+}
+
+// commitPlain writes a batch of plain commits (none complex), in run
+// order, in one transaction whose BEGIN and COMMIT are pipelined with the
+// members: one round trip when none fails. A member that fails is rolled
+// back to its savepoint, and the members after it are sent again (with
+// the COMMIT) in the same transaction. It records each member's own
+// failure in errs and returns a failure of the transaction.
+func (s *Store) commitPlain(ctx context.Context, conn *pgx.Conn, order []*commitReq, errs map[*commitReq]error) (err error) {
+	defer func() {
+		if err != nil {
+			// Ends the transaction if it is open (a no-op warning
+			// otherwise); a broken connection is dropped by the pool.
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+	for i := 0; i < len(order); {
+		k, own, err := s.commitPipelined(ctx, conn, order[i:], i > 0, i == 0, true)
+		if err != nil {
+			return err
+		}
+		if own != nil {
+			errs[order[i+k]] = own
+		}
+		i += k + 1
+		if own != nil && i == len(order) {
+			// The last member failed: its COMMIT was skipped.
+			if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// commitMixed writes a batch that holds complex commits in one
+// transaction: runs of plain commits pipelined, each complex one with
+// round trips of its own.
+func (s *Store) commitMixed(ctx context.Context, order []*commitReq, errs map[*commitReq]error) error {
+	return s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		tx, err := conn.Begin(ctx)
 		if err != nil {
 			return err
@@ -410,7 +468,7 @@ func (s *Store) commitBatch(batch []*commitReq) {
 			for i+n < len(order) && !order[i+n].complex() {
 				n++
 			}
-			k, own, err := s.commitPipelined(ctx, tx, order[i:i+n], i > 0)
+			k, own, err := s.commitPipelined(ctx, tx, order[i:i+n], i > 0, false, false)
 			if err != nil {
 				return err
 			}
@@ -421,30 +479,28 @@ func (s *Store) commitBatch(batch []*commitReq) {
 		}
 		return tx.Commit(ctx)
 	})
-	for _, r := range batch {
-		switch {
-		case err != nil:
-			r.done <- mapError(fmt.Sprintf("commit run %s step %d (in a batch of %d)", r.p.RunID, r.p.Step, len(batch)),
-				r.p.RunID, r.p.Epoch, err)
-		case errs[r] != nil:
-			r.done <- r.mapError(errs[r])
-		default:
-			r.done <- r.committed(s)
-		}
-	}
 }
 
 // commitPipelined writes the plain commits rs in tx, each in the
 // savepoint m (releasing the previous one first, when release), in one
-// round trip. The server skips what follows a failed statement up to the
+// round trip, preceded by BEGIN when begin and followed by COMMIT when
+// commit. The server skips what follows a failed statement up to the
 // pipeline's end: it returns the index k of the failing commit and its
 // own failure, rolled back to its savepoint (the commits before it are
 // written, those after it are to be sent again), or len(rs)-1 and nil
-// when all were written; err reports a failure of the transaction.
-func (s *Store) commitPipelined(ctx context.Context, tx pgx.Tx, rs []*commitReq, release bool) (k int, own, err error) {
+// when all were written (and committed, with commit); err reports a
+// failure of the transaction (of its BEGIN or COMMIT too).
+func (s *Store) commitPipelined(ctx context.Context, tx interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}, rs []*commitReq, release, begin, commit bool) (k int, own, err error) {
 	saved := make([]bool, len(rs))
 	done := make([]bool, len(rs))
 	b := &pgx.Batch{}
+	begun := !begin
+	if begin {
+		b.Queue("BEGIN").Exec(func(pgconn.CommandTag) error { begun = true; return nil })
+	}
 	for i, r := range rs {
 		if release || i > 0 {
 			b.Queue("RELEASE SAVEPOINT m")
@@ -458,12 +514,15 @@ func (s *Store) commitPipelined(ctx context.Context, tx pgx.Tx, rs []*commitReq,
 			return nil
 		})
 	}
+	if commit {
+		b.Queue("COMMIT")
+	}
 	own = tx.SendBatch(ctx, b).Close()
 	k = slices.Index(done, false)
 	if k < 0 {
-		return len(rs) - 1, nil, own // own is nil unless the end of the pipeline failed
+		return len(rs) - 1, nil, own // own is nil unless the end of the pipeline (or its COMMIT) failed
 	}
-	if !saved[k] {
+	if !begun || !saved[k] {
 		if own == nil {
 			own = errors.New("store/postgres: savepoint not acknowledged")
 		}

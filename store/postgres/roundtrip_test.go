@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -117,42 +119,53 @@ func TestCommit_JournalPruneOneRoundTrip(t *testing.T) {
 }
 
 // TestGroupCommit_JournalPrunePipelined: members of a batch that prune
-// their journals are pipelined with the others: the batch is BEGIN, one
-// pipeline, COMMIT, whatever its size.
+// their journals are pipelined with the others, and a batch of plain
+// commits is one round trip (BEGIN, the members, COMMIT in one pipeline);
+// with a fenced member it is at most three (the pipeline up to it, the
+// rollback to its savepoint, the rest with the COMMIT).
 func TestGroupCommit_JournalPrunePipelined(t *testing.T) {
 	t.Parallel()
 	rt := &roundTrips{}
-	s := openStore(t, newSchemaName(t), &Options{GroupCommit: true, CommitBatchesInFlight: 1, tracer: rt})
+	s := openStore(t, newSchemaName(t), &Options{CommitBatchesInFlight: 1, tracer: rt})
 	const n = 5
-	var ps []*store.CommitParams
-	for range n {
-		ps = append(ps, journaled(t, s))
-	}
-	ps[2].Epoch++ // fenced: fails alone, the pipeline is sent again from the next member
-	f := holdCommits(t, s)
-	rt.take()
-	results := commitAll(counted(t.Context()), s, ps)
-	f.waitQueued(t, n)
-	f.release(t)
-	for range n {
-		r := <-results
-		if r.p == ps[2] {
-			if !errors.Is(r.err, store.ErrFenced) {
-				t.Errorf("fenced member: %v", r.err)
+	// No member fenced, one in the middle of the run order, the last
+	// one (whose failure skipped the pipeline's COMMIT).
+	for _, mode := range []string{"none", "middle", "last"} {
+		var ps []*store.CommitParams
+		for range n {
+			ps = append(ps, journaled(t, s))
+		}
+		byRun := slices.Clone(ps)
+		slices.SortFunc(byRun, func(a, b *store.CommitParams) int { return strings.Compare(a.RunID, b.RunID) })
+		fenced := map[string]int{"none": -1, "middle": slices.Index(ps, byRun[2]), "last": slices.Index(ps, byRun[n-1])}[mode]
+		if fenced >= 0 {
+			ps[fenced].Epoch++ // fails alone; the members after it are sent again
+		}
+		f := holdCommits(t, s)
+		rt.take()
+		results := commitAll(counted(t.Context()), s, ps)
+		f.waitQueued(t, n)
+		f.release(t)
+		for range n {
+			r := <-results
+			if fenced >= 0 && r.p == ps[fenced] {
+				if !errors.Is(r.err, store.ErrFenced) {
+					t.Errorf("fenced member: %v", r.err)
+				}
+			} else if r.err != nil {
+				t.Errorf("member: %v", r.err)
 			}
-		} else if r.err != nil {
-			t.Errorf("member: %v", r.err)
+		}
+		got := rt.take()
+		if want := map[bool]int{false: 1, true: 3}[fenced >= 0]; len(got) > want {
+			t.Errorf("batch of %d journaled commits (fenced %d): %d round trips %q, want at most %d", n, fenced, len(got), got, want)
+		}
+		for i, p := range ps {
+			requireJournalLen(t, s, p.RunID, map[bool]int{true: 2, false: 0}[i == fenced])
 		}
 	}
-	got := rt.take()
-	// BEGIN, the pipeline up to the fenced member, its rollback to the
-	// savepoint, the pipeline of the rest, COMMIT; and the read that
-	// explains the fenced member's refusal.
-	if len(got) > 6 {
-		t.Errorf("batch of %d journaled commits: %d round trips %q, want at most 6", n, len(got), got)
-	}
-	for _, p := range ps {
-		requireJournalLen(t, s, p.RunID, map[bool]int{true: 2, false: 0}[p == ps[2]])
+	if st := s.CommitStats(); st.Sizes[3] != 3 {
+		t.Errorf("commit stats %+v: want three batches of 5", st)
 	}
 	if err := store.Check(t.Context(), s); err != nil {
 		t.Fatal(err)
