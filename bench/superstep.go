@@ -181,7 +181,8 @@ func newSuperstepPostgres(url, db string, maxConns int32) *superstepSys {
 	}
 	return &superstepSys{label: "superstep", stor: stor, pgDB: db,
 		openStore: func(ctx context.Context) (store.Store, io.Closer, error) {
-			s, err := postgres.Open(ctx, url, &postgres.Options{MaxConns: maxConns, NoGroupCommit: !pgGroupCommit})
+			s, err := postgres.Open(ctx, url, &postgres.Options{MaxConns: maxConns, NoGroupCommit: !pgGroupCommit,
+				CommitBatchesInFlight: pgCommitInFlight})
 			return s, s, err
 		}}
 }
@@ -277,3 +278,7 @@ func (s *superstepSys) close(ctx context.Context) error {
 // -pg-commit-stats flags: superstep's PostgreSQL store group-commits (its
 // default), and prints its batch sizes after each run.
 var pgGroupCommit, pgCommitStats = true, false
+
+// pgCommitInFlight is -pg-commit-inflight: superstep's PostgreSQL
+// Options.CommitBatchesInFlight (0: its default).
+var pgCommitInFlight int
