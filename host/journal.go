@@ -27,9 +27,10 @@ import (
 // commit's own transaction (store.CommitParams.JournalPrune).
 //
 // Live mode: a replayed model call emits the deltas it streamed the first
-// time, in the same pieces, so the frames after recovery's reset repeat
-// what the client saw before the crash, and the new text of the call that
-// was in flight follows them (docs/guarantees.md).
+// time, in the same pieces, so the re-run's frames are the ones the log
+// holds already: they are matched, not appended again (livereplay.go), and
+// the new text of the call that was in flight follows them without a
+// reset unless it streams otherwise (docs/guarantees.md).
 
 // journalRecordTries is how many times a journal append that failed
 // transiently (store.ErrUnavailable) is made before the run is handed

@@ -156,6 +156,13 @@ func (h *Host) publishLive(r *run, ev workflow.LiveEvent) error {
 	if !ok {
 		return nil
 	}
+	if r.replay != nil && !r.replay.diverged {
+		// A recovered superstep: frames the log holds already are not
+		// appended again.
+		if matched, err := h.replayLive(r, &in); matched || err != nil {
+			return err
+		}
+	}
 	next := r.st.NextSeq
 	if q.busy() {
 		next = q.next
@@ -165,18 +172,26 @@ func (h *Host) publishLive(r *run, ev workflow.LiveEvent) error {
 		return err
 	}
 	r.live = live
+	h.queueLive(r, frames)
+	q.recv = append(q.recv, start)
+	return nil
+}
+
+// queueLive queues frames, numbered from the seq after everything durable
+// or queued, for r's appender, starting it when needed. Called with r.mu
+// held; the caller sets r.live to the state after them.
+func (h *Host) queueLive(r *run, frames []protocol.Frame) {
+	q := &r.liveQ
 	q.frames = append(q.frames, frames...)
 	for _, f := range frames {
 		q.bytes += len(f.Payload)
 	}
-	q.recv = append(q.recv, start)
 	q.next = frames[len(frames)-1].Seq + 1
 	if !q.started {
 		q.started, q.done = true, make(chan struct{})
 		go h.liveAppender(r)
 	}
 	q.cond.Broadcast()
-	return nil
 }
 
 // liveAppender is r's appender goroutine: it appends the queued frames,
@@ -298,47 +313,6 @@ func (h *Host) appendLive(r *run, frames []protocol.Frame) error {
 		h.log.Warn("host: publishing live events failed; retrying", "run_id", r.id, "attempt", attempt+1, "err", err)
 		backoff *= 2
 	}
-}
-
-// resetUncommitted appends a reset response.in_progress when the head
-// response's log holds live events past its last commit (a crash or a
-// hand-over interrupted a live superstep), before the superstep re-runs.
-func (h *Host) resetUncommitted(ctx context.Context, r *run) error {
-	if r.st.NextSeq < 1 {
-		return nil
-	}
-	evs, err := h.store.EventList(ctx, &store.EventListParams{ResponseID: r.responseID(), After: r.st.NextSeq - 2, Limit: 1})
-	if err != nil {
-		return fmt.Errorf("host: read the log of response %s: %w", r.responseID(), err)
-	}
-	if len(evs) == 0 || evs[0].Step != -1 || protocol.IsTerminal(evs[0].Type) {
-		return nil
-	}
-	// The last event may be the reset itself: an earlier recovery appended
-	// it and failed (or crashed) before the superstep's commit. It voids
-	// everything before it already; a second one would repeat it.
-	again, err := protocol.Reset(r.st, evs[0].Seq)
-	if err != nil {
-		return err
-	}
-	if evs[0].Type == again.Type && bytes.Equal(evs[0].Payload, again.Payload) {
-		return nil
-	}
-	reset, err := protocol.Reset(r.st, r.st.NextSeq)
-	if err != nil {
-		return err
-	}
-	if err := h.appendLive(r, []protocol.Frame{reset}); err != nil {
-		if errors.Is(err, store.ErrFenced) {
-			r.fenced = true
-		}
-		return err
-	}
-	r.st.NextSeq = reset.Seq + 1
-	r.feed.publish([]protocol.Frame{reset}, -1)
-	h.log.Info("host: live events past the last commit voided by a reset", "response_id", r.responseID(),
-		"seq", reset.Seq)
-	return nil
 }
 
 // appendAttempt makes one attempt to append p, with the fault points
