@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 )
@@ -167,6 +169,7 @@ func (h *Host) replayLive(r *run, in *protocol.LiveEvent) (bool, error) {
 		"response_id", r.responseID(), "seq", frames[0].Seq, "matched", p.matched,
 		"voided", p.end()-p.next, "kept_items", restated.Items())
 	p.entered, p.diverged = true, true
+	h.metrics.liveReplay.resets.Inc()
 	h.queueLive(r, frames)
 	r.live = restated
 	return false, nil
@@ -178,6 +181,7 @@ func (h *Host) replayed(r *run, frames []protocol.Frame, live protocol.Live) {
 	p := r.replay
 	p.next = frames[len(frames)-1].Seq + 1
 	p.matched += len(frames)
+	h.metrics.liveReplay.matched.Add(float64(len(frames)))
 	r.live, r.liveQ.durable = live, live
 	if p.next == p.end() {
 		h.log.Info("host: recovered superstep reproduced every live event the log holds", "response_id", r.responseID(),
@@ -261,8 +265,31 @@ func (h *Host) voidUnmatched(r *run, live protocol.Live) ([]protocol.Frame, prot
 	if err != nil {
 		return nil, live, err
 	}
+	h.metrics.liveReplay.resets.Inc() // counted when made: the commit may fail, and the next recovery counts it again
 	h.log.Info("host: recovered superstep ended before reproducing every live event the log holds; reset appended",
 		"response_id", r.responseID(), "seq", frames[0].Seq, "matched", p.matched, "voided", p.end()-p.next,
 		"kept_items", restated.Items())
 	return frames, restated, nil
+}
+
+// liveReplayMetrics count what recovered live supersteps did with the
+// frames their logs held.
+type liveReplayMetrics struct {
+	matched prometheus.Counter
+	resets  prometheus.Counter
+}
+
+func newLiveReplayMetrics() *liveReplayMetrics {
+	return &liveReplayMetrics{
+		matched: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "superstep_live_replay_matched_total",
+			Help: "Live events a recovered superstep streamed again exactly as its log held them: not appended again, no reset."}),
+		resets: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "superstep_live_replay_resets_total",
+			Help: "Resets made because a recovered superstep streamed otherwise than (or less than) its log held."}),
+	}
+}
+
+func (m *liveReplayMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.matched, m.resets}
 }

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/localmodel"
@@ -214,6 +216,7 @@ type replayRig struct {
 	cs       *crashStore
 	h        *host.Host
 	closeRaw func()
+	reg      *prometheus.Registry // the running incarnation's metrics
 	gen      int
 }
 
@@ -246,6 +249,8 @@ func (g *replayRig) start(fault func(cs *crashStore) func(context.Context, *host
 	if fault != nil {
 		cfg.Test.FaultFunc = fault(g.cs)
 	}
+	g.reg = prometheus.NewRegistry()
+	cfg.Metrics = g.reg
 	g.h = newHost(t, journalCrashStore{crashStore: g.cs, j: raw.(store.Journal)}, &cfg, g.register)
 	t.Cleanup(func() { shutdown(t, g.h) })
 	return g.h
@@ -497,6 +502,16 @@ func TestHost_LiveReplay_AgentCrash(t *testing.T) {
 				resets, taken := takeBacks(t, g.cs.Store, r.ID, before, after)
 				t.Logf("%s: resets after the crash %d, characters taken back %d", tc.name, resets, taken)
 
+				// Counted by the recovering host: resets made, and the
+				// events it did not append again (every one the client saw
+				// before the crash, past the last commit, at least up to
+				// the in-flight call's first chunk).
+				if got := metricSum(t, g.reg, "superstep_live_replay_resets_total"); got != float64(resets) {
+					t.Errorf("resets counted %v, in the log %d", got, resets)
+				}
+				if got := metricSum(t, g.reg, "superstep_live_replay_matched_total"); got < 7 {
+					t.Errorf("%v live events matched, want at least the 7 of the two tool call items and of the message up to its first chunk", got)
+				}
 				seenText := strings.Join(deltas(before), "")
 				out := snapshot(t, final).Output
 				text := out[len(out)-1].Content[0].Text
