@@ -97,6 +97,16 @@ type liveQueue struct {
 	started bool  // the appender goroutine was started
 	stop    bool  // the run's driver returned: the appender exits
 	done    chan struct{}
+	// journal holds the journal entries of calls that finished while
+	// frames were queued (store.JournalBatcher): the next batch carries
+	// them, of step journalStep, in its EventAppend, so each costs no
+	// write of its own. Their callers wait for that batch (batchJournal).
+	journal     []store.JournalInput
+	journalStep int64
+	// taken counts the batches the appender took; finished is the last
+	// that returned, and appended the last that returned success
+	// (batches are appended in order, and none after a failure).
+	taken, finished, appended int64
 }
 
 // busy reports whether frames are queued or being appended.
@@ -110,7 +120,7 @@ func (q *liveQueue) full() bool {
 // drop forgets the queued frames (never appended, so never seen); the
 // caller takes their state back (run.liveSt) when it is not appending them.
 func (q *liveQueue) drop() {
-	q.frames, q.recv, q.bytes = nil, nil, 0
+	q.frames, q.recv, q.bytes, q.journal = nil, nil, 0, nil
 }
 
 // liveRefusal returns why r takes no more live events, if it does not.
@@ -221,13 +231,20 @@ func (h *Host) liveAppender(r *run) {
 			continue
 		}
 		batch, recv, live := q.frames, q.recv, r.live // live: the state after every queued frame
+		journal, journalStep := q.journal, q.journalStep
 		q.drop()
 		q.inflight = true
+		q.taken++
+		gen := q.taken
 		q.cond.Broadcast() // room for the emitter
 		r.mu.Unlock()
-		err := h.appendLive(r, batch)
+		err := h.appendLive(r, batch, journal, journalStep)
 		r.mu.Lock()
 		q.inflight = false
+		q.finished = gen
+		if err == nil {
+			q.appended = gen
+		}
 		if err != nil {
 			q.err = err
 			if len(q.frames) == 0 {
@@ -281,11 +298,13 @@ func (h *Host) stopLive(r *run) {
 }
 
 // appendLive appends frames to r's head response's log outside a commit,
+// with journal (entries of step journalStep, if any) in the same write,
 // retrying transient failures like a commit. It reads only r's immutable
 // fields: the appender calls it without r.mu.
-func (h *Host) appendLive(r *run, frames []protocol.Frame) error {
+func (h *Host) appendLive(r *run, frames []protocol.Frame, journal []store.JournalInput, journalStep int64) error {
 	ctx := h.runCtx
-	p := &store.EventAppendParams{RunID: r.id, Epoch: r.epoch, ResponseID: r.responseID(), Events: toEventInputs(frames)}
+	p := &store.EventAppendParams{RunID: r.id, Epoch: r.epoch, ResponseID: r.responseID(), Events: toEventInputs(frames),
+		Journal: journal, JournalStep: journalStep}
 	backoff := h.cfg.CommitBackoff
 	for attempt := 0; ; attempt++ {
 		err := h.appendAttempt(ctx, r, p)
