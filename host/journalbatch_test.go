@@ -95,14 +95,24 @@ func (c *writeCounter) AppendsJournal() bool { return c.batch }
 // with live events, each step's entry goes with the frames queued when it
 // finishes: n journal entries, no journal write of their own, every entry
 // durable (the executor went on only after its batch returned). Without
-// that capability the same turn makes one journal write per step.
+// that capability the same turn makes one journal write per step. SQLite
+// and PostgreSQL.
 func TestHost_JournalBatch_LiveTurn(t *testing.T) {
 	t.Parallel()
 	const n = 4
-	for _, batch := range []bool{true, false} {
-		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+	for _, tc := range []struct {
+		backend string
+		batch   bool
+	}{{"sqlite", true}, {"sqlite", false}, {"postgres", true}, {"postgres", false}} {
+		batch := tc.batch
+		t.Run(fmt.Sprintf("%s/batch=%v", tc.backend, batch), func(t *testing.T) {
 			t.Parallel()
-			raw := openStore(t, filepath.Join(t.TempDir(), "h.db"))
+			var raw store.Store
+			if tc.backend == "sqlite" {
+				raw = openStore(t, filepath.Join(t.TempDir(), "h.db"))
+			} else {
+				raw = openPG(t, pgSchema(t))
+			}
 			defer raw.Close()
 			c := &writeCounter{Store: raw, j: raw.(store.Journal), batch: batch, done: make(chan struct{})}
 			c.arrivedCond = sync.NewCond(&c.mu)
