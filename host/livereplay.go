@@ -96,8 +96,10 @@ const replayPage = 256
 // a time, so that its cost follows the tail, not the log.
 func (h *Host) uncommittedTail(ctx context.Context, id string, end int64) ([]store.Event, error) {
 	var tail []store.Event
-	for hi := end; hi > 0; {
-		lo := max(0, hi-replayPage)
+	for hi, page := end, int64(1); hi > 0; page = replayPage {
+		// The first page is the last event alone: in the common case (a
+		// log that ends with a commit's events) that is all it reads.
+		lo := max(0, hi-page)
 		evs, err := h.store.EventList(ctx, &store.EventListParams{ResponseID: id, After: lo - 1, Limit: int(hi - lo)})
 		if err != nil {
 			return nil, fmt.Errorf("host: read the log of response %s: %w", id, err)
