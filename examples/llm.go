@@ -105,7 +105,7 @@ func RegisterLLM(h *host.Host, o *LLMOptions) error {
 			return fmt.Errorf("examples: %w", err)
 		}
 	}
-	return nil
+	return registerOrchestra(h, o)
 }
 
 // chatAgent returns a ChatAgent named name on the model server of o.
