@@ -413,7 +413,7 @@ func checkToolExecutions(ch *chaos) {
 			}
 		}
 	}
-	t.Logf("journal: %d tool calls, %d executions repeated after a kill that landed while they ran", calls, repeats)
+	t.Logf("journal: %d tool calls, %d executions repeated (each after a kill that landed while it ran, unless reported above)", calls, repeats)
 }
 
 // lineExecutor returns the executor of a demo journal line: the executor
