@@ -144,7 +144,13 @@ func (ch *chaos) references(ctx context.Context) map[string]verify.Outcome {
 
 // spawn keeps inFlight workloads running.
 func (ch *chaos) spawn() {
-	ch.pool.Fill(inFlight, func(i int) *workload { return newWorkload(ch.cl, i, ch.rng, ch.s.configs) })
+	ch.pool.Fill(inFlight, func(i int) *workload {
+		w := newWorkload(ch.cl, i, ch.rng, ch.s.configs)
+		if ch.s.rotate {
+			w.cfg = ch.s.configs[i%len(ch.s.configs)]
+		}
+		return w
+	})
 }
 
 // killLoop kills the server at random moments under load, records each

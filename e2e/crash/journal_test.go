@@ -9,7 +9,6 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -108,8 +107,11 @@ func runJournalSuite(t *testing.T, b *backend, kills int) {
 	if *flagNoJournal {
 		args = append(args, "--no-journal")
 	}
-	runSuite(t, b, &suite{configs: journalConfigs, kills: kills, serveArgs: args, jitterMS: 120,
-		check: func(ch *chaos, in *verify.Input) { checkJournal(ch, in, m) }})
+	// Each kill takes about a second (more on a loaded machine; on
+	// PostgreSQL the killed server's leases must expire): 2 s each is the
+	// deadline, not the cost.
+	runSuite(t, b, &suite{configs: journalConfigs, kills: kills, serveArgs: args, jitterMS: 120, rotate: true,
+		killBudget: 2 * time.Second, check: func(ch *chaos, in *verify.Input) { checkJournal(ch, in, m) }})
 }
 
 // modelRequest is one request the counting model server received.
@@ -224,8 +226,9 @@ func (m *countingModel) requests() map[string][]modelRequest {
 type chainCounts struct {
 	requests int
 	// spanning counts the process ends (kills, stops) with requests of
-	// the chain on both sides.
-	spanning int
+	// the chain on both sides; concurrent, the (process end, run) pairs
+	// with two chains or more of one run on both sides.
+	spanning, concurrent int
 	// inFlight and unjournaled count the allowed repeats: of a request in
 	// flight when its process went down, and of one answered before that.
 	inFlight, unjournaled int
@@ -236,6 +239,7 @@ type chainCounts struct {
 func (c *chainCounts) add(d chainCounts) {
 	c.requests += d.requests
 	c.spanning += d.spanning
+	c.concurrent += d.concurrent
 	c.inFlight += d.inFlight
 	c.unjournaled += d.unjournaled
 	c.bad += d.bad
@@ -267,28 +271,45 @@ func checkJournal(ch *chaos, in *verify.Input, m *countingModel) {
 			}
 			chains[key] = append(chains[key], r)
 		}
+		if byConfig[cfg.name] == nil {
+			byConfig[cfg.name] = &chainCounts{}
+		}
+		spans := map[int]int{} // chains spanning each process end
 		for agent, c := range chains {
 			name := tag
 			if cfg.byAgent {
 				name += " " + agent
 			}
-			n := checkChain(ch, name, c, started, down)
-			all.add(n)
-			if byConfig[cfg.name] == nil {
-				byConfig[cfg.name] = &chainCounts{}
+			n, ends := checkChain(ch, name, c, started, down)
+			for _, p := range ends {
+				spans[p]++
 			}
 			byConfig[cfg.name].add(n)
 		}
+		for _, k := range spans {
+			if k > 1 {
+				byConfig[cfg.name].concurrent++
+			}
+		}
+	}
+	for _, c := range byConfig {
+		all.add(*c)
 	}
 	t.Logf("journal: %d model requests; %d (process end, chain) pairs with requests on both sides; repeated after a kill: %d in flight, %d answered but maybe not journaled (both allowed), %d others (never allowed)",
 		all.requests, all.spanning, all.inFlight, all.unjournaled, all.bad)
-	for _, name := range slices.Sorted(maps.Keys(byConfig)) {
-		c := byConfig[name]
-		t.Logf("journal: %s: %d model requests, %d spanning, repeated %d in flight, %d answered, %d never allowed",
-			name, c.requests, c.spanning, c.inFlight, c.unjournaled, c.bad)
-	}
-	if all.spanning == 0 {
-		t.Errorf("seed %d: no kill landed inside a turn: the test did not test the journal", ch.seed)
+	for _, cfg := range ch.s.configs {
+		c := byConfig[cfg.name]
+		if c == nil {
+			c = &chainCounts{}
+		}
+		t.Logf("journal: %s: %d model requests, %d spanning (%d with agents at once), repeated %d in flight, %d answered, %d never allowed",
+			cfg.name, c.requests, c.spanning, c.concurrent, c.inFlight, c.unjournaled, c.bad)
+		// Every config must have had kills inside its turns, and the
+		// agents that run at once must have been cut at once.
+		if c.spanning == 0 || cfg.byAgent && c.concurrent == 0 {
+			t.Errorf("seed %d: %s: no kill landed inside a turn (%d) or, for agents at once, inside several agents' turns at once (%d): the test did not test the journal there",
+				ch.seed, cfg.name, c.spanning, c.concurrent)
+		}
 	}
 	checkToolExecutions(ch)
 	for _, r := range in.Responses {
@@ -307,7 +328,7 @@ func checkJournal(ch *chaos, in *verify.Input, m *countingModel) {
 // checkChain checks one chain of model requests (in the order received)
 // against the server processes that sent them: process i started at
 // started[i] and, if it is no longer running, went down at down[i].
-func checkChain(ch *chaos, name string, rs []modelRequest, started, down []time.Time) chainCounts {
+func checkChain(ch *chaos, name string, rs []modelRequest, started, down []time.Time) (_ chainCounts, ends []int) {
 	t := ch.t
 	n := chainCounts{requests: len(rs)}
 	proc := make([]int, len(rs))
@@ -318,6 +339,7 @@ func checkChain(ch *chaos, name string, rs []modelRequest, started, down []time.
 	for p := range down {
 		if slices.ContainsFunc(proc, func(q int) bool { return q <= p }) && slices.ContainsFunc(proc, func(q int) bool { return q > p }) {
 			n.spanning++
+			ends = append(ends, p)
 		}
 	}
 	latest := map[[32]byte]int{} // the last request so far with a hash
@@ -356,7 +378,7 @@ func checkChain(ch *chaos, name string, rs []modelRequest, started, down []time.
 		}
 		repeats[q]++
 	}
-	return n
+	return n, ends
 }
 
 // checkToolExecutions reads the demo journal's tool lines ("<response>
