@@ -361,7 +361,7 @@ func checkChain(ch *chaos, name string, rs []modelRequest, started, down []time.
 		switch {
 		case p >= q:
 			n.bad++
-			ch.t.Errorf("seed %d: chain %s: model request %d of %d sent again (request %d) by the same server process %d, with no kill between",
+			t.Errorf("seed %d: chain %s: model request %d of %d sent again (request %d) by the same server process %d, with no kill between",
 				ch.seed, name, j+1, len(rs), i+1, q)
 		case j != last:
 			n.bad++
