@@ -16,14 +16,17 @@ import (
 // TestCrash_Journal_* and TestCrash_Live_* log it in a fixed format, one
 // line in all and one per config,
 //
-//	live-resets: kills=N resets=R voiding=V chars_taken_back=C items_taken_back=I primary_chars_taken_back=P responses=X resets_per_kill=R/N chars_per_kill=C/N
-//	live-resets[CONFIG]: resets=R voiding=V chars_taken_back=C items_taken_back=I primary_chars_taken_back=P responses=X
+//	live-resets: kills=N resets=R voiding=V chars_taken_back=C items_taken_back=I primary_chars_taken_back=P commit_resets=K commit_chars=M responses=X resets_per_kill=R/N chars_per_kill=C/N
+//	live-resets[CONFIG]: resets=R voiding=V chars_taken_back=C items_taken_back=I primary_chars_taken_back=P commit_resets=K commit_chars=M responses=X
 //
 // so that runs of one seed on different versions of the server can be set
 // side by side (grep live-resets). Measured on each response's durable
 // log, which is what a client following the stream from its start sees:
 //
-//   - resets: response.in_progress events after the first;
+//   - resets: response.in_progress events after the first appended live
+//     (store.Event.Step -1), outside a commit: what recovery appends to
+//     void a live superstep a kill interrupted (or an agent's retry of a
+//     model call, which the model servers here do not cause);
 //   - voiding: those that came while an output item was open (added, not
 //     done), i.e. while its text was streaming;
 //   - chars_taken_back: characters (runes) of message text a client had
@@ -35,15 +38,25 @@ import (
 //     reset's output does not have;
 //   - primary_chars_taken_back: chars_taken_back over what the creating
 //     clients actually received (across their reconnections), a check of
-//     the log figure from the other side.
+//     the log figure from the other side;
+//   - commit_resets, commit_chars: response.in_progress events written by
+//     a commit and the characters they took back. Crash-free runs have
+//     them too: demo.orchestra's agents stream replies that are
+//     intermediate results, withdrawn when their superstep commits.
 //
 // Nothing here is asserted: how many resets a kill costs is what the
 // journal changes.
 
 // resetCost is what resets took back, summed.
 type resetCost struct {
+	resetCounts
+	primaryChars, responses int
+}
+
+// resetCounts are what resetCosts counts in one stream.
+type resetCounts struct {
 	resets, voiding, chars, items int
-	primaryChars, responses       int
+	commitResets, commitChars     int
 }
 
 func (c *resetCost) add(d resetCost) {
@@ -51,6 +64,8 @@ func (c *resetCost) add(d resetCost) {
 	c.voiding += d.voiding
 	c.chars += d.chars
 	c.items += d.items
+	c.commitResets += d.commitResets
+	c.commitChars += d.commitChars
 	c.primaryChars += d.primaryChars
 	c.responses += d.responses
 }
@@ -74,16 +89,20 @@ type resetEvent struct {
 	} `json:"response"`
 }
 
-// streamEvent is one event of a stream: its type and payload.
+// streamEvent is one event of a stream: its type and payload, and the
+// step of the commit that wrote it (-1: appended live).
 type streamEvent struct {
 	typ  string
 	data []byte
+	step int64
 }
 
-// resetCosts renders a stream as a client would (see render) and returns
+// resetCosts renders a stream as a client would (see render) and counts
 // its resets, those that voided open items, and the characters of message
-// text and output items they took back. Events it cannot read are skipped.
-func resetCosts(events []streamEvent) (resets, voiding, chars, items int) {
+// text and output items they took back; and the in_progress events of
+// commits and the characters they took back. Events it cannot read are
+// skipped.
+func resetCosts(events []streamEvent) (n resetCounts) {
 	var rendered []renderedItem
 	open := map[int]bool{}
 	seen := false
@@ -103,20 +122,17 @@ func resetCosts(events []streamEvent) (resets, voiding, chars, items int) {
 				next[i] = renderedItem{typ: ev.Response.Output[i].Type, text: text}
 			}
 			if e.typ == "response.in_progress" && seen {
-				resets++
-				if len(open) > 0 {
-					voiding++
-				}
-				for i, it := range rendered {
-					keep := 0
-					if i < len(next) {
-						keep = commonPrefix(it.text, next[i].text)
-					} else {
-						items++
+				chars, items := takenBack(rendered, next)
+				if e.step == -1 {
+					n.resets++
+					if len(open) > 0 {
+						n.voiding++
 					}
-					if it.typ == "message" {
-						chars += utf8.RuneCountInString(it.text[keep:])
-					}
+					n.chars += chars
+					n.items += items
+				} else {
+					n.commitResets++
+					n.commitChars += chars
 				}
 			}
 			seen = seen || e.typ == "response.in_progress"
@@ -145,7 +161,24 @@ func resetCosts(events []streamEvent) (resets, voiding, chars, items int) {
 			delete(open, ev.OutputIndex)
 		}
 	}
-	return resets, voiding, chars, items
+	return n
+}
+
+// takenBack returns the characters of message text and the items of
+// rendered that a reset to next takes back.
+func takenBack(rendered, next []renderedItem) (chars, items int) {
+	for i, it := range rendered {
+		keep := 0
+		if i < len(next) {
+			keep = commonPrefix(it.text, next[i].text)
+		} else {
+			items++
+		}
+		if it.typ == "message" {
+			chars += utf8.RuneCountInString(it.text[keep:])
+		}
+	}
+	return chars, items
 }
 
 // mustItem returns the raw "item" of an event payload (nil when absent).
@@ -177,21 +210,21 @@ func logLiveResets(ch *chaos, in *verify.Input) {
 	var all resetCost
 	for _, r := range in.Responses {
 		events := make([]streamEvent, len(r.Log))
+		steps := map[int64]int64{}
 		for i, e := range r.Log {
-			events[i] = streamEvent{typ: e.Type, data: e.Payload}
+			events[i] = streamEvent{typ: e.Type, data: e.Payload, step: e.Step}
+			steps[e.Seq] = e.Step
 		}
-		c := resetCost{responses: 1}
-		c.resets, c.voiding, c.chars, c.items = resetCosts(events)
+		c := resetCost{resetCounts: resetCosts(events), responses: 1}
 		for _, v := range r.Clients {
 			if v.StartAt != 0 || !strings.HasSuffix(v.Name, "-primary") {
 				continue
 			}
 			events := make([]streamEvent, len(v.Events))
 			for i, e := range v.Events {
-				events[i] = streamEvent{typ: e.Type, data: e.Data}
+				events[i] = streamEvent{typ: e.Type, data: e.Data, step: steps[e.Seq]}
 			}
-			_, _, chars, _ := resetCosts(events)
-			c.primaryChars += chars
+			c.primaryChars += resetCosts(events).chars
 		}
 		name := "unknown"
 		if r.Record != nil {
@@ -204,11 +237,11 @@ func logLiveResets(ch *chaos, in *verify.Input) {
 		all.add(c)
 	}
 	per := func(n int) float64 { return float64(n) / float64(max(ch.kills, 1)) }
-	ch.t.Logf("live-resets: kills=%d resets=%d voiding=%d chars_taken_back=%d items_taken_back=%d primary_chars_taken_back=%d responses=%d resets_per_kill=%.2f chars_per_kill=%.1f",
-		ch.kills, all.resets, all.voiding, all.chars, all.items, all.primaryChars, all.responses, per(all.resets), per(all.chars))
+	ch.t.Logf("live-resets: kills=%d resets=%d voiding=%d chars_taken_back=%d items_taken_back=%d primary_chars_taken_back=%d commit_resets=%d commit_chars=%d responses=%d resets_per_kill=%.2f chars_per_kill=%.1f",
+		ch.kills, all.resets, all.voiding, all.chars, all.items, all.primaryChars, all.commitResets, all.commitChars, all.responses, per(all.resets), per(all.chars))
 	for _, name := range slices.Sorted(maps.Keys(byConfig)) {
 		c := byConfig[name]
-		ch.t.Logf("live-resets[%s]: resets=%d voiding=%d chars_taken_back=%d items_taken_back=%d primary_chars_taken_back=%d responses=%d",
-			name, c.resets, c.voiding, c.chars, c.items, c.primaryChars, c.responses)
+		ch.t.Logf("live-resets[%s]: resets=%d voiding=%d chars_taken_back=%d items_taken_back=%d primary_chars_taken_back=%d commit_resets=%d commit_chars=%d responses=%d",
+			name, c.resets, c.voiding, c.chars, c.items, c.primaryChars, c.commitResets, c.commitChars, c.responses)
 	}
 }
