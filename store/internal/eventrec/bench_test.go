@@ -15,6 +15,17 @@ func benchRecords() map[string][]store.EventInput {
 	w1 := events(`{"type":"response.output_item.added","output_index":0,"item":{"id":"msg_1","type":"message"}}`,
 		`{"type":"response.output_text.delta","delta":"hello","sequence_number":2}`,
 		`{"type":"response.completed","response":{"id":"resp_1","status":"completed"}}`)
+	// A demo.echo reply's final commit: its response.completed is over
+	// MinShared (scanned) and shares nothing.
+	completed := `{"type":"response.completed","sequence_number":8,"response":{"id":"resp_0123456789abcdef0123456789abcdef",` +
+		`"object":"response","created_at":1796394420,"status":"completed","model":"demo.echo","output":[{"id":"msg_1",` +
+		`"type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"hello world",` +
+		`"annotations":[]}]}],` + strings.Repeat(`"field":"value",`, 45) + `"usage":null}}`
+	w1Final := events(`{"type":"response.in_progress","response":{`+strings.Repeat(`"field":"value",`, 45)+`"x":1}}`,
+		`{"type":"response.output_item.added","item":{"id":"msg_1"}}`,
+		`{"type":"response.output_text.delta","delta":"hello world"}`,
+		`{"type":"response.output_text.done","text":"hello world"}`,
+		`{"type":"response.output_item.done","item":{"id":"msg_1","content":[{"text":"hello world"}]}}`, completed)
 	var w3 []store.EventInput
 	for i := range 1200 {
 		w3 = append(w3, store.EventInput{Seq: int64(i), Type: "response.output_text.delta",
@@ -26,7 +37,7 @@ func benchRecords() map[string][]store.EventInput {
 		`{"type":"response.content_part.done","part":{"text":`+text+`}}`,
 		`{"type":"response.output_item.done","item":{"content":[{"text":`+text+`}]}}`,
 		`{"type":"response.completed","response":{"output":[{"content":[{"text":`+text+`}]}]}}`)
-	return map[string][]store.EventInput{"W1": w1, "W3": w3, "Reply1MB": reply}
+	return map[string][]store.EventInput{"W1": w1, "W1Final": w1Final, "W3": w3, "Reply1MB": reply}
 }
 
 // plain is the encoding before records shared strings (Size and Append).

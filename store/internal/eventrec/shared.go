@@ -28,14 +28,19 @@ var seed = maphash.MakeSeed()
 // occurrences refer to the bytes of the first. A record with no repeated
 // long string is the plain format, as Append writes it.
 func Encode(events []store.EventInput) []byte {
-	size, long := 0, 0
+	// A repeat takes two strings of MinShared bytes: in two payloads of at
+	// least that size, or in one of twice that. Records without either
+	// (all of W1's and W3's, a short reply's final commit with its 1 KB
+	// response.completed) are not scanned.
+	size, long, double := 0, 0, false
 	for _, ev := range events {
 		size += Size(ev.Type, ev.Payload)
 		if len(ev.Payload) >= MinShared {
 			long++
+			double = double || len(ev.Payload) >= 2*MinShared
 		}
 	}
-	if long == 0 || size < 2*MinShared {
+	if long == 0 || (long == 1 && !double) {
 		data := make([]byte, 0, size)
 		for _, ev := range events {
 			data = Append(data, ev.Type, ev.Payload)
@@ -46,7 +51,7 @@ func Encode(events []store.EventInput) []byte {
 	// long events, so that a record that needs none is returned without a
 	// copy.
 	reserve := len(sharedMarker) + uvarintLen(uint64(long)) + long*uvarintLen(uint64(len(events)))
-	e := &encoder{buf: make([]byte, reserve, reserve+size), base: reserve, seen: make(map[uint64]span)}
+	e := &encoder{buf: make([]byte, reserve, reserve+size), base: reserve}
 	for i, ev := range events {
 		if len(ev.Payload) < MinShared {
 			e.buf = Append(e.buf, ev.Type, ev.Payload)
@@ -164,6 +169,9 @@ func (e *encoder) add(typ string, p []byte) bool {
 // place records where the pending strings land: the bytes of p from from
 // on are written at offset off of the record's events.
 func (e *encoder) place(p []byte, from, off int) {
+	if len(e.pending) > 0 && e.seen == nil {
+		e.seen = make(map[uint64]span)
+	}
 	for _, s := range e.pending {
 		if _, taken := e.seen[s.h]; !taken {
 			e.seen[s.h] = span{off + s.a - from, s.b - s.a}
