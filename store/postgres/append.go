@@ -3,7 +3,9 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,6 +124,9 @@ func (a *appender) run(ctx context.Context) {
 			}
 		}
 		if len(batch) > 0 {
+			// Runs' rows are locked in run order, as commit batches and
+			// lease renewals lock them, so that none waits in a cycle.
+			slices.SortStableFunc(batch, func(x, y *appendReq) int { return strings.Compare(x.p.RunID, y.p.RunID) })
 			a.batches.Add(1)
 			a.calls.Add(int64(len(batch)))
 			a.write(batch)

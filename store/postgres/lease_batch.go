@@ -30,12 +30,21 @@ func (s *Store) LeaseRenewBatch(ctx context.Context, p *store.LeaseRenewBatchPar
 	}
 	renewed := make(map[store.LeaseRef]time.Time, len(p.Runs))
 	err := s.writeOn(ctx, s.leases, func(ctx context.Context, conn *pgxpool.Conn) error {
-		rows, err := conn.Query(ctx, `UPDATE runs AS r
+		// The rows are locked in run order first, as a group commit locks
+		// its members' (commitBatch): an UPDATE ... FROM unnest locks them
+		// in whatever order its join yields, and deadlocked with a batch
+		// holding some of them (TestMultihost_Spread, group commit on).
+		rows, err := conn.Query(ctx, `WITH l AS (
+			SELECT r.id FROM runs AS r JOIN unnest($1::text[], $2::bigint[]) AS u(id, epoch) ON r.id = u.id
+			WHERE r.lease_epoch = u.epoch AND r.lease_owner = $5 AND r.lease_owner <> ''
+				AND r.lease_expires_at > coalesce($3::timestamptz, now())
+			ORDER BY r.id COLLATE "C"
+			FOR UPDATE OF r)
+		UPDATE runs AS r
 		SET lease_expires_at = coalesce($3::timestamptz, now()) + $4::bigint * interval '1 microsecond',
 			updated_at = coalesce($3::timestamptz, now())
-		FROM unnest($1::text[], $2::bigint[]) AS u(id, epoch)
-		WHERE r.id = u.id AND r.lease_epoch = u.epoch AND r.lease_owner = $5 AND r.lease_owner <> ''
-			AND r.lease_expires_at > coalesce($3::timestamptz, now())
+		FROM l
+		WHERE r.id = l.id
 		RETURNING r.id, r.lease_epoch, r.lease_expires_at`, ids, epochs, callTime(p.Now), micros(p.Duration), p.Owner)
 		if err != nil {
 			return err
