@@ -21,7 +21,7 @@ func ExampleFromWorkflow() {
 			return c.Yield("hello, " + strings.ToUpper(a.Value.(string)))
 		}),
 	})
-	wf, _ := workflow.NewBuilder("greeter").SetStart(greet).Outputs("greet").Build()
+	wf, _ := workflow.NewBuilder("greeter").SetStart(greet).Outputs(greet).Build()
 	a := agent.FromWorkflow(wf)
 	if p, ok := any(a).(agent.WorkflowProvider); ok { // what a host checks
 		fmt.Println("hosted as workflow:", p.Workflow().Name())

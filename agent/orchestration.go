@@ -29,15 +29,14 @@ func Sequential(name string, ps ...Participant) (*workflow.Workflow, error) {
 	}
 	b := workflow.NewBuilder(name)
 	execs := make([]workflow.Executor, len(ps))
-	ids := make([]string, len(ps))
 	for i, p := range ps {
-		execs[i], ids[i] = Executor(p.ID, p.Agent), p.ID
+		execs[i] = Executor(p.ID, p.Agent)
 	}
 	b.SetStart(execs[0])
 	if len(execs) > 1 {
 		b.AddChain(execs...)
 	}
-	return b.Outputs(ids...).Build()
+	return b.Outputs(execs...).Build()
 }
 
 // DispatchID and AggregateID are the executor ids of Concurrent's
@@ -77,12 +76,11 @@ func Concurrent(name string, aggregate func(replies []string) string, ps ...Part
 		return c.Yield(aggregate(replies))
 	})
 	execs := make([]workflow.Executor, len(ps))
-	ids := make([]string, len(ps))
 	for i, p := range ps {
-		execs[i], ids[i] = Executor(p.ID, p.Agent), p.ID
+		execs[i] = Executor(p.ID, p.Agent)
 	}
 	b := workflow.NewBuilder(name).SetStart(dispatch).AddFanOut(dispatch, execs, nil).AddFanIn(execs, agg)
-	return b.Intermediate(ids...).Outputs(AggregateID).Build()
+	return b.Intermediate(execs...).Outputs(agg).Build()
 }
 
 // Handoff returns a workflow in which the first agent receives the input
@@ -96,7 +94,6 @@ func Handoff(name string, ps ...Participant) (*workflow.Workflow, error) {
 		return nil, errNoParticipants
 	}
 	execs := make([]workflow.Executor, len(ps))
-	ids := make([]string, len(ps))
 	for i, p := range ps {
 		var targets []HandoffTarget
 		for _, q := range ps {
@@ -104,7 +101,7 @@ func Handoff(name string, ps ...Participant) (*workflow.Workflow, error) {
 				targets = append(targets, HandoffTarget{ID: q.ID, Description: q.Description})
 			}
 		}
-		execs[i], ids[i] = Executor(p.ID, p.Agent, WithHandoffs(targets...)), p.ID
+		execs[i] = Executor(p.ID, p.Agent, WithHandoffs(targets...))
 	}
 	b := workflow.NewBuilder(name).SetStart(execs[0])
 	if len(ps) > 1 {
@@ -119,7 +116,7 @@ func Handoff(name string, ps ...Participant) (*workflow.Workflow, error) {
 			b.AddSwitch(execs[i], cases, nil)
 		}
 	}
-	wf, err := b.Outputs(ids...).Build()
+	wf, err := b.Outputs(execs...).Build()
 	if err != nil {
 		return nil, fmt.Errorf("agent: handoff %q: %w", name, err)
 	}

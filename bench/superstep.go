@@ -76,7 +76,7 @@ func chainWorkflow(hook stepHook) (*workflow.Workflow, error) {
 		}, workflow.SendsType[string]())
 	}
 	b := workflow.NewBuilder(modelW1).SetStart(exs[0]).AddChain(exs...)
-	return b.Outputs(exs[chainSteps-1].ID()).Build()
+	return b.Outputs(exs[chainSteps-1]).Build()
 }
 
 // crashWorkflow (W4): like W1, but every step also yields "step-<n>", so
@@ -97,7 +97,7 @@ func crashWorkflow(hook stepHook) (*workflow.Workflow, error) {
 	}
 	b := workflow.NewBuilder(modelW4).SetStart(exs[0]).AddChain(exs...)
 	for _, ex := range exs {
-		b.Outputs(ex.ID())
+		b.Outputs(ex)
 	}
 	return b.Build()
 }
@@ -127,7 +127,7 @@ func fanWorkflow(hook stepHook) (*workflow.Workflow, error) {
 		return c.Yield(fmt.Sprintf("joined %d", len(in)))
 	})
 	b := workflow.NewBuilder(modelW2).SetStart(split).AddFanOut(split, branches, nil).AddFanIn(branches, join)
-	return b.Outputs("join").Build()
+	return b.Outputs(join).Build()
 }
 
 // eventsWorkflow: one executor yields 200 outputs of 50 bytes in one
@@ -144,7 +144,7 @@ func eventsWorkflow(hook stepHook) (*workflow.Workflow, error) {
 		}
 		return nil
 	})
-	return workflow.NewBuilder(modelW3).SetStart(emit).Outputs("emit").Build()
+	return workflow.NewBuilder(modelW3).SetStart(emit).Outputs(emit).Build()
 }
 
 // superstepSys hosts the bench workflows on a superstep host over SQLite

@@ -36,8 +36,8 @@ func echoAgent() agent.Agent {
 // host does for RegisterAgent).
 func compatAgentWorkflow(t *testing.T) *workflow.Workflow {
 	t.Helper()
-	wf, err := workflow.NewBuilder("compat.agent").SetStart(agent.Executor("agent", echoAgent(), agent.WithMemory())).
-		Outputs("agent").Build()
+	agentEx := agent.Executor("agent", echoAgent(), agent.WithMemory())
+	wf, err := workflow.NewBuilder("compat.agent").SetStart(agentEx).Outputs(agentEx).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func compatAutoWorkflow(t *testing.T) *workflow.Workflow {
 	double := workflow.Func("double", func(c *workflow.Context, m compatMsg) error {
 		return c.Yield(2 * m.N)
 	})
-	wf, err := workflow.NewBuilder("compat.auto").SetStart(start).AddEdge(start, double, nil).Outputs("double").Build()
+	wf, err := workflow.NewBuilder("compat.auto").SetStart(start).AddEdge(start, double, nil).Outputs(double).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

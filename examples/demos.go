@@ -122,7 +122,7 @@ func echo(iv invocation) (*workflow.Workflow, error) {
 	ex := workflow.Func("echo", func(c *workflow.Context, in string) error {
 		return iv.run(c, func() error { return c.Yield(in) })
 	})
-	return workflow.NewBuilder(Echo).SetStart(ex).Outputs("echo").Build()
+	return workflow.NewBuilder(Echo).SetStart(ex).Outputs(ex).Build()
 }
 
 // twoOutputs: superstep 1 silent; superstep 2 yields first-2 and second-2;
@@ -140,8 +140,7 @@ func twoOutputs(iv invocation) (*workflow.Workflow, error) {
 	finish := workflow.Func("finish", func(c *workflow.Context, _ string) error {
 		return iv.run(c, func() error { return c.Yield("done") })
 	})
-	return workflow.NewBuilder(TwoOutputs).SetStart(start).AddChain(start, pair, finish).
-		Outputs("pair", "finish").Build()
+	return workflow.NewBuilder(TwoOutputs).SetStart(start).AddChain(start, pair, finish).Outputs(pair, finish).Build()
 }
 
 // silent: supersteps 1..N silent, superstep N+1 yields "done after N". N
@@ -168,8 +167,7 @@ func silent(iv invocation) (*workflow.Workflow, error) {
 			return c.Send(SilentTick{Steps: n})
 		})
 	}, workflow.SendsType[SilentTick]())
-	return workflow.NewBuilder(Silent).SetStart(start).AddEdge(start, loop, nil).AddEdge(loop, loop, nil).
-		Outputs("start", "loop").Build()
+	return workflow.NewBuilder(Silent).SetStart(start).AddEdge(start, loop, nil).AddEdge(loop, loop, nil).Outputs(start, loop).Build()
 }
 
 // approval: superstep 1 asks for approval (function_call "approve" with
@@ -195,7 +193,7 @@ func approval(iv invocation) (*workflow.Workflow, error) {
 		})
 	})
 	ex := workflow.Handlers("approve", []workflow.Handler{ask, answer})
-	return workflow.NewBuilder(Approval).SetStart(ex).Outputs("approve").Build()
+	return workflow.NewBuilder(Approval).SetStart(ex).Outputs(ex).Build()
 }
 
 // fanout: split fans out to K workers (K = metadata.workers); worker i
@@ -224,7 +222,7 @@ func fanout(iv invocation) (*workflow.Workflow, error) {
 	b.AddFanOut(split, workers, func(msg any, targets []string) []string {
 		return targets[:msg.(FanoutTask).Workers]
 	})
-	return b.Outputs("join").Build()
+	return b.Outputs(join).Build()
 }
 
 // joinResult collects the workers' results in shared state (they arrive in
@@ -260,7 +258,7 @@ func stream(iv invocation) (*workflow.Workflow, error) {
 	finish := workflow.Func("finish", func(c *workflow.Context, _ string) error {
 		return iv.run(c, func() error { return errors.Join(emitWords(c, "done"), c.Yield("done")) })
 	})
-	return workflow.NewBuilder(Stream).SetStart(reply).AddEdge(reply, finish, nil).Outputs("reply", "finish").Build()
+	return workflow.NewBuilder(Stream).SetStart(reply).AddEdge(reply, finish, nil).Outputs(reply, finish).Build()
 }
 
 // emitWords emits text word by word as live text deltas.

@@ -152,7 +152,7 @@ func writerReviewer(iv invocation, o *LLMOptions) (*workflow.Workflow, error) {
 	r := &demoAgent{iv: iv, inner: agent.Executor(ReviewerID, reviewer), prompt: func(draft string) string {
 		return ReviewPrompt + draft
 	}}
-	return workflow.NewBuilder(WriterReviewer).SetStart(w).AddEdge(w, r, nil).Outputs(WriterID, ReviewerID).Build()
+	return workflow.NewBuilder(WriterReviewer).SetStart(w).AddEdge(w, r, nil).Outputs(w, r).Build()
 }
 
 // tools: one superstep in which the assistant agent answers the input,
@@ -175,7 +175,7 @@ func tools(iv invocation, o *LLMOptions) (*workflow.Workflow, error) {
 		return nil, err
 	}
 	ex := &demoAgent{iv: iv, inner: agent.Executor(AssistantID, a)}
-	return workflow.NewBuilder(Tools).SetStart(ex).Outputs(AssistantID).Build()
+	return workflow.NewBuilder(Tools).SetStart(ex).Outputs(ex).Build()
 }
 
 // CalcArgs are the arguments of the calculate tool.

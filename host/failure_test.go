@@ -30,7 +30,7 @@ func TestHost_FailingExecutor(t *testing.T) {
 		attempts.Add(1)
 		return errors.New("boom")
 	}, workflow.WithRetry(2, 0))
-	wf, err := workflow.NewBuilder("failing").SetStart(ok).AddEdge(ok, bad, nil).Outputs("ok").Build()
+	wf, err := workflow.NewBuilder("failing").SetStart(ok).AddEdge(ok, bad, nil).Outputs(ok).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -335,16 +335,16 @@ func streamABC() workflow.Executor {
 // ("wrapped2").
 func registerNested(t *testing.T, h *host.Host) {
 	t.Helper()
-	build := func(name string, start workflow.Executor, out string) *workflow.Workflow {
-		wf, err := workflow.NewBuilder(name).SetStart(start).Outputs(out).Build()
+	build := func(name string, start workflow.Executor) *workflow.Workflow {
+		wf, err := workflow.NewBuilder(name).SetStart(start).Outputs(start).Build()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return wf
 	}
-	flat := build("flat", streamABC(), "writer")
-	wrapped := build("wrapped", build("inner", streamABC(), "writer").AsExecutor("sub"), "sub")
-	wrapped2 := build("wrapped2", wrapped.AsExecutor("outer"), "outer")
+	flat := build("flat", streamABC())
+	wrapped := build("wrapped", build("inner", streamABC()).AsExecutor("sub"))
+	wrapped2 := build("wrapped2", wrapped.AsExecutor("outer"))
 	for name, wf := range map[string]*workflow.Workflow{"flat": flat, "wrapped": wrapped, "wrapped2": wrapped2} {
 		if err := h.RegisterWorkflow(name, wf); err != nil {
 			t.Fatal(err)

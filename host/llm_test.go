@@ -86,7 +86,8 @@ func (m *llmModels) chat(t *testing.T, url string, mod func(*agent.Options)) *ag
 // register registers name hosted the three ways with agent a.
 func registerLLM(t *testing.T, h *host.Host, name string, a agent.Agent) {
 	t.Helper()
-	wf, err := workflow.NewBuilder(name).SetStart(agent.Executor("assistant", a)).Outputs("assistant").Build()
+	assistantEx := agent.Executor("assistant", a)
+	wf, err := workflow.NewBuilder(name).SetStart(assistantEx).Outputs(assistantEx).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,11 +515,13 @@ func TestLLM_NestedAgentUsage(t *testing.T) {
 	m := newLLMModels(t)
 	b, _ := llmSetup(t, m)
 	nest := func(name string, a agent.Agent) {
-		inner, err := workflow.NewBuilder(name + ".inner").SetStart(agent.Executor("assistant", a)).Outputs("assistant").Build()
+		assistantEx := agent.Executor("assistant", a)
+		inner, err := workflow.NewBuilder(name + ".inner").SetStart(assistantEx).Outputs(assistantEx).Build()
 		if err != nil {
 			t.Fatal(err)
 		}
-		wf, err := workflow.NewBuilder(name).SetStart(inner.AsExecutor("sub")).Outputs("sub").Build()
+		subEx := inner.AsExecutor("sub")
+		wf, err := workflow.NewBuilder(name).SetStart(subEx).Outputs(subEx).Build()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -133,5 +133,5 @@ const conversationExecutor = "agent"
 // is committed, recovered, published live and cancelled as any workflow.
 func conversationWorkflow(name string, a agent.Agent) (*workflow.Workflow, error) {
 	ex := agent.Executor(conversationExecutor, a, agent.WithMemory())
-	return workflow.NewBuilder(name).SetStart(ex).Outputs(conversationExecutor).Build()
+	return workflow.NewBuilder(name).SetStart(ex).Outputs(ex).Build()
 }

@@ -121,8 +121,7 @@ func registerTicker(t *testing.T, h *host.Host) {
 		return nil
 	}, workflow.SendsType[int]())
 	start := workflow.Func("start", func(c *workflow.Context, _ string) error { return c.Send(1) }, workflow.SendsType[int]())
-	wf, err := workflow.NewBuilder(tickerModel).SetStart(start).AddEdge(start, loop, nil).AddEdge(loop, loop, nil).
-		Outputs("tick").Build()
+	wf, err := workflow.NewBuilder(tickerModel).SetStart(start).AddEdge(start, loop, nil).AddEdge(loop, loop, nil).Outputs(loop).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

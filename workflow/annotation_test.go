@@ -96,7 +96,7 @@ func innerAnnotating(t *testing.T, failB int) *workflow.Workflow {
 		}
 		return c.Yield(in + "!")
 	})
-	return mustBuild(t, workflow.NewBuilder("inner").SetStart(a).AddEdge(a, b, nil).Outputs("b"))
+	return mustBuild(t, workflow.NewBuilder("inner").SetStart(a).AddEdge(a, b, nil).Outputs(b))
 }
 
 func TestAnnotate_SubWorkflow(t *testing.T) {
@@ -105,7 +105,7 @@ func TestAnnotate_SubWorkflow(t *testing.T) {
 	// annotations, inner ones included, are dropped.
 	sub := innerAnnotating(t, 1).AsExecutor("sub", workflow.WithRetry(1, 0))
 	start := annotating("start", 1)
-	wf := mustBuild(t, workflow.NewBuilder("outer").SetStart(start).AddEdge(start, sub, nil).Outputs("sub"))
+	wf := mustBuild(t, workflow.NewBuilder("outer").SetStart(start).AddEdge(start, sub, nil).Outputs(sub))
 	_, rec, err := runAll(t, wf, "x")
 	if err != nil {
 		t.Fatal(err)
@@ -126,8 +126,10 @@ func TestAnnotate_SubWorkflow(t *testing.T) {
 
 	// Nested twice: the path names every level, ExecutorID the outermost.
 	inner := innerAnnotating(t, 0)
-	mid := mustBuild(t, workflow.NewBuilder("mid").SetStart(inner.AsExecutor("in")).Outputs("in"))
-	wf = mustBuild(t, workflow.NewBuilder("top").SetStart(mid.AsExecutor("mid")).Outputs("mid"))
+	inEx := inner.AsExecutor("in")
+	mid := mustBuild(t, workflow.NewBuilder("mid").SetStart(inEx).Outputs(inEx))
+	midEx := mid.AsExecutor("mid")
+	wf = mustBuild(t, workflow.NewBuilder("top").SetStart(midEx).Outputs(midEx))
 	_, rec, err = runAll(t, wf, "y")
 	if err != nil {
 		t.Fatal(err)

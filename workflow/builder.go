@@ -180,16 +180,25 @@ func (b *Builder) addAll(execs []Executor, where string) []string {
 }
 
 // Outputs declares the executors whose yielded values are the workflow's
-// outputs (Output events).
-func (b *Builder) Outputs(ids ...string) *Builder {
-	b.outputs = append(b.outputs, ids...)
+// outputs (Output events). Like edges, it takes the executors themselves
+// (and adds them to the graph when they are not yet).
+func (b *Builder) Outputs(execs ...Executor) *Builder {
+	for i, ex := range execs {
+		if id := b.add(ex, fmt.Sprintf("Outputs %d", i)); id != "" {
+			b.outputs = append(b.outputs, id)
+		}
+	}
 	return b
 }
 
 // Intermediate declares the executors whose yielded values are intermediate
 // results (Intermediate events): progress, not part of the answer.
-func (b *Builder) Intermediate(ids ...string) *Builder {
-	b.intermediate = append(b.intermediate, ids...)
+func (b *Builder) Intermediate(execs ...Executor) *Builder {
+	for i, ex := range execs {
+		if id := b.add(ex, fmt.Sprintf("Intermediate %d", i)); id != "" {
+			b.intermediate = append(b.intermediate, id)
+		}
+	}
 	return b
 }
 
@@ -222,16 +231,8 @@ func (b *Builder) Build() (*Workflow, error) {
 func (b *Builder) checkDeclared() []error {
 	var errs []error
 	for _, id := range b.outputs {
-		if _, ok := b.byID[id]; !ok {
-			errs = append(errs, fmt.Errorf("Outputs: executor %q is not in the graph", id))
-		}
 		if slices.Contains(b.intermediate, id) {
 			errs = append(errs, fmt.Errorf("executor %q: declared both output and intermediate", id))
-		}
-	}
-	for _, id := range b.intermediate {
-		if _, ok := b.byID[id]; !ok {
-			errs = append(errs, fmt.Errorf("Intermediate: executor %q is not in the graph", id))
 		}
 	}
 	return errs

@@ -21,9 +21,9 @@ func TestBuilder_Build_Errors(t *testing.T) {
 			a := str("a")
 			return workflow.NewBuilder("t").SetStart(a).AddEdge(a, str("b"), nil).AddEdge(a, str("b"), nil)
 		}, []string{`executor "b": duplicate id`}},
-		{"dangling output and intermediate", func() *workflow.Builder {
-			return workflow.NewBuilder("t").SetStart(str("a")).Outputs("ghost").Intermediate("phantom")
-		}, []string{`Outputs: executor "ghost"`, `Intermediate: executor "phantom"`}},
+		{"dangling and nil output and intermediate", func() *workflow.Builder {
+			return workflow.NewBuilder("t").SetStart(str("a")).Outputs(str("ghost"), nil).Intermediate(str("phantom"))
+		}, []string{`executor "ghost": unreachable`, `executor "phantom": unreachable`, "Outputs 1: nil executor"}},
 		{"unreachable", func() *workflow.Builder {
 			a, b, c := str("a"), str("b"), str("c")
 			return workflow.NewBuilder("t").SetStart(a).AddEdge(b, c, nil)
@@ -45,7 +45,8 @@ func TestBuilder_Build_Errors(t *testing.T) {
 			return workflow.NewBuilder("t").SetStart(a).AddSwitch(a, nil, nil).AddChain(a)
 		}, []string{"no cases and no default", "chain: needs at least two"}},
 		{"both output and intermediate, empty id", func() *workflow.Builder {
-			return workflow.NewBuilder("t").SetStart(str("a")).Outputs("a").Intermediate("a").AddExecutor(str(""))
+			a := str("a")
+			return workflow.NewBuilder("t").SetStart(a).Outputs(a).Intermediate(a).AddExecutor(str(""))
 		}, []string{`executor "a": declared both`, "empty id"}},
 		{"switch case type the target cannot handle", func() *workflow.Builder {
 			a := str("a")
@@ -77,14 +78,17 @@ func TestBuilder_Build_Errors(t *testing.T) {
 
 func TestBuilder_Build_Valid(t *testing.T) {
 	a := pass[string]("a")
-	wf := mustBuild(t, workflow.NewBuilder("ok").SetStart(a).AddEdge(a, tagged("b"), nil).Outputs("b"))
+	b := tagged("b")
+	wf := mustBuild(t, workflow.NewBuilder("ok").SetStart(a).AddEdge(a, b, nil).Outputs(b))
 	if wf.Name() != "ok" || wf.StartID() != "a" || len(wf.Fingerprint()) != 32 {
 		t.Fatalf("name %q start %q fingerprint %q", wf.Name(), wf.StartID(), wf.Fingerprint())
 	}
 	// The same shape gives the same fingerprint; another shape another one.
 	a2 := pass[string]("a")
-	same := mustBuild(t, workflow.NewBuilder("ok").SetStart(a2).AddEdge(a2, tagged("b"), nil).Outputs("b"))
-	other := mustBuild(t, workflow.NewBuilder("ok").SetStart(a2).AddEdge(a2, tagged("c"), nil).Outputs("c"))
+	b2 := tagged("b")
+	same := mustBuild(t, workflow.NewBuilder("ok").SetStart(a2).AddEdge(a2, b2, nil).Outputs(b2))
+	c := tagged("c")
+	other := mustBuild(t, workflow.NewBuilder("ok").SetStart(a2).AddEdge(a2, c, nil).Outputs(c))
 	if same.Fingerprint() != wf.Fingerprint() || other.Fingerprint() == wf.Fingerprint() {
 		t.Fatalf("fingerprints: %s %s %s", wf.Fingerprint(), same.Fingerprint(), other.Fingerprint())
 	}
@@ -92,7 +96,8 @@ func TestBuilder_Build_Valid(t *testing.T) {
 
 func TestWorkflow_NewRun_InputType(t *testing.T) {
 	a := pass[string]("a")
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, tagged("b"), nil).Outputs("b"))
+	b := tagged("b")
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, b, nil).Outputs(b))
 	if _, err := wf.NewRun("r", 42); !errors.Is(err, workflow.ErrMessageType) {
 		t.Fatalf("NewRun(int) err = %v, want ErrMessageType", err)
 	}

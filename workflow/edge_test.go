@@ -23,7 +23,7 @@ func TestEdges(t *testing.T) {
 			name: "direct",
 			build: func() *workflow.Builder {
 				a, b := pass[string]("a"), tagged("b")
-				return workflow.NewBuilder("t").SetStart(a).AddEdge(a, b, nil).Outputs("b")
+				return workflow.NewBuilder("t").SetStart(a).AddEdge(a, b, nil).Outputs(b)
 			},
 			input: "x", want: []any{"b:x"},
 		},
@@ -33,7 +33,7 @@ func TestEdges(t *testing.T) {
 				a, s, l := pass[string]("a"), tagged("short"), tagged("long")
 				return workflow.NewBuilder("t").SetStart(a).
 					AddEdge(a, s, isShort).
-					AddEdge(a, l, func(m any) bool { return !isShort(m) }).Outputs("short", "long")
+					AddEdge(a, l, func(m any) bool { return !isShort(m) }).Outputs(s, l)
 			},
 			input: "hello", want: []any{"long:hello"},
 		},
@@ -41,7 +41,7 @@ func TestEdges(t *testing.T) {
 			name: "condition rejecting everything is a visible error",
 			build: func() *workflow.Builder {
 				a, s := pass[string]("a"), tagged("short")
-				return workflow.NewBuilder("t").SetStart(a).AddEdge(a, s, isShort).Outputs("short")
+				return workflow.NewBuilder("t").SetStart(a).AddEdge(a, s, isShort).Outputs(s)
 			},
 			input: "hello", wantErr: workflow.ErrNoRoute,
 		},
@@ -49,7 +49,7 @@ func TestEdges(t *testing.T) {
 			name: "fan-out all",
 			build: func() *workflow.Builder {
 				a, b, c := pass[string]("a"), tagged("b"), tagged("c")
-				return workflow.NewBuilder("t").SetStart(a).AddFanOut(a, []workflow.Executor{c, b}, nil).Outputs("b", "c")
+				return workflow.NewBuilder("t").SetStart(a).AddFanOut(a, []workflow.Executor{c, b}, nil).Outputs(b, c)
 			},
 			input: "x", want: []any{"c:x", "b:x"},
 		},
@@ -58,7 +58,7 @@ func TestEdges(t *testing.T) {
 			build: func() *workflow.Builder {
 				a, b, c, d := pass[string]("a"), tagged("b"), tagged("c"), tagged("d")
 				sel := func(_ any, ts []string) []string { return []string{ts[2], ts[0]} }
-				return workflow.NewBuilder("t").SetStart(a).AddFanOut(a, []workflow.Executor{b, c, d}, sel).Outputs("b", "c", "d")
+				return workflow.NewBuilder("t").SetStart(a).AddFanOut(a, []workflow.Executor{b, c, d}, sel).Outputs(b, c, d)
 			},
 			input: "x", want: []any{"b:x", "d:x"},
 		},
@@ -67,7 +67,7 @@ func TestEdges(t *testing.T) {
 			build: func() *workflow.Builder {
 				a, b := pass[string]("a"), tagged("b")
 				sel := func(any, []string) []string { return []string{"zzz"} }
-				return workflow.NewBuilder("t").SetStart(a).AddFanOut(a, []workflow.Executor{b}, sel).Outputs("b")
+				return workflow.NewBuilder("t").SetStart(a).AddFanOut(a, []workflow.Executor{b}, sel).Outputs(b)
 			},
 			input: "x", wantErr: workflow.ErrExecutorFailed,
 		},
@@ -78,7 +78,7 @@ func TestEdges(t *testing.T) {
 				return workflow.NewBuilder("t").SetStart(a).AddSwitch(a, []workflow.Case{
 					workflow.CaseType(s, func(v string) bool { return len(v) < 3 }),
 					workflow.CaseType(m, func(v string) bool { return len(v) < 6 }),
-				}, d).Outputs("s", "m", "d")
+				}, d).Outputs(s, m, d)
 			},
 			input: "four", want: []any{"m:four"},
 		},
@@ -88,7 +88,7 @@ func TestEdges(t *testing.T) {
 				a, s, d := pass[string]("a"), tagged("s"), tagged("d")
 				return workflow.NewBuilder("t").SetStart(a).AddSwitch(a, []workflow.Case{
 					workflow.CaseType(s, func(v string) bool { return len(v) < 3 }),
-				}, d).Outputs("s", "d")
+				}, d).Outputs(s, d)
 			},
 			input: "longer", want: []any{"d:longer"},
 		},
@@ -98,7 +98,7 @@ func TestEdges(t *testing.T) {
 				a, s := pass[string]("a"), tagged("s")
 				return workflow.NewBuilder("t").SetStart(a).AddSwitch(a, []workflow.Case{
 					workflow.CaseType(s, func(v string) bool { return false }),
-				}, nil).Outputs("s")
+				}, nil).Outputs(s)
 			},
 			input: "x", wantErr: workflow.ErrNoRoute,
 		},
@@ -107,7 +107,8 @@ func TestEdges(t *testing.T) {
 			build: func() *workflow.Builder {
 				a := workflow.Func("a", func(c *workflow.Context, v string) error { return c.Send(v + "a") })
 				b := workflow.Func("b", func(c *workflow.Context, v string) error { return c.Send(v + "b") })
-				return workflow.NewBuilder("t").SetStart(a).AddChain(a, b, tagged("c")).Outputs("c")
+				c := tagged("c")
+				return workflow.NewBuilder("t").SetStart(a).AddChain(a, b, c).Outputs(c)
 			},
 			input: "", want: []any{"c:ab"},
 		},
@@ -122,7 +123,7 @@ func TestEdges(t *testing.T) {
 				return workflow.NewBuilder("t").SetStart(a).
 					AddFanOut(a, []workflow.Executor{delay, fast}, nil).
 					AddEdge(delay, slow, nil).
-					AddFanIn([]workflow.Executor{slow, fast}, join).Outputs("join")
+					AddFanIn([]workflow.Executor{slow, fast}, join).Outputs(join)
 			},
 			input: "x", want: []any{"x-slowx-fast"},
 		},
@@ -156,7 +157,7 @@ func TestEdges_FanInBufferIsCheckpointed(t *testing.T) {
 		join := workflow.Func("join", func(c *workflow.Context, vs []any) error { return c.Yield(vs) })
 		return mustBuild(t, workflow.NewBuilder("t").SetStart(a).
 			AddFanOut(a, []workflow.Executor{d1, fast}, nil).AddChain(d1, d2, slow).
-			AddFanIn([]workflow.Executor{slow, fast}, join).Outputs("join"))
+			AddFanIn([]workflow.Executor{slow, fast}, join).Outputs(join))
 	}
 	run, err := build().NewRun("r", "x")
 	if err != nil {

@@ -27,8 +27,7 @@ func Example_build() {
 	wf, err := workflow.NewBuilder("shout").
 		SetStart(split).
 		AddFanOut(split, []workflow.Executor{upper, count}, nil).
-		AddFanIn([]workflow.Executor{upper, count}, join).
-		Outputs("join").
+		AddFanIn([]workflow.Executor{upper, count}, join).Outputs(join).
 		Build()
 	if err != nil {
 		fmt.Println(err)

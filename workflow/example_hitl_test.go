@@ -23,7 +23,7 @@ func Example_humanInTheLoop() {
 				return c.Yield("discarded")
 			}),
 		})
-		wf, _ := workflow.NewBuilder("review").SetStart(review).Outputs("review").Build()
+		wf, _ := workflow.NewBuilder("review").SetStart(review).Outputs(review).Build()
 		return wf
 	}
 	print := func(ctx context.Context, s *workflow.Step) error {

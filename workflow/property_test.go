@@ -206,7 +206,7 @@ func buildInner(asks bool, w *world) (*workflow.Workflow, error) {
 		w.inc("sub/out")
 		return c.Yield(n - 1)
 	})
-	return workflow.NewBuilder("inner").SetStart(in).AddEdge(in, out, nil).Outputs("out").Build()
+	return workflow.NewBuilder("inner").SetStart(in).AddEdge(in, out, nil).Outputs(out).Build()
 }
 
 func buildSpec(s *pspec, w *world) (*workflow.Workflow, error) {
@@ -240,9 +240,9 @@ func buildSpec(s *pspec, w *world) (*workflow.Workflow, error) {
 	for i := range s.n {
 		addGroup(b, s.kind[i], execs[i], pick(execs, s.targets[i]))
 		if s.inter[i] {
-			b.Intermediate(ids[i])
+			b.Intermediate(execs[i])
 		} else {
-			b.Outputs(ids[i])
+			b.Outputs(execs[i])
 		}
 	}
 	for _, f := range s.fanIns {

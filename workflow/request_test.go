@@ -35,7 +35,8 @@ func approver(id string) workflow.Executor {
 func TestRequest_RoundTripThroughCheckpoint(t *testing.T) {
 	build := func() *workflow.Workflow {
 		start := pass[string]("start")
-		return mustBuild(t, workflow.NewBuilder("hitl").SetStart(start).AddEdge(start, approver("ask"), nil).Outputs("ask"))
+		ask := approver("ask")
+		return mustBuild(t, workflow.NewBuilder("hitl").SetStart(start).AddEdge(start, ask, nil).Outputs(ask))
 	}
 	run, rec, err := runAll(t, build(), "doc1")
 	if err != nil {
@@ -130,12 +131,13 @@ func TestRequest_ExecutorMustHandleAnswer(t *testing.T) {
 func TestSubWorkflow(t *testing.T) {
 	build := func() *workflow.Workflow {
 		innerStart := workflow.Func("double", func(c *workflow.Context, s string) error { return c.Send(s + s) })
+		ask := approver("ask")
 		inner := mustBuild(t, workflow.NewBuilder("inner").SetStart(innerStart).
-			AddEdge(innerStart, approver("ask"), nil).Outputs("ask"))
+			AddEdge(innerStart, ask, nil).Outputs(ask))
 		sub := inner.AsExecutor("sub")
-		start := pass[string]("start")
+		start, after := pass[string]("start"), tagged("after")
 		return mustBuild(t, workflow.NewBuilder("outer").SetStart(start).
-			AddEdge(start, sub, nil).AddEdge(sub, tagged("after"), nil).Outputs("after"))
+			AddEdge(start, sub, nil).AddEdge(sub, after, nil).Outputs(after))
 	}
 	run, rec, err := runAll(t, build(), "ab")
 	if err != nil {
@@ -227,8 +229,10 @@ func TestSubWorkflow_FingerprintFollowsInnerGraph(t *testing.T) {
 		return mustBuild(t, workflow.NewBuilder("outer").SetStart(start).AddEdge(start, inner.AsExecutor("sub"), nil))
 	}
 	a := pass[string]("a")
-	in1 := mustBuild(t, workflow.NewBuilder("inner").SetStart(a).AddEdge(a, tagged("b"), nil).Outputs("b"))
-	in2 := mustBuild(t, workflow.NewBuilder("inner").SetStart(a).AddEdge(a, tagged("c"), nil).Outputs("c"))
+	b := tagged("b")
+	in1 := mustBuild(t, workflow.NewBuilder("inner").SetStart(a).AddEdge(a, b, nil).Outputs(b))
+	cEx := tagged("c")
+	in2 := mustBuild(t, workflow.NewBuilder("inner").SetStart(a).AddEdge(a, cEx, nil).Outputs(cEx))
 	if outer(in1).Fingerprint() == outer(in2).Fingerprint() {
 		t.Fatal("parent fingerprint ignores the sub-workflow's graph")
 	}

@@ -36,7 +36,7 @@ func TestRun_StateVisibleOnlyAfterBoundary(t *testing.T) {
 	start := pass[string]("start")
 	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).
 		AddFanOut(start, []workflow.Executor{a, b}, nil).
-		AddEdge(a, reader, nil).AddEdge(b, reader, nil).Outputs("reader"))
+		AddEdge(a, reader, nil).AddEdge(b, reader, nil).Outputs(reader))
 	run, rec, err := runAll(t, wf, "go")
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func TestRun_StateWrongTypeAndDelete(t *testing.T) {
 		_, stillThere := c.Get("gone")
 		return c.Yield(fmt.Sprint(n, ok, err, stillThere))
 	})
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(ex).AddEdge(ex, ex, func(m any) bool { return m == "again" }).Outputs("a"))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(ex).AddEdge(ex, ex, func(m any) bool { return m == "again" }).Outputs(ex))
 	run, rec, err := runAll(t, wf, "first")
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +149,7 @@ func TestRun_RetryRerunsOnlyThatExecutor(t *testing.T) {
 	})
 	start := pass[string]("start")
 	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).
-		AddFanOut(start, []workflow.Executor{flaky, steady}, nil).Outputs("flaky"))
+		AddFanOut(start, []workflow.Executor{flaky, steady}, nil).Outputs(flaky))
 	run, rec, err := runAll(t, wf, "x")
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestRun_FailureAfterRetries(t *testing.T) {
 		return boom
 	}, workflow.WithRetry(1, 0))
 	start := pass[string]("start")
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).AddEdge(start, bad, nil).Outputs("bad"))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).AddEdge(start, bad, nil).Outputs(bad))
 	run, rec, err := runAll(t, wf, "x")
 	if !errors.Is(err, boom) || !errors.Is(err, workflow.ErrExecutorFailed) || !errors.Is(err, workflow.ErrRunFailed) {
 		t.Fatalf("err = %v", err)
@@ -257,7 +257,7 @@ func TestRun_CommitErrorStopsAndRewinds(t *testing.T) {
 		}
 		return c.Yield(n)
 	})
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, a, nil).Outputs("a"))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, a, nil).Outputs(a))
 	run, _ := wf.NewRun("r", 1)
 	diskFull := errors.New("disk full")
 	fail := func(_ context.Context, s *workflow.Step) error {
@@ -292,7 +292,7 @@ func TestRun_ContextValuesAndIdempotencyKey(t *testing.T) {
 		}
 		return c.Yield(fmt.Sprintf("%v %s %s %d", c.Context().Value(ctxKey{}), c.RunID(), c.ExecutorID(), c.Step()))
 	}, workflow.WithRetry(1, 0))
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).Outputs("a"))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).Outputs(a))
 	run, _ := wf.NewRun("run-9", 1)
 	rec := &recorder{}
 	ctx := context.WithValue(t.Context(), ctxKey{}, "carried")
@@ -376,7 +376,8 @@ func TestRun_IntermediateAndEventOrder(t *testing.T) {
 		_ = c.Yield("progress")
 		return c.Send(s)
 	})
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, tagged("b"), nil).Intermediate("a").Outputs("b"))
+	b := tagged("b")
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, b, nil).Intermediate(a).Outputs(b))
 	_, rec, err := runAll(t, wf, "x")
 	if err != nil {
 		t.Fatal(err)
@@ -404,7 +405,7 @@ func TestRun_EventsIterator(t *testing.T) {
 		}
 		return nil
 	})
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, a, nil).Outputs("a"))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, a, nil).Outputs(a))
 	run, _ := wf.NewRun("r", 1)
 	committed := 0
 	var outs []any
@@ -442,7 +443,7 @@ func TestRun_SendAfterCompletion(t *testing.T) {
 		}
 		return c.Yield(fmt.Sprintf("%s #%d", s, n+1))
 	})
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).Outputs("a"))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).Outputs(a))
 	run, rec, err := runAll(t, wf, "hi")
 	if err != nil || run.Status() != workflow.Completed {
 		t.Fatal(err, run.Status())
