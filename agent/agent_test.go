@@ -49,7 +49,7 @@ func approvalWorkflow(t *testing.T) *workflow.Workflow {
 			return c.Yield("declined")
 		}),
 	})
-	wf, err := workflow.NewBuilder("approval").SetStart(echo).AddEdge(echo, ask, nil).Outputs(echo, ask).Build()
+	wf, err := workflow.NewBuilder("approval").SetStart(echo).AddEdge(echo, ask).Outputs(echo, ask).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

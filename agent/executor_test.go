@@ -57,7 +57,7 @@ func TestStepUsage_Nested(t *testing.T) {
 	// Inner: b, then c, whose reply is cut short; both in one outer step.
 	b := agent.Executor("b", scripted("B", tokens(10), ""))
 	c := agent.Executor("c", scripted("C", tokens(100), agent.ReasonContentFilter))
-	inner, err := workflow.NewBuilder("inner").SetStart(b).AddEdge(b, c, nil).Outputs(c).Build()
+	inner, err := workflow.NewBuilder("inner").SetStart(b).AddEdge(b, c).Outputs(c).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestStepUsage_Nested(t *testing.T) {
 	sub := inner.AsExecutor("sub")
 	side := agent.Executor("side", scripted("D", tokens(1000), ""))
 	wf, err := workflow.NewBuilder("outer").SetStart(start).
-		AddFanOut(start, []workflow.Executor{sub, side}, nil).Outputs(sub, side).Build()
+		AddFanOut(start, []workflow.Executor{sub, side}).Outputs(sub, side).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

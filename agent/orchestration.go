@@ -79,7 +79,7 @@ func Concurrent(name string, aggregate func(replies []string) string, ps ...Part
 	for i, p := range ps {
 		execs[i] = Executor(p.ID, p.Agent)
 	}
-	b := workflow.NewBuilder(name).SetStart(dispatch).AddFanOut(dispatch, execs, nil).AddFanIn(execs, agg)
+	b := workflow.NewBuilder(name).SetStart(dispatch).AddFanOut(dispatch, execs).AddFanIn(execs, agg)
 	return b.Intermediate(execs...).Outputs(agg).Build()
 }
 

@@ -73,7 +73,7 @@ func chainWorkflow(hook stepHook) (*workflow.Workflow, error) {
 				return c.Yield(in)
 			}
 			return c.Send(payload(payloadBytes))
-		}, workflow.SendsType[string]())
+		})
 	}
 	b := workflow.NewBuilder(modelW1).SetStart(exs[0]).AddChain(exs...)
 	return b.Outputs(exs[chainSteps-1]).Build()
@@ -93,7 +93,7 @@ func crashWorkflow(hook stepHook) (*workflow.Workflow, error) {
 				return err
 			}
 			return c.Send(payload(payloadBytes))
-		}, workflow.SendsType[string]())
+		})
 	}
 	b := workflow.NewBuilder(modelW4).SetStart(exs[0]).AddChain(exs...)
 	for _, ex := range exs {
@@ -110,7 +110,7 @@ func fanWorkflow(hook stepHook) (*workflow.Workflow, error) {
 			return err
 		}
 		return c.Send(payload(payloadBytes))
-	}, workflow.SendsType[string]())
+	})
 	branches := make([]workflow.Executor, fanWidth)
 	for i := range branches {
 		branches[i] = workflow.Func(fmt.Sprintf("b%d", i), func(c *workflow.Context, in string) error {
@@ -118,7 +118,7 @@ func fanWorkflow(hook stepHook) (*workflow.Workflow, error) {
 				return err
 			}
 			return c.Send(in)
-		}, workflow.SendsType[string]())
+		})
 	}
 	join := workflow.Func("join", func(c *workflow.Context, in []any) error {
 		if err := hook.call(c); err != nil {
@@ -126,7 +126,7 @@ func fanWorkflow(hook stepHook) (*workflow.Workflow, error) {
 		}
 		return c.Yield(fmt.Sprintf("joined %d", len(in)))
 	})
-	b := workflow.NewBuilder(modelW2).SetStart(split).AddFanOut(split, branches, nil).AddFanIn(branches, join)
+	b := workflow.NewBuilder(modelW2).SetStart(split).AddFanOut(split, branches).AddFanIn(branches, join)
 	return b.Outputs(join).Build()
 }
 

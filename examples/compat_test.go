@@ -117,7 +117,7 @@ func TestCompat_Write(t *testing.T) {
 	}
 	compatRun(t, r, 0)
 	write("agent-turn1.bin", r)
-	// A message type named only by Func and SendsType (its package path).
+	// A message type named only by the executors (its package path).
 	r, err = compatAutoWorkflow(t).NewRun("run_auto", "x")
 	if err != nil {
 		t.Fatal(err)
@@ -133,13 +133,13 @@ type compatMsg struct{ N int }
 // compatAutoWorkflow: start sends compatMsg{len(input)}; double yields 2*N.
 func compatAutoWorkflow(t *testing.T) *workflow.Workflow {
 	t.Helper()
-	start := workflow.Func("start", func(c *workflow.Context, in string) error {
-		return c.Send(compatMsg{N: len(in)})
-	}, workflow.SendsType[compatMsg]())
+	start := workflow.Map("start", func(c *workflow.Context, in string) (compatMsg, error) {
+		return compatMsg{N: len(in)}, nil
+	})
 	double := workflow.Func("double", func(c *workflow.Context, m compatMsg) error {
 		return c.Yield(2 * m.N)
 	})
-	wf, err := workflow.NewBuilder("compat.auto").SetStart(start).AddEdge(start, double, nil).Outputs(double).Build()
+	wf, err := workflow.NewBuilder("compat.auto").SetStart(start).AddEdge(start, double).Outputs(double).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,8 +119,8 @@ func Names() []string { return []string{Echo, TwoOutputs, Silent, Approval, Fano
 
 // echo: one superstep, yields the input text.
 func echo(iv invocation) (*workflow.Workflow, error) {
-	ex := workflow.Func("echo", func(c *workflow.Context, in string) error {
-		return iv.run(c, func() error { return c.Yield(in) })
+	ex := workflow.Map("echo", func(c *workflow.Context, in string) (string, error) {
+		return in, iv.run(c, nil)
 	})
 	return workflow.NewBuilder(Echo).SetStart(ex).Outputs(ex).Build()
 }
@@ -128,19 +128,20 @@ func echo(iv invocation) (*workflow.Workflow, error) {
 // twoOutputs: superstep 1 silent; superstep 2 yields first-2 and second-2;
 // superstep 3 yields done.
 func twoOutputs(iv invocation) (*workflow.Workflow, error) {
-	start := workflow.Func("start", func(c *workflow.Context, in string) error {
-		return iv.run(c, func() error { return c.Send(in) })
-	}, workflow.SendsType[string]())
+	start := workflow.Map("start", func(c *workflow.Context, in string) (string, error) {
+		return in, iv.run(c, nil)
+	})
 	pair := workflow.Func("pair", func(c *workflow.Context, in string) error {
 		return iv.run(c, func() error {
 			return errors.Join(c.Yield(fmt.Sprintf("first-%d", c.Step())),
 				c.Yield(fmt.Sprintf("second-%d", c.Step())), c.Send(in))
 		})
-	}, workflow.SendsType[string]())
-	finish := workflow.Func("finish", func(c *workflow.Context, _ string) error {
-		return iv.run(c, func() error { return c.Yield("done") })
 	})
-	return workflow.NewBuilder(TwoOutputs).SetStart(start).AddChain(start, pair, finish).Outputs(pair, finish).Build()
+	finish := workflow.Map("finish", func(c *workflow.Context, _ string) (string, error) {
+		return "done", iv.run(c, nil)
+	})
+	return workflow.NewBuilder(TwoOutputs).SetStart(start).AddChain(start, pair, finish).
+		Outputs(pair, finish).Build()
 }
 
 // silent: supersteps 1..N silent, superstep N+1 yields "done after N". N
@@ -153,7 +154,7 @@ func silent(iv invocation) (*workflow.Workflow, error) {
 			}
 			return c.Send(t)
 		})
-	}, workflow.SendsType[SilentTick]())
+	})
 	start := workflow.Func("start", func(c *workflow.Context, _ string) error {
 		inv := c.Invocation()
 		n := metaInt(inv.Metadata, "steps", SilentStepsDefault)
@@ -166,8 +167,9 @@ func silent(iv invocation) (*workflow.Workflow, error) {
 			}
 			return c.Send(SilentTick{Steps: n})
 		})
-	}, workflow.SendsType[SilentTick]())
-	return workflow.NewBuilder(Silent).SetStart(start).AddEdge(start, loop, nil).AddEdge(loop, loop, nil).Outputs(start, loop).Build()
+	})
+	return workflow.NewBuilder(Silent).SetStart(start).AddEdge(start, loop).AddEdge(loop, loop).
+		Outputs(start, loop).Build()
 }
 
 // approval: superstep 1 asks for approval (function_call "approve" with
@@ -199,29 +201,28 @@ func approval(iv invocation) (*workflow.Workflow, error) {
 // fanout: split fans out to K workers (K = metadata.workers); worker i
 // sends worker-i; the join yields "worker-0,worker-1,..." in worker order.
 func fanout(iv invocation) (*workflow.Workflow, error) {
-	split := workflow.Func("split", func(c *workflow.Context, _ string) error {
+	split := workflow.Map("split", func(c *workflow.Context, _ string) (FanoutTask, error) {
 		k := metaInt(c.Invocation().Metadata, "workers", FanoutWorkersDefault)
 		if k < 1 || k > FanoutWorkersMax {
-			return fmt.Errorf("examples: demo.fanout: metadata.workers must be 1..%d, got %d", FanoutWorkersMax, k)
+			return FanoutTask{}, fmt.Errorf("examples: demo.fanout: metadata.workers must be 1..%d, got %d", FanoutWorkersMax, k)
 		}
-		return iv.run(c, func() error { return c.Send(FanoutTask{Workers: k}) })
-	}, workflow.SendsType[FanoutTask]())
+		return FanoutTask{Workers: k}, iv.run(c, nil)
+	})
 	join := workflow.Func("join", func(c *workflow.Context, res FanoutResult) error {
 		return iv.run(c, func() error { return joinResult(c, res) })
 	})
 	workers := make([]workflow.Executor, FanoutWorkersMax)
 	b := workflow.NewBuilder(Fanout).SetStart(split)
 	for i := range workers {
-		workers[i] = workflow.Func(fmt.Sprintf("worker-%d", i), func(c *workflow.Context, t FanoutTask) error {
-			return iv.run(c, func() error {
-				return c.Send(FanoutResult{Index: i, Workers: t.Workers, Name: fmt.Sprintf("worker-%d", i)})
-			})
-		}, workflow.SendsType[FanoutResult]())
-		b.AddEdge(workers[i], join, nil)
+		name := fmt.Sprintf("worker-%d", i)
+		workers[i] = workflow.Map(name, func(c *workflow.Context, t FanoutTask) (FanoutResult, error) {
+			return FanoutResult{Index: i, Workers: t.Workers, Name: name}, iv.run(c, nil)
+		})
+		b.AddEdge(workers[i], join)
 	}
-	b.AddFanOut(split, workers, func(msg any, targets []string) []string {
-		return targets[:msg.(FanoutTask).Workers]
-	})
+	b.AddFanOut(split, workers, workflow.Select(func(t FanoutTask, ws []workflow.Executor) []workflow.Executor {
+		return ws[:t.Workers]
+	}))
 	return b.Outputs(join).Build()
 }
 
@@ -249,16 +250,14 @@ func joinResult(c *workflow.Context, res FanoutResult) error {
 // metadata.publication=live) and yields the whole text; superstep 2
 // streams and yields "done".
 func stream(iv invocation) (*workflow.Workflow, error) {
-	reply := workflow.Func("reply", func(c *workflow.Context, in string) error {
-		return iv.run(c, func() error {
-			text := in + " one two three"
-			return errors.Join(emitWords(c, text), c.Yield(text), c.Send(text))
-		})
-	}, workflow.SendsType[string]())
-	finish := workflow.Func("finish", func(c *workflow.Context, _ string) error {
-		return iv.run(c, func() error { return errors.Join(emitWords(c, "done"), c.Yield("done")) })
+	reply := workflow.Map("reply", func(c *workflow.Context, in string) (string, error) {
+		text := in + " one two three"
+		return text, iv.run(c, func() error { return emitWords(c, text) })
 	})
-	return workflow.NewBuilder(Stream).SetStart(reply).AddEdge(reply, finish, nil).Outputs(reply, finish).Build()
+	finish := workflow.Map("finish", func(c *workflow.Context, _ string) (string, error) {
+		return "done", iv.run(c, func() error { return emitWords(c, "done") })
+	})
+	return workflow.NewBuilder(Stream).SetStart(reply).AddEdge(reply, finish).Outputs(reply, finish).Build()
 }
 
 // emitWords emits text word by word as live text deltas.

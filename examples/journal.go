@@ -25,8 +25,8 @@ type invocation struct {
 	opts Options
 }
 
-// run sleeps step_delay_ms, calls work, and journals the invocation when
-// work succeeded.
+// run sleeps step_delay_ms, calls work (if any), and journals the
+// invocation when work succeeded.
 func (iv invocation) run(c *workflow.Context, work func() error) error {
 	inv := c.Invocation()
 	if d := metaInt(inv.Metadata, "step_delay_ms", 0); d > 0 {
@@ -38,8 +38,10 @@ func (iv invocation) run(c *workflow.Context, work func() error) error {
 			return c.Context().Err()
 		}
 	}
-	if err := work(); err != nil {
-		return err
+	if work != nil {
+		if err := work(); err != nil {
+			return err
+		}
 	}
 	return iv.journal(inv, c)
 }

@@ -152,7 +152,7 @@ func writerReviewer(iv invocation, o *LLMOptions) (*workflow.Workflow, error) {
 	r := &demoAgent{iv: iv, inner: agent.Executor(ReviewerID, reviewer), prompt: func(draft string) string {
 		return ReviewPrompt + draft
 	}}
-	return workflow.NewBuilder(WriterReviewer).SetStart(w).AddEdge(w, r, nil).Outputs(w, r).Build()
+	return workflow.NewBuilder(WriterReviewer).SetStart(w).AddEdge(w, r).Outputs(w, r).Build()
 }
 
 // tools: one superstep in which the assistant agent answers the input,

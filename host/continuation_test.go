@@ -161,9 +161,9 @@ func registerReask(t *testing.T, h *host.Host) {
 			}
 			return c.Send("work")
 		}),
-	}, workflow.SendsType[string]())
+	})
 	worker := workflow.Func("worker", func(c *workflow.Context, _ string) error { return c.Yield("worked") })
-	wf, err := workflow.NewBuilder(reaskModel).SetStart(asker).AddEdge(asker, worker, nil).Outputs(asker, worker).Build()
+	wf, err := workflow.NewBuilder(reaskModel).SetStart(asker).AddEdge(asker, worker).Outputs(asker, worker).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

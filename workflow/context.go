@@ -122,6 +122,20 @@ func (c *Context) Yield(v any) error {
 	return nil
 }
 
+// result passes a Map executor's result on: sent along its edges, yielded
+// when it is declared.
+func (c *Context) result(v any) error {
+	if c.HasEdges() {
+		if err := c.Send(v); err != nil {
+			return err
+		}
+	}
+	if c.CanYield() {
+		return c.Yield(v)
+	}
+	return nil
+}
+
 // Get returns the shared-state value of key: as committed at the end of the
 // previous superstep, or as this executor set it during this one. Writes of
 // other executors in the same superstep are not visible until the next.

@@ -12,14 +12,19 @@
 // # Building
 //
 // Executors are values implementing Executor, usually made from typed
-// functions with Func (one message type) or Handlers and On (several). A
-// Builder connects them: AddEdge (direct, optional condition), AddFanOut
-// (all targets or a selector), AddSwitch (cases and a default), AddFanIn
-// (a barrier that delivers one []any once every source has sent), AddChain.
-// Outputs and Intermediate declare which executors' Yield calls are the
-// workflow's outputs and which are progress. Build reports every problem at
-// once (errors.Join, each wrapping ErrBuild and naming the executor or
-// edge) and never panics on mistakes. A built Workflow is immutable and
+// functions: Map (one message type, one result passed on), Func (one
+// message type; it sends and yields what it wants) or Handlers and On
+// (several message types, such as an input and an Answer). The executor
+// values are the handles of the graph: a Builder connects them with
+// AddEdge (optionally When[T], a typed condition), AddFanOut (every target,
+// or those Select[T] picks), AddSwitch (CaseType cases and a default),
+// AddFanIn (a barrier that delivers one []any once every source has sent)
+// and AddChain, and Outputs and Intermediate take them to declare which
+// executors' yielded values are the workflow's outputs and which are
+// progress. Build reports every problem at once (errors.Join, each wrapping
+// ErrBuild and naming the executor or edge), among them a target that
+// cannot handle what its source's Map returns, and a Map result that goes
+// nowhere; it never panics on mistakes. A built Workflow is immutable and
 // serves any number of concurrent runs.
 //
 // # Supersteps

@@ -26,7 +26,7 @@ func Example_build() {
 	})
 	wf, err := workflow.NewBuilder("shout").
 		SetStart(split).
-		AddFanOut(split, []workflow.Executor{upper, count}, nil).
+		AddFanOut(split, []workflow.Executor{upper, count}).
 		AddFanIn([]workflow.Executor{upper, count}, join).Outputs(join).
 		Build()
 	if err != nil {

@@ -67,7 +67,7 @@ type RetryPolicy struct {
 	Backoff time.Duration
 }
 
-// ExecutorOption configures executors made by Func, Handlers and
+// ExecutorOption configures executors made by Func, Map, Handlers and
 // Workflow.AsExecutor.
 type ExecutorOption struct{ apply func(*funcExecutor) }
 
@@ -75,14 +75,6 @@ type ExecutorOption struct{ apply func(*funcExecutor) }
 // superstep, waiting backoff between attempts (cut short by cancellation).
 func WithRetry(n int, backoff time.Duration) ExecutorOption {
 	return ExecutorOption{func(e *funcExecutor) { e.retry = RetryPolicy{Retries: max(n, 0), Backoff: backoff} }}
-}
-
-// SendsType declares that the executor sends messages of type T, so Build can
-// check that its edges' targets handle them. T is registered for checkpoints.
-func SendsType[T any]() ExecutorOption {
-	t := reflect.TypeFor[T]()
-	autoRegister(t)
-	return ExecutorOption{func(e *funcExecutor) { e.outputs = append(e.outputs, t) }}
 }
 
 // Handler handles messages of one type; make one with On.
@@ -105,9 +97,31 @@ func On[In any](fn func(c *Context, in In) error) Handler {
 	}}
 }
 
-// Func returns an executor that handles messages of type In with fn.
+// Func returns an executor that handles messages of type In with fn, which
+// sends (Context.Send) and yields (Context.Yield) what it wants to. For an
+// executor with one result per message, Map is shorter and checked more.
 func Func[In any](id string, fn func(c *Context, in In) error, opts ...ExecutorOption) Executor {
 	return Handlers(id, []Handler{On(fn)}, opts...)
+}
+
+// Map returns an executor that handles messages of type In with fn and
+// passes fn's result on: it is sent along the executor's edges when it has
+// any, and yielded when the executor is declared in Outputs or
+// Intermediate. Build checks that the targets handle Out and that the
+// result goes somewhere. fn may also send and yield more through c.
+func Map[In, Out any](id string, fn func(c *Context, in In) (Out, error), opts ...ExecutorOption) Executor {
+	e := Handlers(id, []Handler{On(func(c *Context, in In) error {
+		out, err := fn(c, in)
+		if err != nil {
+			return err
+		}
+		return c.result(out)
+	})}, opts...).(*funcExecutor)
+	t := reflect.TypeFor[Out]()
+	autoRegister(t)
+	e.outputs = append(e.outputs, t)
+	e.result = true
+	return e
 }
 
 // Handlers returns an executor that dispatches each message to the first
@@ -137,6 +151,8 @@ type funcExecutor struct {
 	retry    RetryPolicy
 	// completion: WithCompletionJournal (see CompletionJournaler).
 	completion bool
+	// result: made by Map, whose result must go somewhere.
+	result bool
 }
 
 // ID returns the executor's id.
@@ -145,7 +161,7 @@ func (e *funcExecutor) ID() string { return e.id }
 // Retry returns the policy set with WithRetry.
 func (e *funcExecutor) Retry() RetryPolicy { return e.retry }
 
-// OutputTypes returns the types declared with SendsType.
+// OutputTypes returns the result type of a Map executor.
 func (e *funcExecutor) OutputTypes() []reflect.Type { return e.outputs }
 
 // InputTypes returns the handlers' message types.

@@ -67,7 +67,7 @@ func fuzzWorkflow(t testing.TB) *workflow.Workflow {
 	small := func(o Order) bool { return o.ID < 2 }
 	return mustBuild(t, workflow.NewBuilder("fuzz").SetStart(c).
 		AddSwitch(c, []workflow.Case{workflow.CaseType(c, small)}, fan).
-		AddFanIn([]workflow.Executor{c, fan}, join).AddEdge(join, ask, nil).Outputs(c))
+		AddFanIn([]workflow.Executor{c, fan}, join).AddEdge(join, ask).Outputs(c))
 }
 
 // TestFuzzCorpusRestores keeps the checked-in seed corpus useful: its

@@ -179,7 +179,7 @@ func TestCompletionJournal(t *testing.T) {
 		return c.Yield(fmt.Sprint(parts, " ", v))
 	})
 	wf, err := workflow.NewBuilder("completion").SetStart(split).
-		AddFanOut(split, []workflow.Executor{a, b}, nil).
+		AddFanOut(split, []workflow.Executor{a, b}).
 		AddFanIn([]workflow.Executor{a, b}, join).
 		Outputs(a, join).Build()
 	if err != nil {

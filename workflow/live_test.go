@@ -78,7 +78,7 @@ func tokenWorkflow(t *testing.T) *workflow.Workflow {
 		})
 	}
 	a, b := stream("a", func(s string) string { return s }), stream("b", strings.ToUpper)
-	wf, err := workflow.NewBuilder("tokens").SetStart(a).AddEdge(a, b, nil).Outputs(a, b).Build()
+	wf, err := workflow.NewBuilder("tokens").SetStart(a).AddEdge(a, b).Outputs(a, b).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestLive_NoHook(t *testing.T) {
 		seen = append(seen, fmt.Sprint(c.EmitLive("x"), c.CanYield(), c.HasEdges()))
 		return c.Yield(in)
 	})
-	wf, err := workflow.NewBuilder("n").SetStart(a).AddEdge(a, b, nil).Outputs(b).Build()
+	wf, err := workflow.NewBuilder("n").SetStart(a).AddEdge(a, b).Outputs(b).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -206,7 +206,7 @@ func buildInner(asks bool, w *world) (*workflow.Workflow, error) {
 		w.inc("sub/out")
 		return c.Yield(n - 1)
 	})
-	return workflow.NewBuilder("inner").SetStart(in).AddEdge(in, out, nil).Outputs(out).Build()
+	return workflow.NewBuilder("inner").SetStart(in).AddEdge(in, out).Outputs(out).Build()
 }
 
 func buildSpec(s *pspec, w *world) (*workflow.Workflow, error) {
@@ -272,20 +272,20 @@ func addGroup(b *workflow.Builder, kind int, from workflow.Executor, ts []workfl
 	switch kind {
 	case gDirect:
 		for _, t := range ts {
-			b.AddEdge(from, t, nil)
+			b.AddEdge(from, t)
 		}
 	case gCond:
 		for j, t := range ts {
-			b.AddEdge(from, t, func(m any) bool { return mod(m, k) == j })
+			b.AddEdge(from, t, workflow.When(func(m any) bool { return mod(m, k) == j }))
 		}
 	case gFanOutAll:
-		b.AddFanOut(from, ts, nil)
+		b.AddFanOut(from, ts)
 	case gFanOutSel:
-		b.AddFanOut(from, ts, func(m any, names []string) []string { return names[mod(m, k) : mod(m, k)+1] })
+		b.AddFanOut(from, ts, workflow.Select(func(m any, ts []workflow.Executor) []workflow.Executor { return ts[mod(m, k) : mod(m, k)+1] }))
 	case gSwitch:
 		var cases []workflow.Case
 		for j, t := range ts[:k-1] {
-			cases = append(cases, workflow.Case{To: t, When: func(m any) bool { return mod(m, k) == j }})
+			cases = append(cases, workflow.CaseType(t, func(m any) bool { return mod(m, k) == j }))
 		}
 		b.AddSwitch(from, cases, ts[k-1])
 	}

@@ -36,7 +36,7 @@ func TestRequest_RoundTripThroughCheckpoint(t *testing.T) {
 	build := func() *workflow.Workflow {
 		start := pass[string]("start")
 		ask := approver("ask")
-		return mustBuild(t, workflow.NewBuilder("hitl").SetStart(start).AddEdge(start, ask, nil).Outputs(ask))
+		return mustBuild(t, workflow.NewBuilder("hitl").SetStart(start).AddEdge(start, ask).Outputs(ask))
 	}
 	run, rec, err := runAll(t, build(), "doc1")
 	if err != nil {
@@ -133,11 +133,11 @@ func TestSubWorkflow(t *testing.T) {
 		innerStart := workflow.Func("double", func(c *workflow.Context, s string) error { return c.Send(s + s) })
 		ask := approver("ask")
 		inner := mustBuild(t, workflow.NewBuilder("inner").SetStart(innerStart).
-			AddEdge(innerStart, ask, nil).Outputs(ask))
+			AddEdge(innerStart, ask).Outputs(ask))
 		sub := inner.AsExecutor("sub")
 		start, after := pass[string]("start"), tagged("after")
 		return mustBuild(t, workflow.NewBuilder("outer").SetStart(start).
-			AddEdge(start, sub, nil).AddEdge(sub, after, nil).Outputs(after))
+			AddEdge(start, sub).AddEdge(sub, after).Outputs(after))
 	}
 	run, rec, err := runAll(t, build(), "ab")
 	if err != nil {
@@ -192,7 +192,7 @@ func TestRequest_SameExplicitIDFromTwoExecutors(t *testing.T) {
 		})
 	}
 	start := pass[string]("start")
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).AddFanOut(start, []workflow.Executor{asker("a"), asker("b")}, nil))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).AddFanOut(start, []workflow.Executor{asker("a"), asker("b")}))
 	run, rec, err := runAll(t, wf, "x")
 	if !errors.Is(err, workflow.ErrRunFailed) || !strings.Contains(err.Error(), `request id "same" is already pending`) || run.Status() != workflow.Failed {
 		t.Fatalf("err = %v", err)
@@ -212,7 +212,7 @@ func TestSubWorkflow_InnerFailureFailsParentExecutor(t *testing.T) {
 	inner := mustBuild(t, workflow.NewBuilder("inner").SetStart(bad))
 	sub := inner.AsExecutor("sub", workflow.WithRetry(1, 0))
 	start := pass[string]("start")
-	wf := mustBuild(t, workflow.NewBuilder("outer").SetStart(start).AddEdge(start, sub, nil))
+	wf := mustBuild(t, workflow.NewBuilder("outer").SetStart(start).AddEdge(start, sub))
 	run, _, err := runAll(t, wf, "x")
 	if !errors.Is(err, workflow.ErrExecutorFailed) || !strings.Contains(err.Error(), `sub-workflow "sub"`) ||
 		!strings.Contains(err.Error(), "inner broke") || run.Status() != workflow.Failed {
@@ -226,13 +226,13 @@ func TestSubWorkflow_InnerFailureFailsParentExecutor(t *testing.T) {
 func TestSubWorkflow_FingerprintFollowsInnerGraph(t *testing.T) {
 	outer := func(inner *workflow.Workflow) *workflow.Workflow {
 		start := pass[string]("start")
-		return mustBuild(t, workflow.NewBuilder("outer").SetStart(start).AddEdge(start, inner.AsExecutor("sub"), nil))
+		return mustBuild(t, workflow.NewBuilder("outer").SetStart(start).AddEdge(start, inner.AsExecutor("sub")))
 	}
 	a := pass[string]("a")
 	b := tagged("b")
-	in1 := mustBuild(t, workflow.NewBuilder("inner").SetStart(a).AddEdge(a, b, nil).Outputs(b))
+	in1 := mustBuild(t, workflow.NewBuilder("inner").SetStart(a).AddEdge(a, b).Outputs(b))
 	cEx := tagged("c")
-	in2 := mustBuild(t, workflow.NewBuilder("inner").SetStart(a).AddEdge(a, cEx, nil).Outputs(cEx))
+	in2 := mustBuild(t, workflow.NewBuilder("inner").SetStart(a).AddEdge(a, cEx).Outputs(cEx))
 	if outer(in1).Fingerprint() == outer(in2).Fingerprint() {
 		t.Fatal("parent fingerprint ignores the sub-workflow's graph")
 	}

@@ -59,7 +59,7 @@ func registerType(t reflect.Type, name string) {
 }
 
 // autoRegister registers t under its canonical name (package path and type
-// name), as an alias when t already has a name: Func, On and SendsType do
+// name), as an alias when t already has a name: Func, Map and On do
 // this when a workflow is built, so a process that builds the workflow can
 // decode the types its executors handle.
 func autoRegister(t reflect.Type) {
