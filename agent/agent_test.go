@@ -42,7 +42,7 @@ func approvalWorkflow(t *testing.T) *workflow.Workflow {
 			_, err := workflow.RequestInput[bool](c, "", agent.FunctionCall{Name: "confirm", Arguments: `{"topic":"` + s + `"}`})
 			return err
 		}),
-		workflow.On(func(c *workflow.Context, a workflow.Answer) error {
+		workflow.On(func(c *workflow.Context, a workflow.Answer[any]) error {
 			if a.Value.(bool) {
 				return c.Yield("confirmed")
 			}

@@ -17,8 +17,8 @@ func ExampleFromWorkflow() {
 			_, err := workflow.RequestInput[string](c, "call_1", "nickname for "+name+"?")
 			return err
 		}),
-		workflow.On(func(c *workflow.Context, a workflow.Answer) error {
-			return c.Yield("hello, " + strings.ToUpper(a.Value.(string)))
+		workflow.On(func(c *workflow.Context, a workflow.Answer[string]) error {
+			return c.Yield("hello, " + strings.ToUpper(a.Value))
 		}),
 	})
 	wf, _ := workflow.NewBuilder("greeter").SetStart(greet).Outputs(greet).Build()

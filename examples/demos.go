@@ -182,19 +182,24 @@ func approval(iv invocation) (*workflow.Workflow, error) {
 			return err
 		})
 	})
-	answer := workflow.On(func(c *workflow.Context, a workflow.Answer) error {
+	decide := func(c *workflow.Context, d Decision) error {
 		return iv.run(c, func() error {
-			// A string answer comes from checkpoints made before Decision.
-			switch fmt.Sprint(a.Value) {
-			case string(Approve):
+			if d == Approve {
 				return c.Yield("approved")
-			case string(Reject):
-				return c.Yield("rejected")
 			}
-			return fmt.Errorf("examples: demo.approval: answer must be \"approve\" or \"reject\", got %q", a.Value)
+			return c.Yield("rejected")
 		})
+	}
+	answer := workflow.On(func(c *workflow.Context, a workflow.Answer[Decision]) error { return decide(c, a.Value) })
+	// Requests made before Decision existed want a string.
+	legacy := workflow.On(func(c *workflow.Context, a workflow.Answer[string]) error {
+		d := Decision(a.Value)
+		if err := d.Validate(); err != nil {
+			return fmt.Errorf("examples: demo.approval: %w", err)
+		}
+		return decide(c, d)
 	})
-	ex := workflow.Handlers("approve", []workflow.Handler{ask, answer})
+	ex := workflow.Handlers("approve", []workflow.Handler{ask, answer, legacy})
 	return workflow.NewBuilder(Approval).SetStart(ex).Outputs(ex).Build()
 }
 

@@ -149,7 +149,7 @@ func registerReask(t *testing.T, h *host.Host) {
 			_, err := workflow.RequestInput[string](c, "q", "first")
 			return err
 		}),
-		workflow.On(func(c *workflow.Context, a workflow.Answer) error {
+		workflow.On(func(c *workflow.Context, a workflow.Answer[any]) error {
 			if err := c.Yield("answer " + a.Value.(string) + " to " + a.Payload.(string)); err != nil {
 				return err
 			}

@@ -188,4 +188,4 @@ func GetState[T any](c *Context, key string) (v T, ok bool, err error) {
 
 // errNoAnswerHandler is returned by RequestInput when the executor could not
 // receive the answer.
-var errNoAnswerHandler = errors.New("executor does not handle workflow.Answer")
+var errNoAnswerHandler = errors.New("executor has no handler for its answer (On(func(*Context, Answer[T]) error))")

@@ -58,9 +58,10 @@
 // # Human in the loop
 //
 // RequestInput[T] records a request (id, payload, response type T) and a
-// RequestInfo event. Pending requests are part of the checkpoint. Respond
-// checks the answer's type and queues an Answer for the requester, which
-// handles it in the next superstep.
+// RequestInfo event; the requester must have a handler of Answer[T]
+// (On(func(c *Context, a Answer[T]) error)). Pending requests are part of
+// the checkpoint. Respond checks the answer's type and queues it for the
+// requester, whose Answer[T] handler gets it, typed, in the next superstep.
 //
 // # Checkpoints
 //

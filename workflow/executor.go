@@ -3,6 +3,7 @@ package workflow
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 )
 
@@ -81,11 +82,35 @@ func WithRetry(n int, backoff time.Duration) ExecutorOption {
 type Handler struct {
 	in reflect.Type
 	fn func(c *Context, msg any) error
+	// answer is T for a handler of Answer[T] (in is then Answer[any]).
+	answer reflect.Type
+	match  func(msg any) bool
 }
 
-// On returns a Handler for messages assignable to In. In is registered for
-// checkpoints under its package path and name unless already registered.
+// On returns a Handler for messages assignable to In; for In an Answer[T],
+// for the answers of type T. In is registered for checkpoints under its
+// package path and name unless already registered.
 func On[In any](fn func(c *Context, in In) error) Handler {
+	var zero In
+	if ah, ok := any(zero).(answerHandler); ok {
+		return Handler{in: anyAnswer, answer: ah.answerOf(),
+			match: func(msg any) bool {
+				a, ok := msg.(Answer[any])
+				if !ok {
+					return false
+				}
+				_, ok = ah.from(a)
+				return ok
+			},
+			fn: func(c *Context, msg any) error {
+				a, _ := msg.(Answer[any])
+				v, ok := ah.from(a)
+				if !ok {
+					return fmt.Errorf("%w: %s got an answer of type %T, want %v", ErrMessageType, c.ExecutorID(), a.Value, ah.answerOf())
+				}
+				return fn(c, v.(In))
+			}}
+	}
 	t := reflect.TypeFor[In]()
 	autoRegister(t)
 	return Handler{in: t, fn: func(c *Context, msg any) error {
@@ -130,7 +155,7 @@ func Map[In, Out any](id string, fn func(c *Context, in In) (Out, error), opts .
 func Handlers(id string, hs []Handler, opts ...ExecutorOption) Executor {
 	e := &funcExecutor{id: id, handlers: hs}
 	for _, h := range hs {
-		if h.in != nil {
+		if h.in != nil && !slices.Contains(e.inputs, h.in) {
 			e.inputs = append(e.inputs, h.in)
 		}
 	}
@@ -171,11 +196,26 @@ func (e *funcExecutor) InputTypes() []reflect.Type { return e.inputs }
 func (e *funcExecutor) Handle(c *Context, msg any) error {
 	mt := reflect.TypeOf(msg)
 	for _, h := range e.handlers {
-		if h.fn != nil && h.in != nil && accepts(h.in, mt) {
+		if h.fn != nil && h.in != nil && accepts(h.in, mt) && (h.match == nil || h.match(msg)) {
 			return h.fn(c, msg)
 		}
 	}
+	if a, ok := msg.(Answer[any]); ok {
+		return fmt.Errorf("%w: executor %q has no handler for an answer of type %T", ErrMessageType, e.id, a.Value)
+	}
 	return fmt.Errorf("%w: executor %q has no handler for %v", ErrMessageType, e.id, mt)
+}
+
+// handlesAnswer reports whether a handler of e takes answers of type rt.
+func (e *funcExecutor) handlesAnswer(rt reflect.Type) bool {
+	for _, h := range e.handlers {
+		switch {
+		case h.in == nil || !accepts(h.in, anyAnswer):
+		case h.answer == nil || h.answer == rt || rt.AssignableTo(h.answer):
+			return true
+		}
+	}
+	return false
 }
 
 // accepts reports whether a message of type mt can be passed as want.

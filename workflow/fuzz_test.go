@@ -60,7 +60,7 @@ func fuzzWorkflow(t testing.TB) *workflow.Workflow {
 			_, err := workflow.RequestInput[Approval](ctx, "", n)
 			return err
 		}),
-		workflow.On(func(ctx *workflow.Context, a workflow.Answer) error { return nil }),
+		workflow.On(func(ctx *workflow.Context, a workflow.Answer[any]) error { return nil }),
 	})
 	join := workflow.Func("join", func(ctx *workflow.Context, vs []any) error { return ctx.Send(len(vs)) })
 	fan := workflow.Func("fan", func(ctx *workflow.Context, o Order) error { return ctx.Send(o.ID) })

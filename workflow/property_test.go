@@ -109,7 +109,7 @@ type pnode struct {
 
 func (p *pnode) ID() string { return p.id }
 func (p *pnode) InputTypes() []reflect.Type {
-	return []reflect.Type{reflect.TypeFor[int](), reflect.TypeFor[[]any](), reflect.TypeFor[workflow.Answer]()}
+	return []reflect.Type{reflect.TypeFor[int](), reflect.TypeFor[[]any](), reflect.TypeFor[workflow.Answer[any]]()}
 }
 func (p *pnode) Retry() workflow.RetryPolicy { return workflow.RetryPolicy{Retries: 1} }
 func (p *pnode) NewInstance() workflow.Executor {
@@ -173,7 +173,7 @@ func (p *pnode) Handle(c *workflow.Context, msg any) error {
 			return err
 		}
 		return c.Send(top - 1)
-	case workflow.Answer:
+	case workflow.Answer[any]:
 		v := m.Value.(int)
 		if err := c.Yield(fmt.Sprintf("%s answer=%d", p.id, v)); err != nil || !p.hasOut {
 			return err
@@ -197,7 +197,7 @@ func buildInner(asks bool, w *world) (*workflow.Workflow, error) {
 			}
 			return c.Send(n)
 		}),
-		workflow.On(func(c *workflow.Context, a workflow.Answer) error {
+		workflow.On(func(c *workflow.Context, a workflow.Answer[any]) error {
 			w.inc("sub/in")
 			return c.Send(a.Value.(int))
 		}),

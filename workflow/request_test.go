@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,9 +26,8 @@ func approver(id string) workflow.Executor {
 			_, err := workflow.RequestInput[Approval](c, "", "approve "+doc+"?")
 			return err
 		}),
-		workflow.On(func(c *workflow.Context, a workflow.Answer) error {
-			v := a.Value.(Approval)
-			return c.Yield(fmt.Sprintf("%v: ok=%v (%s)", a.Payload, v.OK, v.Reason))
+		workflow.On(func(c *workflow.Context, a workflow.Answer[Approval]) error {
+			return c.Yield(fmt.Sprintf("%v: ok=%v (%s)", a.Payload, a.Value.OK, a.Value.Reason))
 		}),
 	})
 }
@@ -103,7 +103,7 @@ func TestRequest_IDsAreStableAndExplicitIDsChecked(t *testing.T) {
 			_, err := workflow.RequestInput[string](c, "fixed", s)
 			return err
 		}),
-		workflow.On(func(*workflow.Context, workflow.Answer) error { return nil }),
+		workflow.On(func(*workflow.Context, workflow.Answer[any]) error { return nil }),
 	})
 	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(ask))
 	if _, _, err := runAll(t, wf, "x"); err == nil {
@@ -125,6 +125,46 @@ func TestRequest_ExecutorMustHandleAnswer(t *testing.T) {
 	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(ask))
 	if _, _, err := runAll(t, wf, "x"); err == nil {
 		t.Fatal("request from an executor that cannot receive the answer was accepted")
+	}
+}
+
+// An executor with a handler per answer type gets each answer in the
+// handler of its type, and cannot ask for a type it has no handler of.
+func TestRequest_TypedAnswers(t *testing.T) {
+	ex := workflow.Handlers("ask", []workflow.Handler{
+		workflow.On(func(c *workflow.Context, in string) error {
+			if in == "float" {
+				_, err := workflow.RequestInput[float64](c, "f", nil)
+				return err
+			}
+			_, err1 := workflow.RequestInput[int](c, "n", nil)
+			_, err2 := workflow.RequestInput[Approval](c, "a", "approve?")
+			return errors.Join(err1, err2)
+		}),
+		workflow.On(func(c *workflow.Context, a workflow.Answer[int]) error {
+			return c.Yield(fmt.Sprintf("%s: int %d", a.RequestID, a.Value+1))
+		}),
+		workflow.On(func(c *workflow.Context, a workflow.Answer[Approval]) error {
+			return c.Yield(fmt.Sprintf("%s: %v %s", a.RequestID, a.Value.OK, a.Payload))
+		}),
+	})
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(ex).Outputs(ex))
+	run, rec, err := runAll(t, wf, "x")
+	if err != nil || len(run.Pending()) != 2 {
+		t.Fatalf("%v, pending %v", err, run.Pending())
+	}
+	if err := errors.Join(run.Respond("a", Approval{OK: true}), run.Respond("n", 41)); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Run(t.Context(), rec.commit, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.outputs(); !slices.Equal(got, []any{"a: true approve?", "n: int 42"}) {
+		t.Fatalf("outputs %q", got)
+	}
+	run, _, err = runAll(t, wf, "float")
+	if !errors.Is(err, workflow.ErrExecutorFailed) || !strings.Contains(err.Error(), "no handler for its answer") {
+		t.Fatalf("request for a float64 without a handler: %v", err)
 	}
 }
 
@@ -188,7 +228,7 @@ func TestRequest_SameExplicitIDFromTwoExecutors(t *testing.T) {
 				_, err := workflow.RequestInput[string](c, "same", s)
 				return err
 			}),
-			workflow.On(func(*workflow.Context, workflow.Answer) error { return nil }),
+			workflow.On(func(*workflow.Context, workflow.Answer[any]) error { return nil }),
 		})
 	}
 	start := pass[string]("start")

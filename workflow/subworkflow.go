@@ -51,7 +51,7 @@ func (s *subExecutor) InputTypes() []reflect.Type {
 	if ts == nil {
 		return nil
 	}
-	return append(ts, reflect.TypeFor[Answer]())
+	return append(ts, anyAnswer)
 }
 
 // Snapshot is the inner run's checkpoint as one blob (empty before the
@@ -105,7 +105,7 @@ func (s *subExecutor) Handle(c *Context, msg any) error {
 
 // deliver hands msg to the inner run.
 func (s *subExecutor) deliver(c *Context, msg any) error {
-	if a, ok := msg.(Answer); ok {
+	if a, ok := msg.(Answer[any]); ok {
 		inner, found := strings.CutPrefix(a.RequestID, s.id+"/")
 		if !found || s.run == nil {
 			return fmt.Errorf("%w: sub-workflow %q got answer to %q", ErrUnknownRequest, s.id, a.RequestID)

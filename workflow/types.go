@@ -29,7 +29,7 @@ func init() {
 	RegisterType[map[string]any]("map[string]any")
 	RegisterType[map[string]string]("map[string]string")
 	RegisterType[json.RawMessage]("json.RawMessage")
-	RegisterType[Answer]("workflow.Answer")
+	RegisterType[Answer[any]]("workflow.Answer")
 }
 
 // RegisterType registers T under name so that messages, shared-state values
@@ -163,15 +163,45 @@ func decodeValue(tv typedValue) (any, error) {
 // values give equal bytes.
 func marshalJSON(v any) ([]byte, error) { return json.Marshal(v) }
 
-// Answer is the message an executor receives in the superstep after
-// Run.Respond answered one of its requests for input.
-type Answer struct {
+// Answer is the message a requester receives in the superstep after
+// Run.Respond answered one of its requests for input (RequestInput[T]).
+// Handle it with On(func(c *Context, a Answer[T]) error): such a handler
+// receives the answers of type T only, so an executor that asks several
+// questions of different types has one handler per type; Answer[any]
+// receives every answer (an executor that implements Executor itself
+// receives Answer[any] values and lists its type among its InputTypes).
+type Answer[T any] struct {
 	// RequestID is the answered request's id.
 	RequestID string
 	// Payload is the payload the executor sent with the request.
 	Payload any
-	// Value is the answer; its type is the request's ResponseType.
-	Value any
+	// Value is the answer.
+	Value T
+}
+
+// anyAnswer is the type of the answer messages the runner queues.
+var anyAnswer = reflect.TypeFor[Answer[any]]()
+
+// answerOf returns T; On uses it to recognize an answer handler.
+func (Answer[T]) answerOf() reflect.Type { return reflect.TypeFor[T]() }
+
+// from converts a queued answer to an Answer[T], or reports false when its
+// value is not a T.
+func (Answer[T]) from(a Answer[any]) (any, bool) {
+	if a.Value == nil {
+		return Answer[T]{RequestID: a.RequestID, Payload: a.Payload}, true
+	}
+	v, ok := a.Value.(T)
+	if !ok {
+		return nil, false
+	}
+	return Answer[T]{RequestID: a.RequestID, Payload: a.Payload, Value: v}, true
+}
+
+// answerHandler is implemented by every Answer[T].
+type answerHandler interface {
+	answerOf() reflect.Type
+	from(a Answer[any]) (any, bool)
 }
 
 // answerJSON is Answer's checkpoint form: its interface fields keep their types.
@@ -181,8 +211,9 @@ type answerJSON struct {
 	Value     typedValue `json:"value"`
 }
 
-// MarshalJSON encodes the answer with the registered types of its payload and value.
-func (a Answer) MarshalJSON() ([]byte, error) {
+// MarshalJSON encodes the answer with the registered types of its payload
+// and value (the runner queues Answer[any], checkpointed this way).
+func (a Answer[T]) MarshalJSON() ([]byte, error) {
 	p, err := encodeValue(a.Payload)
 	if err != nil {
 		return nil, err
@@ -195,7 +226,7 @@ func (a Answer) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON decodes an answer encoded by MarshalJSON.
-func (a *Answer) UnmarshalJSON(data []byte) error {
+func (a *Answer[T]) UnmarshalJSON(data []byte) error {
 	var aj answerJSON
 	if err := json.Unmarshal(data, &aj); err != nil {
 		return err
@@ -208,6 +239,10 @@ func (a *Answer) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	*a = Answer{RequestID: aj.RequestID, Payload: p, Value: v}
+	tv, ok := v.(T)
+	if !ok && v != nil {
+		return fmt.Errorf("workflow: answer %q: value of type %T, want %v", aj.RequestID, v, reflect.TypeFor[T]())
+	}
+	*a = Answer[T]{RequestID: aj.RequestID, Payload: p, Value: tv}
 	return nil
 }

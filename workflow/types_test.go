@@ -66,7 +66,7 @@ func TestRequestInput_UnregisteredResponseType(t *testing.T) {
 			_, err := workflow.RequestInput[unknown](c, "", s)
 			return err
 		}),
-		workflow.On(func(*workflow.Context, workflow.Answer) error { return nil }),
+		workflow.On(func(*workflow.Context, workflow.Answer[any]) error { return nil }),
 	})
 	_, _, err := runAll(t, mustBuild(t, workflow.NewBuilder("t").SetStart(ask)), "x")
 	if !errors.Is(err, workflow.ErrUnregisteredType) {

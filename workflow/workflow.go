@@ -76,7 +76,11 @@ func (w *Workflow) computeFingerprint() string {
 		if it, ok := ex.(InputTyper); ok {
 			names := make([]string, 0)
 			for _, t := range it.InputTypes() {
-				if t != nil {
+				switch {
+				case t == anyAnswer:
+					// Answer's name before it took a type parameter.
+					names = append(names, "github.com/superstep/superstep/workflow.Answer")
+				case t != nil:
 					names = append(names, canonicalName(t))
 				}
 			}
