@@ -126,9 +126,11 @@ func TestCompat_Write(t *testing.T) {
 	write("auto-step1.bin", r)
 }
 
-// compatMsg is registered by no one: the API of 2026-12 named it after its
-// package path.
+// compatMsg was registered by no one: the API of 2026-12-04 named it after
+// its package path. Registered now, that name still decodes.
 type compatMsg struct{ N int }
+
+func init() { workflow.RegisterType[compatMsg]("examples_test.compatMsg") }
 
 // compatAutoWorkflow: start sends compatMsg{len(input)}; double yields 2*N.
 func compatAutoWorkflow(t *testing.T) *workflow.Workflow {

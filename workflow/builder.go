@@ -261,6 +261,7 @@ func (b *Builder) Build() (*Workflow, error) {
 	}
 	errs = append(errs, w.checkTypes()...)
 	errs = append(errs, w.checkResults()...)
+	errs = append(errs, w.checkRegistered()...)
 	errs = append(errs, w.checkInstances()...)
 	if len(errs) > 0 {
 		for i, e := range errs {
@@ -268,7 +269,7 @@ func (b *Builder) Build() (*Workflow, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
-	w.fingerprint = w.computeFingerprint()
+	w.fingerprint, w.legacyFingerprint = w.computeFingerprint(false), w.computeFingerprint(true)
 	return w, nil
 }
 
@@ -377,6 +378,32 @@ func (w *Workflow) checkResults() []error {
 	for _, id := range w.order {
 		if fe, ok := w.execs[id].(*funcExecutor); ok && fe.result && len(w.out[id]) == 0 && w.yields[id] == yieldNone {
 			errs = append(errs, fmt.Errorf("executor %q: its result goes nowhere (no edge from it, not in Outputs or Intermediate)", id))
+		}
+	}
+	return errs
+}
+
+// checkRegistered reports message types of executors (what they handle,
+// what Map returns) that have no checkpoint name: their values could not
+// be checkpointed. Interface types hold values of other types, checked
+// when they are sent.
+func (w *Workflow) checkRegistered() []error {
+	var errs []error
+	for _, id := range w.order {
+		var types []reflect.Type
+		if it, ok := w.execs[id].(InputTyper); ok {
+			types = append(types, it.InputTypes()...)
+		}
+		if ot, ok := w.execs[id].(OutputTyper); ok {
+			types = append(types, ot.OutputTypes()...)
+		}
+		for _, t := range types {
+			if t == nil || t.Kind() == reflect.Interface {
+				continue
+			}
+			if _, ok := TypeName(t); !ok {
+				errs = append(errs, fmt.Errorf("executor %q: %w", id, errUnregistered(t)))
+			}
 		}
 	}
 	return errs

@@ -280,7 +280,7 @@ func (w *Workflow) decodeHeader(data []byte) (*header, error) {
 	switch {
 	case h.Version != checkpointVersion:
 		return nil, fmt.Errorf("%w: version %d, want %d", ErrCheckpoint, h.Version, checkpointVersion)
-	case h.Fingerprint != w.fingerprint:
+	case h.Fingerprint != w.fingerprint && h.Fingerprint != w.legacyFingerprint:
 		return nil, fmt.Errorf("%w: %w: checkpoint of %q (%s), workflow %q (%s)", ErrCheckpoint, ErrFingerprint, h.Workflow, h.Fingerprint, w.name, w.fingerprint)
 	case h.Step < 0:
 		return nil, fmt.Errorf("%w: negative step %d", ErrCheckpoint, h.Step)

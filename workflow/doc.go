@@ -72,11 +72,15 @@
 // bytes). Encoding is deterministic (encoding/json sorts map keys), so
 // unchanged parts have equal bytes and a store can keep them by reference;
 // a state value is encoded once, when it is set. JoinParts and SplitParts
-// convert between parts and one blob. Every value that can end up
-// in a checkpoint (messages, state values, request payloads and answers)
-// must have a registered type (RegisterType; Func and On register their
-// input types automatically; common built-in types are pre-registered), so
-// restoring in a fresh process yields the same Go types. Values inside
+// convert between parts and one blob. Every value that can end up in a
+// checkpoint (messages, state values, request payloads and answers) must
+// have a type registered under a stable name (RegisterType[T]("orders.Item");
+// common built-in types are pre-registered), so that restoring in a fresh
+// process yields the same Go types, and moving or renaming a type keeps its
+// stored runs restorable. Build reports executors whose message types have
+// no name; Send, Set, Yield and RequestInput fail on a value whose type has
+// none. Checkpoints made before names were explicit (types named by their
+// package path) still restore. Values inside
 // interface-typed fields (any, map[string]any) come back as JSON's generic
 // types (float64, map[string]any, []any). Restore rejects checkpoints of
 // another graph (ErrFingerprint) and corrupt bytes (ErrCheckpoint).

@@ -186,11 +186,11 @@ func (e *edge) allTargets() []string {
 }
 
 // describe is e's canonical text for the fingerprint.
-func (e *edge) describe() string {
+func (e *edge) describe(typeName func(reflect.Type) string) string {
 	types := make([]string, len(e.caseType))
 	for i, t := range e.caseType {
 		if t != nil {
-			types[i] = canonicalName(t)
+			types[i] = typeName(t)
 		}
 	}
 	return fmt.Sprintf("%s from=%q to=%q def=%q cond=%t sel=%t cases=%q",

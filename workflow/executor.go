@@ -88,8 +88,8 @@ type Handler struct {
 }
 
 // On returns a Handler for messages assignable to In; for In an Answer[T],
-// for the answers of type T. In is registered for checkpoints under its
-// package path and name unless already registered.
+// for the answers of type T. In must be registered (RegisterType) unless it
+// is an interface type; Build checks it.
 func On[In any](fn func(c *Context, in In) error) Handler {
 	var zero In
 	if ah, ok := any(zero).(answerHandler); ok {
@@ -112,7 +112,6 @@ func On[In any](fn func(c *Context, in In) error) Handler {
 			}}
 	}
 	t := reflect.TypeFor[In]()
-	autoRegister(t)
 	return Handler{in: t, fn: func(c *Context, msg any) error {
 		v, ok := msg.(In)
 		if !ok && msg != nil {
@@ -142,9 +141,7 @@ func Map[In, Out any](id string, fn func(c *Context, in In) (Out, error), opts .
 		}
 		return c.result(out)
 	})}, opts...).(*funcExecutor)
-	t := reflect.TypeFor[Out]()
-	autoRegister(t)
-	e.outputs = append(e.outputs, t)
+	e.outputs = append(e.outputs, reflect.TypeFor[Out]())
 	e.result = true
 	return e
 }

@@ -36,7 +36,12 @@ func (s *subExecutor) ID() string { return s.id }
 func (s *subExecutor) Retry() RetryPolicy { return s.retry }
 
 // fingerprintPart makes the inner graph part of the parent's fingerprint.
-func (s *subExecutor) fingerprintPart() string { return s.wf.fingerprint }
+func (s *subExecutor) fingerprintPart(legacy bool) string {
+	if legacy {
+		return s.wf.legacyFingerprint
+	}
+	return s.wf.fingerprint
+}
 
 // NewInstance returns the executor for one parent run, without an inner run yet.
 func (s *subExecutor) NewInstance() Executor { return &subExecutor{id: s.id, wf: s.wf, retry: s.retry} }

@@ -13,8 +13,7 @@ var registry = struct {
 	sync.RWMutex
 	byName map[string]reflect.Type
 	byType map[reflect.Type]string
-	auto   map[reflect.Type]bool // byType holds the canonical name, not a chosen one
-}{byName: map[string]reflect.Type{}, byType: map[reflect.Type]string{}, auto: map[reflect.Type]bool{}}
+}{byName: map[string]reflect.Type{}, byType: map[reflect.Type]string{}}
 
 func init() {
 	RegisterType[string]("string")
@@ -32,15 +31,25 @@ func init() {
 	RegisterType[Answer[any]]("workflow.Answer")
 }
 
-// RegisterType registers T under name so that messages, shared-state values
-// and request payloads of type T can be checkpointed and restored. Values are
-// encoded with encoding/json, so T must round-trip through it (exported
-// fields; nested interface values come back as JSON's generic types).
+// RegisterType names T in checkpoints, so that messages, shared-state
+// values, request payloads and answers of type T can be checkpointed and
+// restored in another process as T. The name is what checkpoints store:
+// choose a stable one ("orders.Item", not derived from the package path),
+// so that moving T to another package or renaming it keeps its stored
+// runs restorable. Every type whose values reach a checkpoint must be
+// registered (common built-in types are): Build reports an executor whose
+// message types are not, and Send, Set, Yield and RequestInput fail on
+// such values. Values are encoded with encoding/json, so T must round-trip
+// through it (exported fields; nested interface values come back as JSON's
+// generic types).
 //
 // Registering the same name and type twice is a no-op; a type may have
-// several names (checkpoints use the first one registered with RegisterType,
-// and every name decodes). Registering a name already bound to another type
-// is a programmer error and panics, like gob.Register. Call it from init.
+// several names (checkpoints use the first, and every name decodes).
+// Registering a name already bound to another type is a programmer error
+// and panics, like gob.Register. Call it from init.
+//
+// Checkpoints made before names were explicit name T by its package path
+// and type name; that name decodes as T too, as long as T has not moved.
 func RegisterType[T any](name string) {
 	registerType(reflect.TypeFor[T](), name)
 }
@@ -52,45 +61,26 @@ func registerType(t reflect.Type, name string) {
 		panic(fmt.Sprintf("workflow: type name %q registered for %v and %v", name, old, t))
 	}
 	registry.byName[name] = t
-	if _, ok := registry.byType[t]; !ok || registry.auto[t] {
-		registry.byType[t] = name
-		delete(registry.auto, t)
-	}
-}
-
-// autoRegister registers t under its canonical name (package path and type
-// name), as an alias when t already has a name: Func, Map and On do
-// this when a workflow is built, so a process that builds the workflow can
-// decode the types its executors handle.
-func autoRegister(t reflect.Type) {
-	if t == nil || t.Kind() == reflect.Interface {
-		return
-	}
-	name := canonicalName(t)
-	registry.RLock()
-	known := registry.byName[name] == t
-	registry.RUnlock()
-	if known {
-		return
-	}
-	registry.Lock()
-	defer registry.Unlock()
-	if _, taken := registry.byName[name]; !taken {
-		registry.byName[name] = t
-	}
 	if _, ok := registry.byType[t]; !ok {
 		registry.byType[t] = name
-		registry.auto[t] = true
+	}
+	if legacy := canonicalName(t); registry.byName[legacy] == nil {
+		registry.byName[legacy] = t
 	}
 }
 
-// canonicalName is the name autoRegister gives t: its package path and name
-// for named types, its spelling otherwise.
+// canonicalName is the name types had in checkpoints before names were
+// explicit: package path and name for named types, the spelling otherwise.
 func canonicalName(t reflect.Type) string {
 	if t.Name() != "" && t.PkgPath() != "" {
 		return t.PkgPath() + "." + t.Name()
 	}
 	return t.String()
+}
+
+// errUnregistered describes a value of type t that cannot be checkpointed.
+func errUnregistered(t reflect.Type) error {
+	return fmt.Errorf("workflow: type %v has no checkpoint name (call workflow.RegisterType[%v](\"a stable name\")): %w", t, t, ErrUnregisteredType)
 }
 
 // TypeName returns the name t is registered under.
@@ -122,7 +112,7 @@ func checkEncodable(v any) error {
 		return nil
 	}
 	if _, ok := TypeName(reflect.TypeOf(v)); !ok {
-		return fmt.Errorf("workflow: type %v is not registered (call workflow.RegisterType): %w", reflect.TypeOf(v), ErrUnregisteredType)
+		return errUnregistered(reflect.TypeOf(v))
 	}
 	return nil
 }
@@ -134,7 +124,7 @@ func encodeValue(v any) (typedValue, error) {
 	}
 	name, ok := TypeName(reflect.TypeOf(v))
 	if !ok {
-		return typedValue{}, fmt.Errorf("workflow: type %v is not registered (call workflow.RegisterType): %w", reflect.TypeOf(v), ErrUnregisteredType)
+		return typedValue{}, errUnregistered(reflect.TypeOf(v))
 	}
 	data, err := marshalJSON(v)
 	if err != nil {

@@ -31,15 +31,20 @@ type Workflow struct {
 	fanIns      []*edge
 	yields      map[string]yieldKind
 	fingerprint string
+	// legacyFingerprint is the fingerprint as computed before checkpoint
+	// type names were explicit (types named by package path); Restore
+	// accepts it so that checkpoints of that release restore.
+	legacyFingerprint string
 }
 
 // Name returns the name given to NewBuilder.
 func (w *Workflow) Name() string { return w.name }
 
 // Fingerprint returns a hash of the graph's shape: executor ids, their Go
-// types and input types, edges, and output declarations. Checkpoints carry
-// it and Restore refuses a checkpoint made by a graph with another one.
-// Functions (conditions, handlers) are not part of it.
+// types and input types (by their registered names, so a type moved to
+// another package keeps it), edges, and output declarations. Checkpoints
+// carry it and Restore refuses a checkpoint made by a graph with another
+// one. Functions (conditions, handlers) are not part of it.
 func (w *Workflow) Fingerprint() string { return w.fingerprint }
 
 // StartID returns the id of the start executor.
@@ -63,11 +68,24 @@ func (w *Workflow) StartInputTypes() []reflect.Type {
 // fingerprinter is implemented by executors whose shape is more than their
 // Go type, such as sub-workflows.
 type fingerprinter interface {
-	fingerprintPart() string
+	fingerprintPart(legacy bool) string
 }
 
-// computeFingerprint hashes the canonical description of the graph.
-func (w *Workflow) computeFingerprint() string {
+// computeFingerprint hashes the canonical description of the graph; legacy
+// names types as before their names were explicit (see legacyFingerprint).
+func (w *Workflow) computeFingerprint(legacy bool) string {
+	typeName := func(t reflect.Type) string {
+		if legacy {
+			if t == anyAnswer {
+				return "github.com/superstep/superstep/workflow.Answer"
+			}
+			return canonicalName(t)
+		}
+		if n, ok := TypeName(t); ok {
+			return n
+		}
+		return canonicalName(t) // not registered: an interface type (Build rejects the others)
+	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "workflow %q start %q\n", w.name, w.start)
 	for _, id := range w.order {
@@ -76,24 +94,20 @@ func (w *Workflow) computeFingerprint() string {
 		if it, ok := ex.(InputTyper); ok {
 			names := make([]string, 0)
 			for _, t := range it.InputTypes() {
-				switch {
-				case t == anyAnswer:
-					// Answer's name before it took a type parameter.
-					names = append(names, "github.com/superstep/superstep/workflow.Answer")
-				case t != nil:
-					names = append(names, canonicalName(t))
+				if t != nil {
+					names = append(names, typeName(t))
 				}
 			}
 			sort.Strings(names)
 			fmt.Fprintf(&sb, " in=%q", names)
 		}
 		if fp, ok := ex.(fingerprinter); ok {
-			fmt.Fprintf(&sb, " sub=%s", fp.fingerprintPart())
+			fmt.Fprintf(&sb, " sub=%s", fp.fingerprintPart(legacy))
 		}
 		fmt.Fprintf(&sb, " yield=%d\n", w.yields[id])
 	}
 	for _, e := range w.edges {
-		sb.WriteString(e.describe())
+		sb.WriteString(e.describe(typeName))
 		sb.WriteByte('\n')
 	}
 	sum := sha256.Sum256([]byte(sb.String()))
