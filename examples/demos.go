@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/superstep/superstep/agent"
-	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/workflow"
 )
 
@@ -100,20 +99,6 @@ func Workflows(opts *Options) (map[string]*workflow.Workflow, error) {
 	return out, errors.Join(errs...)
 }
 
-// Register hosts every demo workflow natively on h under its model name.
-func Register(h *host.Host) error {
-	wfs, err := Workflows(nil)
-	if err != nil {
-		return err
-	}
-	for _, name := range Names() {
-		if err := h.RegisterWorkflow(name, wfs[name]); err != nil {
-			return fmt.Errorf("examples: %w", err)
-		}
-	}
-	return nil
-}
-
 // Names returns the demo model names in a fixed order.
 func Names() []string { return []string{Echo, TwoOutputs, Silent, Approval, Fanout, Stream} }
 
@@ -157,7 +142,10 @@ func silent(iv invocation) (*workflow.Workflow, error) {
 	})
 	start := workflow.Func("start", func(c *workflow.Context, _ string) error {
 		inv := c.Invocation()
-		n := metaInt(inv.Metadata, "steps", SilentStepsDefault)
+		n, err := workflow.Metadata(inv, "steps", SilentStepsDefault)
+		if err != nil || n < 0 {
+			n = SilentStepsDefault
+		}
 		if inv.MaxSupersteps > 0 && int64(n) > inv.MaxSupersteps-1 {
 			n = int(inv.MaxSupersteps - 1)
 		}
@@ -207,9 +195,12 @@ func approval(iv invocation) (*workflow.Workflow, error) {
 // sends worker-i; the join yields "worker-0,worker-1,..." in worker order.
 func fanout(iv invocation) (*workflow.Workflow, error) {
 	split := workflow.Map("split", func(c *workflow.Context, _ string) (FanoutTask, error) {
-		k := metaInt(c.Invocation().Metadata, "workers", FanoutWorkersDefault)
-		if k < 1 || k > FanoutWorkersMax {
-			return FanoutTask{}, fmt.Errorf("examples: demo.fanout: metadata.workers must be 1..%d, got %d", FanoutWorkersMax, k)
+		k, err := workflow.Metadata(c.Invocation(), "workers", FanoutWorkersDefault)
+		if err == nil && (k < 1 || k > FanoutWorkersMax) {
+			err = fmt.Errorf("metadata.workers must be 1..%d, got %d", FanoutWorkersMax, k)
+		}
+		if err != nil {
+			return FanoutTask{}, fmt.Errorf("examples: demo.fanout: %w", err)
 		}
 		return FanoutTask{Workers: k}, iv.run(c, nil)
 	})

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/superstep/superstep/agent"
-	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/workflow"
 )
 
@@ -90,22 +89,6 @@ func LLMWorkflows(o *LLMOptions) (map[string]*workflow.Workflow, error) {
 		out[name] = wf
 	}
 	return out, errors.Join(errs...)
-}
-
-// RegisterLLM hosts the LLM demos on h under their model names, with live
-// publication by default (their tokens reach clients as they come;
-// metadata.publication=committed overrides it per request).
-func RegisterLLM(h *host.Host, o *LLMOptions) error {
-	wfs, err := LLMWorkflows(o)
-	if err != nil {
-		return err
-	}
-	for _, name := range LLMNames() {
-		if err := h.RegisterWorkflow(name, wfs[name], host.WithPublication(host.PublicationLive)); err != nil {
-			return fmt.Errorf("examples: %w", err)
-		}
-	}
-	return nil
 }
 
 // chatAgent returns a ChatAgent named name on the model server of o.
