@@ -25,18 +25,17 @@
 // the tools. Sequential, Concurrent and Handoff build the usual
 // orchestrations from Participants.
 //
-// # Workflow-backed agents and hosts
+// # Hosting
 //
-// FromWorkflow returns a *WorkflowAgent, which implements Agent and also
-// WorkflowProvider. Run on its own (no host), it runs the workflow in memory
-// and streams outputs as updates. A host must not call Run for durable
-// serving: it checks for WorkflowProvider and drives Workflow() through the
-// same path as a hosted workflow (NewRun/Restore, Run with its own durable
-// workflow.CommitFunc), so every superstep is committed before anything is
-// published. Commit returns the hook the adapter itself uses when it runs
-// standalone. The helpers WorkflowInput, AnswerValue and UpdateFromEvent
-// are the mapping the adapter uses between messages/updates and workflow
-// inputs/events; a host should use them too, so both paths agree.
+// There is one way to host each thing: a host serves an Agent with
+// host.RegisterAgent (each turn one durable step of a conversation kept in
+// the run, see WithMemory) and a workflow, agent executors in it or not,
+// with host.RegisterWorkflow (every superstep durable). FromWorkflow is for
+// running a workflow as an Agent without a host, in memory (tests, small
+// programs); a host refuses it. The helpers WorkflowInput, AnswerValue and
+// UpdateFromEvent are the mapping FromWorkflow uses between
+// messages/updates and workflow inputs/events; a host uses them too, so
+// both paths agree.
 package agent
 
 import (

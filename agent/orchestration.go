@@ -39,18 +39,20 @@ func Sequential(name string, ps ...Participant) (*workflow.Workflow, error) {
 	return b.Outputs(execs...).Build()
 }
 
-// DispatchID and AggregateID are the executor ids of Concurrent's
-// dispatcher and aggregator; participants must not use them.
+// dispatchID and aggregateID are the executor ids of Concurrent's
+// dispatcher and aggregator; participants must not use them (Build
+// reports the duplicate id).
 const (
-	DispatchID  = "dispatch"
-	AggregateID = "aggregate"
+	dispatchID  = "dispatch"
+	aggregateID = "aggregate"
 )
 
 // Concurrent returns a workflow that gives the input to every agent at
 // once (fan-out, one superstep) and, when all have replied (fan-in),
 // yields aggregate(replies), replies in participant order, as its one
 // output. The replies themselves are intermediate results. A nil aggregate
-// joins the replies as "<id>: <reply>" paragraphs.
+// joins the replies as "<id>: <reply>" paragraphs. Participants must not
+// use the ids "dispatch" and "aggregate".
 func Concurrent(name string, aggregate func(replies []string) string, ps ...Participant) (*workflow.Workflow, error) {
 	if len(ps) == 0 {
 		return nil, errNoParticipants
@@ -64,14 +66,14 @@ func Concurrent(name string, aggregate func(replies []string) string, ps ...Part
 			return strings.Join(parts, "\n\n")
 		}
 	}
-	dispatch := workflow.Handlers(DispatchID, []workflow.Handler{
+	dispatch := workflow.Handlers(dispatchID, []workflow.Handler{
 		workflow.On(func(c *workflow.Context, in []Message) error { return c.Send(in) }),
 		workflow.On(func(c *workflow.Context, in string) error { return c.Send(in) }),
 	})
-	agg := workflow.Func(AggregateID, func(c *workflow.Context, in []any) error {
+	agg := workflow.Func(aggregateID, func(c *workflow.Context, in []any) error {
 		replies := make([]string, len(in))
 		for i, v := range in {
-			replies[i] = ValueText(v)
+			replies[i] = valueText(v)
 		}
 		return c.Yield(aggregate(replies))
 	})

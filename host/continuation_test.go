@@ -460,7 +460,7 @@ func TestHost_Continue_BadAnswerRefused(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db testDB) {
 		inc := startIncarnation(t, db, host.Config{}, registerDemos, nil)
 		ctx := testCtx(t)
-		for _, model := range []string{examples.Approval, "agent:" + examples.Approval} {
+		for _, model := range []string{examples.Approval} {
 			first := create(t, inc.h, model, "deploy?", nil)
 			wait(t, inc.h, first.ID)
 			evs := collect(t, inc.h, first.ID, -1)

@@ -26,7 +26,7 @@ import (
 // LLM models hosted three ways: a workflow with an agent executor
 // (native), the same workflow as an agent (agent:), and the agent itself
 // as a plain agent (plain:).
-var llmHostings = []string{"", "agent:", "plain:"}
+var llmHostings = []string{"", "plain:"}
 
 // toolsInput makes the local model call the tool lookup with {"q":"x"}.
 const toolsInput = `please lookup {"q":"x"}`
@@ -91,8 +91,7 @@ func registerLLM(t *testing.T, h *host.Host, name string, a agent.Agent) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, err := range []error{h.RegisterWorkflow(name, wf), h.RegisterAgent("agent:"+name, agent.FromWorkflow(wf)),
-		h.RegisterAgent("plain:"+name, a)} {
+	for _, err := range []error{h.RegisterWorkflow(name, wf), h.RegisterAgent("plain:"+name, a)} {
 		if err != nil {
 			t.Fatal(err)
 		}

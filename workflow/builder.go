@@ -358,7 +358,7 @@ func (w *Workflow) checkTypes() []error {
 				errs = append(errs, fmt.Errorf("edge %s: case %d target %q does not handle %v", e.id, i, e.to[i], t))
 			}
 		}
-		ot, ok := w.execs[e.from[0]].(OutputTyper)
+		ot, ok := w.execs[e.from[0]].(outputTyper)
 		if !ok || len(ot.OutputTypes()) == 0 {
 			continue
 		}
@@ -394,14 +394,14 @@ func (w *Workflow) checkRegistered() []error {
 		if it, ok := w.execs[id].(InputTyper); ok {
 			types = append(types, it.InputTypes()...)
 		}
-		if ot, ok := w.execs[id].(OutputTyper); ok {
+		if ot, ok := w.execs[id].(outputTyper); ok {
 			types = append(types, ot.OutputTypes()...)
 		}
 		for _, t := range types {
 			if t == nil || t.Kind() == reflect.Interface {
 				continue
 			}
-			if _, ok := TypeName(t); !ok {
+			if _, ok := registeredName(t); !ok {
 				errs = append(errs, fmt.Errorf("executor %q: %w", id, errUnregistered(t)))
 			}
 		}

@@ -163,7 +163,7 @@ func encodeRequest(req Request) (requestJSON, error) {
 	}
 	rt := "any"
 	if req.ResponseType != reflect.TypeFor[any]() {
-		name, ok := TypeName(req.ResponseType)
+		name, ok := registeredName(req.ResponseType)
 		if !ok {
 			return requestJSON{}, fmt.Errorf("workflow: request %q: response type %v: %w", req.ID, req.ResponseType, ErrUnregisteredType)
 		}
@@ -198,12 +198,12 @@ func decodeStatePart(data []byte) (any, error) {
 	return decodeValue(typedValue{T: string(name), V: v})
 }
 
-// CheckpointState returns the shared-state values of a checkpoint's parts
+// checkpointState returns the shared-state values of a checkpoint's parts
 // (as made by Checkpoint or given to a CommitFunc) whose key starts with
 // keyPrefix, by key, decoded through the type registry; it decodes no
 // other part, so reading a few keys of a large checkpoint is cheap. Parts
 // of sub-workflows are not included. Errors wrap ErrCheckpoint.
-func CheckpointState(parts []Part, keyPrefix string) (map[string]any, error) {
+func checkpointState(parts []Part, keyPrefix string) (map[string]any, error) {
 	var out map[string]any
 	for _, p := range parts {
 		key, ok := strings.CutPrefix(p.Name, prefixState)

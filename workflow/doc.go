@@ -124,6 +124,14 @@
 // live events are voided by a LiveDiscard event. An error from the Live
 // hook abandons the superstep (ErrLive) without committing it.
 //
+// # Tracing
+//
+// Beneath a recording OpenTelemetry span in the ctx given to Run (a host's
+// response span), the runner makes a span per superstep ("superstep",
+// attributes superstep.number, and when it ends superstep.committed and
+// superstep.status) and per executor attempt ("executor <id>",
+// workflow.executor.id, workflow.executor.attempt, superstep.number).
+//
 // # Caveats
 //
 // An uncommitted superstep re-runs: after a crash, a cancelled Run or a

@@ -30,9 +30,9 @@ type InputTyper interface {
 	InputTypes() []reflect.Type
 }
 
-// OutputTyper is implemented by executors that declare which message types
+// outputTyper is implemented by executors that declare which message types
 // they send, so Build can check them against their edges' targets.
-type OutputTyper interface {
+type outputTyper interface {
 	OutputTypes() []reflect.Type
 }
 

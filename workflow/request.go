@@ -40,7 +40,7 @@ func RequestInput[T any](c *Context, id string, payload any) (string, error) {
 
 // request creates a pending request; see RequestInput.
 func (c *Context) request(id string, payload any, rt reflect.Type) (string, error) {
-	if _, ok := TypeName(rt); !ok && rt != reflect.TypeFor[any]() {
+	if _, ok := registeredName(rt); !ok && rt != reflect.TypeFor[any]() {
 		return "", c.fail(fmt.Errorf("workflow: executor %q: request: response type %v (register it; only any among interfaces): %w", c.exec, rt, ErrUnregisteredType))
 	}
 	if err := checkEncodable(payload); err != nil {

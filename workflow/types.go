@@ -84,7 +84,7 @@ func errUnregistered(t reflect.Type) error {
 }
 
 // TypeName returns the name t is registered under.
-func TypeName(t reflect.Type) (string, bool) {
+func registeredName(t reflect.Type) (string, bool) {
 	registry.RLock()
 	defer registry.RUnlock()
 	n, ok := registry.byType[t]
@@ -111,7 +111,7 @@ func checkEncodable(v any) error {
 	if v == nil {
 		return nil
 	}
-	if _, ok := TypeName(reflect.TypeOf(v)); !ok {
+	if _, ok := registeredName(reflect.TypeOf(v)); !ok {
 		return errUnregistered(reflect.TypeOf(v))
 	}
 	return nil
@@ -122,7 +122,7 @@ func encodeValue(v any) (typedValue, error) {
 	if v == nil {
 		return typedValue{}, nil
 	}
-	name, ok := TypeName(reflect.TypeOf(v))
+	name, ok := registeredName(reflect.TypeOf(v))
 	if !ok {
 		return typedValue{}, errUnregistered(reflect.TypeOf(v))
 	}

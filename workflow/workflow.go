@@ -81,7 +81,7 @@ func (w *Workflow) computeFingerprint(legacy bool) string {
 			}
 			return canonicalName(t)
 		}
-		if n, ok := TypeName(t); ok {
+		if n, ok := registeredName(t); ok {
 			return n
 		}
 		return canonicalName(t) // not registered: an interface type (Build rejects the others)
