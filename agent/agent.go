@@ -1,5 +1,17 @@
 // Package agent defines the Agent interface (messages in, a stream of
-// updates out, multi-turn through a Session) and adapts workflows to it.
+// updates out, multi-turn through a Session), a model-backed Agent
+// (ChatAgent) and the executor that makes an agent a step of a workflow.
+//
+//	writer, err := agent.NewChatAgent(&agent.Options{Name: "writer",
+//		Instructions: "Write one short paragraph on the topic.", Tools: []*agent.Tool{lookup}})
+//	...
+//	draft := agent.Executor("writer", writer) // its reply is sent on as text
+//	words := workflow.Map("words", func(c *workflow.Context, text string) (int, error) {
+//		return len(strings.Fields(text)), nil
+//	})
+//	wf, err := workflow.NewBuilder("paragraph").SetStart(draft).AddEdge(draft, words).
+//		Outputs(draft, words).Build()
+//	// Host it: h.RegisterWorkflow("paragraph", wf); or the agent alone: h.RegisterAgent("writer", writer).
 //
 // # Model-backed agents
 //

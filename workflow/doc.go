@@ -2,6 +2,22 @@
 // supersteps (bulk-synchronous, as in Pregel) with a checkpoint and a
 // commit hook at every boundary. It knows nothing of HTTP or storage.
 //
+//	greet := workflow.Map("greet", func(c *workflow.Context, name string) (string, error) {
+//		return "hello, " + name, nil
+//	})
+//	shout := workflow.Map("shout", func(c *workflow.Context, s string) (string, error) {
+//		return strings.ToUpper(s), nil
+//	})
+//	wf, err := workflow.NewBuilder("hello").SetStart(greet).AddEdge(greet, shout).Outputs(shout).Build()
+//	...
+//	run, err := wf.NewRun("run-1", "ada")
+//	err = run.Run(ctx, commit, nil) // commit gets each superstep's Step: step 2 has Output "HELLO, ADA"
+//
+// A host (package host) serves such a workflow durably: commit writes the
+// checkpoint and the events, and a run resumes from its last commit after
+// a crash. The examples show the common shapes: a chain, a fan-out, a
+// human approval, and (in package agent) an agent as a step.
+//
 // A few names to know first: the last committed step is Run.StepNumber
 // (Step is the commit record type); typed state reads use GetState[T];
 // executors with several message types use Handlers and On; a requester

@@ -15,11 +15,11 @@ func Example_build() {
 	split := workflow.Func("split", func(c *workflow.Context, text string) error {
 		return c.Send(text)
 	})
-	upper := workflow.Func("upper", func(c *workflow.Context, s string) error {
-		return c.Send(strings.ToUpper(s))
+	upper := workflow.Map("upper", func(c *workflow.Context, s string) (string, error) {
+		return strings.ToUpper(s), nil
 	})
-	count := workflow.Func("count", func(c *workflow.Context, s string) error {
-		return c.Send(fmt.Sprintf("%d letters", len(s)))
+	count := workflow.Map("count", func(c *workflow.Context, s string) (string, error) {
+		return fmt.Sprintf("%d letters", len(s)), nil
 	})
 	join := workflow.Func("join", func(c *workflow.Context, parts []any) error {
 		return c.Yield(strings.TrimSpace(fmt.Sprintln(parts...)))
