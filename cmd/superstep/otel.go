@@ -25,7 +25,7 @@ const tracingShutdownTimeout = 5 * time.Second
 // setupTracing configures OpenTelemetry tracing from the standard
 // environment variables, and returns the provider (nil when tracing is
 // off) and the function that flushes and stops it at exit. (The
-// "serving" log line says where spans go: logged here, the endpoint's
+// "superstep: tracing" log line says where spans go: logged here, the endpoint's
 // address would come before the listening address.)
 //
 // Tracing is on when OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
@@ -92,7 +92,7 @@ func tracingConfigured() bool {
 	return firstEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT") != ""
 }
 
-// tracingLog describes where spans go, for the "serving" log line.
+// tracingLog describes where spans go, for the "superstep: tracing" log line.
 func tracingLog(tp trace.TracerProvider) string {
 	if tp == nil {
 		return "off"

@@ -8,29 +8,20 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/mattn/go-isatty"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/superstep/superstep/agent"
-	"github.com/superstep/superstep/console"
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
-	"github.com/superstep/superstep/localmodel"
 	"github.com/superstep/superstep/responses"
-	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/serve"
 )
-
-// handlerDrain is how long handlers may take to return after the host
-// stopped and their streams were ended.
-const handlerDrain = 3 * time.Second
 
 // serveConfig is the parsed command line of serve.
 type serveConfig struct {
@@ -80,7 +71,7 @@ const proxyAll = "all"
 
 // modelServerLocal as --model-server starts the deterministic local model
 // server (package localmodel) in process, on a loopback port of its own.
-const modelServerLocal = "local"
+const modelServerLocal = serve.ModelServerLocal
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	c := &serveConfig{}
@@ -223,10 +214,10 @@ func newLogger(format string, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, nil))
 }
 
-// runServe implements `superstep serve`. It prints the listening address
-// to stdout, serves until ctx ends, then shuts down gracefully: stop
-// accepting, let running supersteps finish within --grace (unfinished runs
-// stay in the store for recovery), end open streams, close the store.
+// runServe implements `superstep serve`: the flags become a serve.Config
+// hosting the demos (package examples), and serve.Run serves it. It
+// prints the listening address to stdout, serves until ctx ends, then
+// shuts down gracefully (see serve.Run).
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseServeFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -240,7 +231,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
-	defer stopTracing() // deferred first: runs last, after the host stopped
+	defer stopTracing() // runs after serve.Run returned: after the host stopped
 	if tp != nil {
 		cfg.tracer, log = tp, slog.New(traceLogHandler{log.Handler()})
 	}
@@ -248,58 +239,84 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
-	st, err := openStore(ctx, cfg.db)
-	if err != nil {
-		return fmt.Errorf("serve: open %s: %w", redactURL(cfg.db), err)
+	sc := &serve.Config{Addr: cfg.addr, DB: cfg.db, Register: cfg.registerDemos(log),
+		ModelServer: cfg.modelServer, ModelAPIKey: cfg.openAIKey, Model: cfg.model, ModelAPI: agent.API(cfg.modelAPI),
+		LocalFollowTools: cfg.localFollowTools, APIKeys: keys, AdminKeys: adminKeys,
+		HostID: cfg.hostID, AdvertiseAddr: cfg.advertise, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps,
+		MaxRuns: cfg.maxRuns, KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, NoJournal: cfg.noJournal,
+		MaxBodyBytes: cfg.maxBody, MaxInputItems: cfg.maxInputItems, KeepAlive: cfg.keepAlive,
+		MaxStreams: noLimit(cfg.maxStreams), MaxStreamsPerKey: noLimit(cfg.maxStreamsPerKey),
+		StoreTimeout: cfg.storeTimeout, BodyTimeout: cfg.bodyTimeout, MaxConns: cfg.maxConns, Grace: noGrace(cfg.grace),
+		NoConsole: !cfg.ui, WebhookURLs: cfg.webhook.urls, WebhookSecret: cfg.webhook.secret,
+		WebhookRetryFor: cfg.webhook.retryFor, WebhookTimeout: cfg.webhook.timeout,
+		Logger: log, TracerProvider: cfg.tracer,
+		Listening: func(addr net.Addr) {
+			fmt.Fprintf(stdout, "superstep: listening on http://%s\n", addr)
+			if tp != nil { // after the address: tools take the first 127.0.0.1:port printed
+				log.Info("superstep: tracing", "tracing", tracingLog(tp))
+			}
+		}}
+	err = serve.Run(ctx, sc)
+	if err == nil || exitCode(err) != exitInternal {
+		return err // nil, or a class the command's code chose already
 	}
-	defer st.Close()
-	llm, closeModel, err := startModelServer(cfg, log)
-	if err != nil {
-		return err
+	for _, c := range []struct {
+		class error
+		code  int
+	}{{serve.ErrConfig, exitUsage}, {serve.ErrStore, exitStoreOpen}, {serve.ErrListen, exitListen}, {serve.ErrUnclean, exitUnclean}} {
+		if errors.Is(err, c.class) {
+			return withCode(c.code, err)
+		}
 	}
-	// Deferred after the store's Close, so it runs before it: after the
-	// host stopped, when no superstep calls the model any more.
-	defer closeModel()
-	ln, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
-		return withCode(exitListen, fmt.Errorf("serve: %w", err))
+	return err
+}
+
+// noGrace maps --grace 0 (no grace) to serve.Config's negative.
+func noGrace(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
 	}
-	if cfg.advertise == "" {
-		cfg.advertise = ln.Addr().String() // the real port when --addr asked for 0
+	return d
+}
+
+// registerDemos returns the serve.Config.Register of the command: the
+// demo workflows, and with a model server the LLM demos and the proxied
+// models.
+func (c *serveConfig) registerDemos(log *slog.Logger) func(context.Context, *host.Host, agent.Options) error {
+	return func(ctx context.Context, h *host.Host, model agent.Options) error {
+		if err := examples.Register(h); err != nil {
+			return fmt.Errorf("register demos: %w", err)
+		}
+		if c.modelServer == "" && c.openAIKey == "" {
+			log.Info("superstep: LLM demos not registered: no model server (use --model-server local for the offline test model, or --model-server URL / OPENAI_BASE_URL, or --openai-api-key / OPENAI_API_KEY)")
+			return nil
+		}
+		llm := &examples.LLMOptions{BaseURL: model.BaseURL, APIKey: model.APIKey, Model: model.Model, API: model.API, HTTPClient: model.HTTPClient}
+		where := redactModelURL(c.modelServer)
+		switch {
+		case c.modelServer == serve.ModelServerLocal:
+			where = "local test model at " + model.BaseURL
+		case where == "":
+			where = "OpenAI's API"
+		}
+		if err := examples.RegisterLLM(h, llm); err != nil {
+			return fmt.Errorf("register LLM demos: %w", err)
+		}
+		log.Info("superstep: LLM demos registered", "models", strings.Join(examples.LLMNames(), ","),
+			"model_server", where, "model", c.model, "model_api", c.modelAPI)
+		proxies, err := resolveProxies(ctx, c, llm)
+		if err != nil {
+			return err
+		}
+		if err := examples.RegisterProxies(h, llm, proxies); err != nil {
+			return withCode(exitUsage, fmt.Errorf("--proxy-models: %w", err))
+		}
+		if len(proxies) > 0 {
+			log.Info("superstep: models proxied as durable models", "models", strings.Join(proxies, ","),
+				"model_server", redactModelURL(llm.BaseURL), "model_api", c.modelAPI)
+		}
+		return nil
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	proxies, err := resolveProxies(ctx, cfg, llm)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	srv, h, err := newServer(cfg, st, keys, adminKeys, llm, proxies, log, reg)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	if len(proxies) > 0 {
-		log.Info("superstep: models proxied as durable models", "models", strings.Join(proxies, ","),
-			"model_server", redactModelURL(llm.BaseURL), "model_api", cfg.modelAPI)
-	}
-	limited, err := limitConns(ln, cfg.maxConns, reg, log)
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("serve: %w", err)
-	}
-	if err := h.Start(ctx); err != nil {
-		ln.Close()
-		graceCtx, cancel := context.WithTimeout(context.Background(), cfg.grace)
-		defer cancel()
-		return errors.Join(fmt.Errorf("serve: start host: %w", err), h.Shutdown(graceCtx))
-	}
-	stopWebhooks := cfg.webhook.start(ctx)
-	defer stopWebhooks() // after the host stopped, before the store closes
-	fmt.Fprintf(stdout, "superstep: listening on http://%s\n", ln.Addr())
-	log.Info("superstep: serving", "addr", ln.Addr().String(), "db", redactURL(cfg.db), "auth", len(keys)+len(adminKeys) > 0,
-		"admin_keys", len(adminKeys), "tracing", tracingLog(cfg.tracer))
-	return serveUntilDone(ctx, srv, limited, h, cfg.grace, log)
 }
 
 // loadKeys reads --api-keys and --admin-keys (each optional). A key may
@@ -321,47 +338,6 @@ func loadKeys(cfg *serveConfig) (keys, adminKeys map[string]string, err error) {
 		}
 	}
 	return keys, adminKeys, nil
-}
-
-// startModelServer returns the LLM demos' options for cfg (nil when no
-// model server is configured), starting the local model server for
-// --model-server local; the returned func stops it and closes the demos'
-// idle model connections.
-func startModelServer(cfg *serveConfig, log *slog.Logger) (*examples.LLMOptions, func(), error) {
-	if cfg.modelServer == "" && cfg.openAIKey == "" {
-		log.Info("superstep: LLM demos not registered: no model server (use --model-server local for the offline test model, or --model-server URL / OPENAI_BASE_URL, or --openai-api-key / OPENAI_API_KEY)")
-		return nil, func() {}, nil
-	}
-	// The demos' own transport, so that its connections end with serve.
-	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
-	o := &examples.LLMOptions{BaseURL: cfg.modelServer, APIKey: cfg.openAIKey, Model: cfg.model,
-		API: agent.API(cfg.modelAPI), HTTPClient: client}
-	closeModel := client.CloseIdleConnections
-	where := redactModelURL(cfg.modelServer)
-	if cfg.modelServer == modelServerLocal {
-		ms, err := localmodel.Start("127.0.0.1:0", &localmodel.Options{FollowTools: cfg.localFollowTools})
-		if err != nil {
-			return nil, nil, fmt.Errorf("serve: start the local model server: %w", err)
-		}
-		o.BaseURL, where = ms.URL, "local test model at "+ms.URL
-		if o.APIKey == "" {
-			o.APIKey = "local" // it checks no key, but the client wants one
-		}
-		closeModel = func() {
-			client.CloseIdleConnections()
-			ctx, cancel := context.WithTimeout(context.Background(), handlerDrain)
-			defer cancel()
-			if err := ms.Close(ctx); err != nil {
-				log.Warn("superstep: local model server did not stop cleanly", "err", err)
-			}
-		}
-	}
-	if where == "" {
-		where = "OpenAI's API"
-	}
-	log.Info("superstep: LLM demos registered", "models", strings.Join(examples.LLMNames(), ","),
-		"model_server", where, "model", cfg.model, "model_api", cfg.modelAPI)
-	return o, closeModel, nil
 }
 
 // redactModelURL hides a password in a model server URL, for logs.
@@ -408,52 +384,12 @@ func resolveProxies(ctx context.Context, cfg *serveConfig, llm *examples.LLMOpti
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if ids, err = examples.ListModels(lctx, llm); err != nil {
-		return nil, fmt.Errorf("serve: --proxy-models all: %w", err)
+		return nil, fmt.Errorf("--proxy-models all: %w", err)
 	}
 	if len(ids) == 0 {
-		return nil, errors.New("serve: --proxy-models all: the model server lists no models")
+		return nil, errors.New("--proxy-models all: the model server lists no models")
 	}
 	return ids, nil
-}
-
-// newServer builds the host (with the demo workflows, and the LLM demos
-// and the proxied models when llm is not nil) and the HTTP server, with
-// their metrics on reg.
-func newServer(cfg *serveConfig, st store.Store, keys, adminKeys map[string]string, llm *examples.LLMOptions, proxies []string,
-	log *slog.Logger, reg *prometheus.Registry) (*http.Server, *host.Host, error) {
-	hc := &host.Config{HostID: cfg.hostID, Addr: cfg.advertise, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps, MaxRuns: cfg.maxRuns,
-		KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, Logger: log, Metrics: reg, TracerProvider: cfg.tracer, NoJournal: cfg.noJournal}
-	if err := cfg.webhook.newSender(st, cfg.hostID, hc, log, reg); err != nil {
-		return nil, nil, err
-	}
-	h, err := host.New(st, hc)
-	if err != nil {
-		return nil, nil, withCode(exitUsage, fmt.Errorf("serve: %w", err))
-	}
-	if err := examples.Register(h); err != nil {
-		return nil, nil, fmt.Errorf("serve: register demos: %w", err)
-	}
-	if llm != nil {
-		if err := examples.RegisterLLM(h, llm); err != nil {
-			return nil, nil, fmt.Errorf("serve: register LLM demos: %w", err)
-		}
-		if err := examples.RegisterProxies(h, llm, proxies); err != nil {
-			return nil, nil, withCode(exitUsage, fmt.Errorf("serve: --proxy-models: %w", err))
-		}
-	}
-	handler, err := responses.NewHandler(h, &responses.Options{MaxBodyBytes: cfg.maxBody, MaxInputItems: cfg.maxInputItems, KeepAlive: cfg.keepAlive,
-		MaxStreams: noLimit(cfg.maxStreams), MaxStreamsPerKey: noLimit(cfg.maxStreamsPerKey),
-		StoreTimeout: cfg.storeTimeout, BodyTimeout: cfg.bodyTimeout, APIKeys: keys, AdminKeys: adminKeys, Logger: log, Registry: reg,
-		TracerProvider: cfg.tracer})
-	if err != nil {
-		return nil, nil, fmt.Errorf("serve: %w", err)
-	}
-	if cfg.ui {
-		handler = console.With(handler)
-	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	return srv, h, nil
 }
 
 // noLimit maps a flag's 0 ("no limit") to responses.Options' negative.
@@ -464,51 +400,5 @@ func noLimit(n int) int {
 	return n
 }
 
-// serveUntilDone serves on ln until ctx ends or the server fails, then
-// shuts down in order.
-func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, h *host.Host, grace time.Duration, log *slog.Logger) error {
-	// Handlers get baseCtx: cancelling it ends open streams and waits once
-	// the host has stopped, so Shutdown does not wait for them forever.
-	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelBase()
-	srv.BaseContext = func(net.Listener) context.Context { return baseCtx }
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	var failed error
-	select {
-	case <-ctx.Done():
-		log.Info("superstep: shutting down", "grace", grace.String())
-	case err := <-serveErr:
-		failed = fmt.Errorf("serve: %w", err)
-		serveErr <- nil
-	}
-	return errors.Join(failed, shutdown(srv, h, grace, cancelBase, serveErr))
-}
-
-// shutdown stops accepting connections, lets the host finish running
-// supersteps within grace, ends the open streams, then waits for the
-// handlers.
-func shutdown(srv *http.Server, h *host.Host, grace time.Duration, cancelBase context.CancelFunc, serveErr <-chan error) error {
-	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	// Handlers end soon after cancelBase; give them a moment beyond the
-	// host's grace before cutting connections.
-	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), grace+handlerDrain)
-	defer cancelHTTP()
-	httpDone := make(chan error, 1)
-	go func() { httpDone <- srv.Shutdown(httpCtx) }()
-	hostErr := h.Shutdown(graceCtx)
-	cancelBase()
-	var errs []error
-	if hostErr != nil {
-		errs = append(errs, withCode(exitUnclean, fmt.Errorf("serve: %w", hostErr)))
-	}
-	if err := <-httpDone; err != nil {
-		_ = srv.Close()
-		errs = append(errs, withCode(exitUnclean, fmt.Errorf("serve: http shutdown: %w", err)))
-	}
-	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		errs = append(errs, fmt.Errorf("serve: %w", err))
-	}
-	return errors.Join(errs...)
-}
+// maxConnsDefault is the default of serve --max-conns.
+const maxConnsDefault = serve.MaxConnsDefault

@@ -6,15 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/webhook"
 )
@@ -28,9 +24,6 @@ type webhookConfig struct {
 	// secret is the parsed secret (after resolve): from --webhook-secret-file,
 	// else SUPERSTEP_WEBHOOK_SECRET.
 	secret *webhook.Secret
-	// sender sends the outbox's deliveries (newSender; nil without a
-	// secret).
-	sender *webhook.Sender
 }
 
 // register adds the webhook flags to fs.
@@ -82,43 +75,6 @@ func (c *webhookConfig) resolve(fs *flag.FlagSet) error {
 		errs = append(errs, fmt.Errorf("serve: --webhook-retry-for and --webhook-timeout must be positive, got %v and %v", c.retryFor, c.timeout))
 	}
 	return errors.Join(errs...)
-}
-
-// newSender makes the sender of st's outbox when a secret is configured
-// (c.sender; none otherwise), with its metrics on reg, and sets the host
-// config's webhook fields. A host with a secret and no URLs still sends:
-// it drains the deliveries other hosts (or an earlier configuration)
-// enqueued. owner names the sender in its claims (the host id, or a fresh
-// one).
-func (c *webhookConfig) newSender(st store.Store, owner string, hc *host.Config, log *slog.Logger, reg prometheus.Registerer) error {
-	if c.secret == nil {
-		return nil
-	}
-	outbox, ok := st.(store.WebhookOutbox)
-	if !ok {
-		return withCode(exitUsage, errors.New("serve: webhooks need a store with an outbox"))
-	}
-	if owner == "" {
-		name, _ := os.Hostname()
-		owner = fmt.Sprintf("%s-%d-%x", name, os.Getpid(), time.Now().UnixNano()&0xffffff)
-	}
-	snd, err := webhook.New(outbox, &webhook.Options{Secret: c.secret, Owner: owner, RetryFor: c.retryFor, Timeout: c.timeout, Logger: log, Metrics: reg})
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	c.sender = snd
-	hc.WebhookURLs, hc.WebhookEnqueued = c.urls, snd.Kick
-	log.Info("superstep: webhooks on", "endpoints", len(c.urls), "retry_for", c.retryFor.String())
-	return nil
-}
-
-// start starts the sender (if any) and returns the func that stops it.
-func (c *webhookConfig) start(ctx context.Context) (stop func()) {
-	if c.sender == nil {
-		return func() {}
-	}
-	_ = c.sender.Start(ctx) // fails only when started twice
-	return func() { _ = c.sender.Close() }
 }
 
 // reportWebhooks prints, for `superstep check`, the outbox's counts and

@@ -23,7 +23,8 @@ func goList(t *testing.T, field, pkg string) []string {
 // the protocol package is a leaf (no I/O: no host, store or net/http,
 // nothing of ours at all); host imports no net/http and no HTTP package of
 // ours; workflow and store import none of the layers above them; the
-// console imports nothing of ours.
+// console imports nothing of ours; serve (the server `superstep serve`
+// runs, for embedding) sits above every library and below the command.
 func TestLayout(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -54,6 +55,16 @@ func TestLayout(t *testing.T) {
 		{"/store/postgres", "Deps", func(d string) bool {
 			return !strings.HasPrefix(d, mod) || strings.HasPrefix(d, mod+"/store") || strings.HasPrefix(d, mod+"/internal/")
 		}, "a backend depends on the store package only"},
+		{"/serve", "Deps", noOTelSDK, "libraries trace with the OpenTelemetry API only; the SDK is the command's choice"},
+		{"/serve", "Imports", func(d string) bool { return d != mod+"/examples" && !strings.HasPrefix(d, mod+"/cmd") },
+			"serve hosts its caller's workflows; the demos and flags are the command's"},
+		{"/host", "Deps", notServe, "serve wires the libraries together; no library depends on it"},
+		{"/responses", "Deps", notServe, "serve wires the libraries together; no library depends on it"},
+		{"/agent", "Deps", notServe, "serve wires the libraries together; no library depends on it"},
+		{"/webhook", "Deps", notServe, "serve wires the libraries together; no library depends on it"},
+		{"/examples", "Deps", notServe, "serve wires the libraries together; no library depends on it"},
+		{"/examples/guide", "Imports", func(d string) bool { return d != mod+"/host" },
+			"the guide's program reaches the host through serve only (docs/guide.md)"},
 	} {
 		for _, d := range goList(t, c.field, c.pkg) {
 			if d == mod+c.pkg {
@@ -65,6 +76,9 @@ func TestLayout(t *testing.T) {
 		}
 	}
 }
+
+// notServe: not the serve package.
+func notServe(d string) bool { return d != mod+"/serve" }
 
 // noOTelSDK: an OpenTelemetry API package, not the SDK nor an exporter.
 func noOTelSDK(d string) bool {

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"log/slog"
@@ -10,10 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// maxConnsDefault is the default of serve --max-conns: well above the
+// MaxConnsDefault is the default of Config.MaxConns (serve --max-conns): well above the
 // default stream cap (responses.MaxStreamsDefault), so that requests
 // still get through while every stream slot is taken.
-const maxConnsDefault = 4096
+const MaxConnsDefault = 4096
 
 // connWarnEvery spaces the log lines of a listener at its cap.
 const connWarnEvery = time.Minute
@@ -42,10 +42,10 @@ type connLimitListener struct {
 func limitConns(ln net.Listener, max int, reg prometheus.Registerer, log *slog.Logger) (*connLimitListener, error) {
 	l := &connLimitListener{Listener: ln, slots: make(chan struct{}, max), closed: make(chan struct{}), log: log,
 		open: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "superstep_http_open_connections", Help: "Client connections open now (at most --max-conns).",
+			Name: "superstep_http_open_connections", Help: "Client connections open now (at most Config.MaxConns).",
 		}),
 		waits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "superstep_http_connection_waits_total", Help: "Connections accepted only after waiting for --max-conns to free a slot.",
+			Name: "superstep_http_connection_waits_total", Help: "Connections accepted only after waiting for Config.MaxConns to free a slot.",
 		}),
 	}
 	for _, c := range []prometheus.Collector{l.open, l.waits} {
@@ -83,7 +83,7 @@ func (l *connLimitListener) atCap() {
 	now := time.Now().UnixNano()
 	last := l.lastWarn.Load()
 	if now-last >= int64(connWarnEvery) && l.lastWarn.CompareAndSwap(last, now) {
-		l.log.Warn("superstep: connection limit reached; new connections wait for one to close (--max-conns)", "max_conns", cap(l.slots))
+		l.log.Warn("superstep: connection limit reached; new connections wait for one to close (max conns)", "max_conns", cap(l.slots))
 	}
 }
 
