@@ -172,21 +172,18 @@ func approval(iv invocation) (*workflow.Workflow, error) {
 	})
 	decide := func(c *workflow.Context, d Decision) error {
 		return iv.run(c, func() error {
-			if d == Approve {
+			switch d {
+			case Approve:
 				return c.Yield("approved")
+			case Reject:
+				return c.Yield("rejected")
 			}
-			return c.Yield("rejected")
+			return fmt.Errorf("examples: demo.approval: %w", d.Validate())
 		})
 	}
 	answer := workflow.On(func(c *workflow.Context, a workflow.Answer[Decision]) error { return decide(c, a.Value) })
-	// Requests made before Decision existed want a string.
-	legacy := workflow.On(func(c *workflow.Context, a workflow.Answer[string]) error {
-		d := Decision(a.Value)
-		if err := d.Validate(); err != nil {
-			return fmt.Errorf("examples: demo.approval: %w", err)
-		}
-		return decide(c, d)
-	})
+	// Requests stored before Decision existed want a string.
+	legacy := workflow.On(func(c *workflow.Context, a workflow.Answer[string]) error { return decide(c, Decision(a.Value)) })
 	ex := workflow.Handlers("approve", []workflow.Handler{ask, answer, legacy})
 	return workflow.NewBuilder(Approval).SetStart(ex).Outputs(ex).Build()
 }

@@ -117,7 +117,7 @@ func (c *Context) Yield(v any) error {
 	case yieldIntermediate:
 		c.buf.events = append(c.buf.events, Intermediate{Step: c.step, ExecutorID: c.exec, Value: v})
 	default:
-		return c.fail(fmt.Errorf("workflow: executor %q yields but is declared neither output nor intermediate", c.exec))
+		return c.fail(fmt.Errorf("workflow: executor %q yields but is declared neither output nor intermediate (Builder.Outputs, Builder.Intermediate)", c.exec))
 	}
 	return nil
 }
