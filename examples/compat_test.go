@@ -1,6 +1,7 @@
 package examples_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"iter"
@@ -146,6 +147,53 @@ func compatAutoWorkflow(t *testing.T) *workflow.Workflow {
 		t.Fatal(err)
 	}
 	return wf
+}
+
+// A request stored before Decision existed wants a string answer: the
+// approval still takes it (the pending checkpoint, its response type
+// edited to what it was then).
+func TestCompat_ApprovalStringAnswer(t *testing.T) {
+	wfs, err := examples.Workflows(&examples.Options{Journal: filepath.Join(t.TempDir(), "j")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, err := os.ReadFile(filepath.Join("testdata", "checkpoints", "approval-pending.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := workflow.SplitParts(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range parts {
+		if p.Name == "header" {
+			parts[i].Data = bytes.Replace(p.Data, []byte(`"response_type":"examples.Decision"`), []byte(`"response_type":"string"`), 1)
+		}
+	}
+	for _, tc := range []struct{ answer, want string }{{"approve", "approved"}, {"reject", "rejected"}, {"maybe", ""}} {
+		r, err := wfs[examples.Approval].Restore("run_compat", parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Respond(r.Pending()[0].ID, tc.answer); err != nil {
+			t.Fatalf("%s: %v", tc.answer, err)
+		}
+		var got []any
+		err = r.Run(context.Background(), func(_ context.Context, s *workflow.Step) error {
+			for _, ev := range s.Events {
+				if o, ok := ev.(workflow.Output); ok {
+					got = append(got, o.Value)
+				}
+			}
+			return nil
+		}, &workflow.RunOptions{Invocation: &compatInvocation})
+		switch {
+		case tc.want == "" && !errors.Is(err, workflow.ErrExecutorFailed):
+			t.Errorf("%s: %v, %v; want the run to fail", tc.answer, got, err)
+		case tc.want != "" && (err != nil || !reflect.DeepEqual(got, []any{tc.want})):
+			t.Errorf("%s: %v, %v; want %s", tc.answer, got, err, tc.want)
+		}
+	}
 }
 
 func TestCompat_Restore(t *testing.T) {
