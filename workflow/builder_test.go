@@ -89,8 +89,8 @@ func TestBuilder_Build_Valid(t *testing.T) {
 	a := pass[string]("a")
 	b := tagged("b")
 	wf := mustBuild(t, workflow.NewBuilder("ok").SetStart(a).AddEdge(a, b).Outputs(b))
-	if wf.Name() != "ok" || wf.StartID() != "a" || len(wf.Fingerprint()) != 32 {
-		t.Fatalf("name %q start %q fingerprint %q", wf.Name(), wf.StartID(), wf.Fingerprint())
+	if wf.Name() != "ok" || wf.Graph().Start != "a" || len(wf.Fingerprint()) != 32 {
+		t.Fatalf("name %q start %q fingerprint %q", wf.Name(), wf.Graph().Start, wf.Fingerprint())
 	}
 	// The same shape gives the same fingerprint; another shape another one.
 	a2 := pass[string]("a")

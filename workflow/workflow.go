@@ -47,15 +47,6 @@ func (w *Workflow) Name() string { return w.name }
 // one. Functions (conditions, handlers) are not part of it.
 func (w *Workflow) Fingerprint() string { return w.fingerprint }
 
-// StartID returns the id of the start executor.
-func (w *Workflow) StartID() string { return w.start }
-
-// Executors returns the executor ids in the order they were added.
-func (w *Workflow) Executors() []string { return append([]string(nil), w.order...) }
-
-// IsOutput reports whether values yielded by executor id are outputs.
-func (w *Workflow) IsOutput(id string) bool { return w.yields[id] == yieldOutput }
-
 // StartInputTypes returns the message types the start executor declares, or
 // nil when it accepts anything (it does not implement InputTyper).
 func (w *Workflow) StartInputTypes() []reflect.Type {
