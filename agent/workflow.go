@@ -102,7 +102,7 @@ func (a *WorkflowAgent) Run(ctx context.Context, s *Session, input []Message) it
 func (a *WorkflowAgent) prepare(s *Session, input []Message) (*workflow.Run, error) {
 	run, _ := s.State().(*workflow.Run)
 	if run != nil && run.Status() == workflow.Idle {
-		if err := Respond(run, input); err != nil {
+		if err := respond(run, input); err != nil {
 			return nil, err
 		}
 		return run, nil
@@ -129,10 +129,10 @@ func (a *WorkflowAgent) prepare(s *Session, input []Message) (*workflow.Run, err
 	return run, nil
 }
 
-// Respond answers run's pending requests with the messages that carry a
+// respond answers run's pending requests with the messages that carry a
 // CallID. Every answer is checked before any is applied, so on error the
 // run is unchanged. It fails with ErrPendingInput when no message answers.
-func Respond(run *workflow.Run, input []Message) error {
+func respond(run *workflow.Run, input []Message) error {
 	pending := map[string]workflow.Request{}
 	for _, p := range run.Pending() {
 		pending[p.ID] = p
