@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/superstep/superstep/host"
@@ -180,7 +181,8 @@ func newSuperstepPostgres(url, db string, maxConns int32) *superstepSys {
 	}
 	return &superstepSys{label: "superstep", stor: stor, pgDB: db,
 		openStore: func(ctx context.Context) (store.Store, io.Closer, error) {
-			s, err := postgres.Open(ctx, url, &postgres.Options{MaxConns: maxConns})
+			s, err := postgres.Open(ctx, url, &postgres.Options{MaxConns: maxConns, NoGroupCommit: !pgGroupCommit,
+				CommitBatchesInFlight: pgCommitInFlight})
 			return s, s, err
 		}}
 }
@@ -264,5 +266,19 @@ func (s *superstepSys) close(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	err := s.h.Shutdown(ctx)
+	if pg, ok := s.closer.(*postgres.Store); ok && pgCommitStats {
+		st := pg.CommitStats()
+		fmt.Fprintf(os.Stderr, "bench: %s %s: group commit: %d commits in %d transactions (mean %.2f), batch sizes %v (bounds %v)\n",
+			s.label, s.stor, st.Commits, st.Batches, st.MeanBatch(), st.Sizes, st.SizeBounds)
+	}
 	return errors.Join(err, s.closer.Close())
 }
+
+// pgGroupCommit and pgCommitStats are the -pg-group-commit and
+// -pg-commit-stats flags: superstep's PostgreSQL store group-commits (its
+// default), and prints its batch sizes after each run.
+var pgGroupCommit, pgCommitStats = true, false
+
+// pgCommitInFlight is -pg-commit-inflight: superstep's PostgreSQL
+// Options.CommitBatchesInFlight (0: its default).
+var pgCommitInFlight int

@@ -14,10 +14,11 @@ import (
 )
 
 // openStore opens db: a postgres:// URL selects PostgreSQL, anything else
-// is a SQLite file path.
-func openStore(ctx context.Context, db string) (store.Store, error) {
+// is a SQLite file path. noGroupCommit is PostgreSQL's
+// Options.NoGroupCommit.
+func openStore(ctx context.Context, db string, noGroupCommit bool) (store.Store, error) {
 	if isPostgresURL(db) {
-		return postgres.Open(ctx, db, nil)
+		return postgres.Open(ctx, db, &postgres.Options{NoGroupCommit: noGroupCommit})
 	}
 	return sqlite.Open(ctx, db, nil)
 }

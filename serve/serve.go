@@ -101,6 +101,9 @@ type Config struct {
 	KeepCheckpoints int
 	Retention       time.Duration
 	NoJournal       bool
+	// NoGroupCommit writes each PostgreSQL commit in a transaction of its
+	// own (postgres.Options.NoGroupCommit; for measurements).
+	NoGroupCommit bool
 
 	// MaxBodyBytes, MaxInputItems, KeepAlive, MaxStreams, MaxStreamsPerKey
 	// (negative: no cap), StoreTimeout and BodyTimeout are
@@ -187,7 +190,7 @@ func Run(ctx context.Context, c *Config) error {
 		return classed(ErrConfig, err)
 	}
 	log := cfg.Logger
-	st, err := openStore(ctx, cfg.DB)
+	st, err := openStore(ctx, cfg.DB, cfg.NoGroupCommit)
 	if err != nil {
 		return classed(ErrStore, fmt.Errorf("serve: open %s: %w", redactURL(cfg.DB), err))
 	}

@@ -64,6 +64,9 @@ type serveConfig struct {
 	ui bool
 	// noJournal turns the journal inside the superstep off (host.Config).
 	noJournal bool
+	// noGroupCommit turns PostgreSQL group commit off
+	// (postgres.Options.NoGroupCommit).
+	noGroupCommit bool
 }
 
 // proxyAll as --proxy-models hosts every model the model server lists.
@@ -108,6 +111,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveConfig, error) {
 	fs.StringVar(&c.proxyModels, "proxy-models", "", "models of the model server to host as durable models under their own ids: comma-separated ids, or \"all\" for every id its GET /models lists (needs --model-server or --openai-api-key)")
 	c.webhook.register(fs)
 	fs.BoolVar(&c.noJournal, "no-journal", false, "do not journal finished model and tool calls inside a superstep: a superstep re-run after a crash makes them all again (for measurements)")
+	fs.BoolVar(&c.noGroupCommit, "no-group-commit", false, "PostgreSQL: write each superstep's commit in a transaction of its own instead of sharing one among the runs committing at once (for measurements)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -243,7 +247,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ModelServer: cfg.modelServer, ModelAPIKey: cfg.openAIKey, Model: cfg.model, ModelAPI: agent.API(cfg.modelAPI),
 		LocalFollowTools: cfg.localFollowTools, APIKeys: keys, AdminKeys: adminKeys,
 		HostID: cfg.hostID, AdvertiseAddr: cfg.advertise, LeaseDuration: cfg.lease, MaxSupersteps: cfg.maxSupersteps,
-		MaxRuns: cfg.maxRuns, KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, NoJournal: cfg.noJournal,
+		MaxRuns: cfg.maxRuns, KeepCheckpoints: cfg.keepCheckpoints, Retention: cfg.retention, NoJournal: cfg.noJournal, NoGroupCommit: cfg.noGroupCommit,
 		MaxBodyBytes: cfg.maxBody, MaxInputItems: cfg.maxInputItems, KeepAlive: cfg.keepAlive,
 		MaxStreams: noLimit(cfg.maxStreams), MaxStreamsPerKey: noLimit(cfg.maxStreamsPerKey),
 		StoreTimeout: cfg.storeTimeout, BodyTimeout: cfg.bodyTimeout, MaxConns: cfg.maxConns, Grace: noGrace(cfg.grace),

@@ -53,7 +53,8 @@ func BenchmarkStore(b *testing.B) {
 // mean latencies, commits/s and bare/s throughputs, ratio = commit-µs /
 // bare-µs, ratio-p50 = the same for median latencies, commits/tx = the
 // mean group-commit batch size. SUPERSTEP_BENCH_COMMIT_INFLIGHT sets
-// Options.CommitBatchesInFlight.
+// Options.CommitBatchesInFlight; SUPERSTEP_BENCH_NO_GROUP_COMMIT turns
+// group commit off.
 func BenchmarkCommit(b *testing.B) {
 	for _, conc := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) { benchCommit(b, conc) })
@@ -69,7 +70,7 @@ func benchCommit(b *testing.B, conc int) {
 		url = withParam(url, "synchronous_commit=off")
 	}
 	opts := &Options{Schema: newSchemaName(b), MaxConns: int32(conc) + 2}
-	opts.GroupCommit = os.Getenv("SUPERSTEP_BENCH_GROUP_COMMIT") != ""
+	opts.NoGroupCommit = os.Getenv("SUPERSTEP_BENCH_NO_GROUP_COMMIT") != ""
 	if v, err := strconv.Atoi(os.Getenv("SUPERSTEP_BENCH_COMMIT_INFLIGHT")); err == nil {
 		opts.CommitBatchesInFlight = v
 	}

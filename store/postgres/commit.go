@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/internal/eventrec"
@@ -67,69 +66,14 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	}
 }
 
-// commitOnce runs the commit function once.
+// commitOnce runs the commit once, without group commit: as a batch of
+// one.
 func (s *Store) commitOnce(ctx context.Context, p *store.CommitParams, ev *encodedEvents, enc *encodedParts) (*store.CommitResult, error) {
-	failAt, injected := commitFault(ctx)
-	var res store.CommitResult
-	commit := func(ctx context.Context, q interface {
-		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	}) error {
-		return q.QueryRow(ctx, commitSQL, commitArgs(p, ev, enc, s.txChannel(), failAt)...).Scan(&res.NextSeq, &res.BytesWritten)
+	r := s.newCommitReq(ctx, p, ev, enc)
+	if err := s.commitAlone(r); err != nil {
+		return nil, err
 	}
-	var err error
-	cancelling := p.Status == store.StatusCancelled
-	_, resetResume := s.resumeFailed.Load(p.RunID)
-	if p.PruneKeep > 0 || cancelling || resetResume || hasExtras(p) || p.JournalPrune {
-		// One transaction, so one WAL flush: the commit, then the prune.
-		err = s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-			if cancelling {
-				if err := reopenCancelled(ctx, tx, p.RunID, p.ResponseID); err != nil {
-					return err
-				}
-			}
-			if err := commit(ctx, tx); err != nil {
-				return err
-			}
-			if err := commitExtras(ctx, tx, p); err != nil {
-				return err
-			}
-			if resetResume {
-				// A commit shows the run can be resumed: its failed
-				// attempts are forgotten.
-				if _, err := tx.Exec(ctx, `UPDATE runs SET resume_failures = 0, resume_error = '',
-					resume_not_before = 'epoch' WHERE id = $1`, p.RunID); err != nil {
-					return err
-				}
-			}
-			if p.JournalPrune {
-				if err := pruneJournalTx(ctx, tx, p.RunID, p.Step); err != nil {
-					return err
-				}
-			}
-			if p.PruneKeep <= 0 {
-				return nil
-			}
-			n, err := pruneTx(ctx, tx, p.RunID, p.PruneKeep)
-			res.Pruned = int(n)
-			return err
-		})
-		if err == nil && resetResume {
-			s.resumeFailed.Delete(p.RunID)
-		}
-	} else {
-		// The common case: one round trip in autocommit.
-		err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error { return commit(ctx, conn) })
-	}
-	if err != nil {
-		if injected != nil && isInjected(err) {
-			return nil, fmt.Errorf("store/postgres: commit run %s step %d: %w", p.RunID, p.Step, injected)
-		}
-		return nil, mapError(fmt.Sprintf("commit run %s step %d", p.RunID, p.Step), p.RunID, p.Epoch, err)
-	}
-	if injected != nil {
-		return nil, fmt.Errorf("store/postgres: commit run %s step %d: fault %s armed but not raised: %w", p.RunID, p.Step, failAt, injected)
-	}
-	return &res, nil
+	return &r.res, nil
 }
 
 // reopenCancelled lets the cancelled commit of a response whose cancel is

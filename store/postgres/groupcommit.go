@@ -237,11 +237,11 @@ func (s *Store) commitAlone(r *commitReq) error {
 	if r.complex() {
 		// One transaction, so one WAL flush: the commit, then the prune.
 		err = s.writeTx(r.ctx, func(ctx context.Context, tx pgx.Tx) error {
-			return s.commitSteps(ctx, tx, r, commitSQL)
+			return s.commitSteps(ctx, tx, r, false)
 		})
 	} else {
 		err = s.write(r.ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-			return r.commitRow(ctx, conn, commitSQL, s.txChannel())
+			return r.commitRow(ctx, conn, false, s.txChannel())
 		})
 	}
 	if err != nil {
@@ -250,16 +250,30 @@ func (s *Store) commitAlone(r *commitReq) error {
 	return r.committed(s)
 }
 
-// complex reports whether the commit takes more than the commit function.
+// complex reports whether the commit takes more than its one statement
+// (r.sql: the commit function, and the journal prune folded in).
 func (r *commitReq) complex() bool {
-	return r.cancelling || r.reset || r.p.PruneKeep > 0 || hasExtras(r.p) || r.p.JournalPrune
+	return r.cancelling || r.reset || r.p.PruneKeep > 0 || hasExtras(r.p)
 }
 
-// commitRow calls the commit function (query: commitSQL or batchCommitSQL).
+// sql is r's commit statement, alone or as a member of a batch (inBatch).
+func (r *commitReq) sql(inBatch bool) string {
+	switch {
+	case inBatch && r.p.JournalPrune:
+		return batchCommitPruneSQL
+	case inBatch:
+		return batchCommitSQL
+	case r.p.JournalPrune:
+		return commitPruneSQL
+	}
+	return commitSQL
+}
+
+// commitRow runs r's commit statement (r.sql).
 func (r *commitReq) commitRow(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}, query, channel string) error {
-	return q.QueryRow(ctx, query, r.args(channel)...).Scan(&r.res.NextSeq, &r.res.BytesWritten)
+}, inBatch bool, channel string) error {
+	return q.QueryRow(ctx, r.sql(inBatch), r.args(channel)...).Scan(&r.res.NextSeq, &r.res.BytesWritten)
 }
 
 // args are the commit function's parameters.
@@ -277,15 +291,16 @@ func commitArgs(p *store.CommitParams, ev *encodedEvents, enc *encodedParts, cha
 }
 
 // commitSteps runs a complex commit's statements in tx: reopen the
-// cancelled response, commit, reset failed resumes, prune.
-func (s *Store) commitSteps(ctx context.Context, tx pgx.Tx, r *commitReq, query string) error {
+// cancelled response, commit (and prune the journal), reset failed
+// resumes, prune checkpoints.
+func (s *Store) commitSteps(ctx context.Context, tx pgx.Tx, r *commitReq, inBatch bool) error {
 	p := r.p
 	if r.cancelling {
 		if err := reopenCancelled(ctx, tx, p.RunID, p.ResponseID); err != nil {
 			return err
 		}
 	}
-	if err := r.commitRow(ctx, tx, query, s.txChannel()); err != nil {
+	if err := r.commitRow(ctx, tx, inBatch, s.txChannel()); err != nil {
 		return err
 	}
 	if err := commitExtras(ctx, tx, p); err != nil {
@@ -296,11 +311,6 @@ func (s *Store) commitSteps(ctx context.Context, tx pgx.Tx, r *commitReq, query 
 		// are forgotten.
 		if _, err := tx.Exec(ctx, `UPDATE runs SET resume_failures = 0, resume_error = '',
 			resume_not_before = 'epoch' WHERE id = $1`, p.RunID); err != nil {
-			return err
-		}
-	}
-	if p.JournalPrune {
-		if err := pruneJournalTx(ctx, tx, p.RunID, p.Step); err != nil {
 			return err
 		}
 	}
@@ -338,6 +348,29 @@ func (r *commitReq) committed(s *Store) error {
 // statement's time, as it would be alone, not at the batch's start.
 var batchCommitSQL = strings.Replace(commitSQL, "now())", "statement_timestamp())", 1)
 
+// commitPruneSQL and batchCommitPruneSQL are commitSQL and batchCommitSQL
+// that also delete the journal of the run's steps up to the committed one
+// (CommitParams.JournalPrune), in the same statement: no transaction
+// around it, no extra round trip, and a prune commit stays pipelined in a
+// batch.
+var (
+	commitPruneSQL      = withJournalPrune(commitSQL)
+	batchCommitPruneSQL = withJournalPrune(batchCommitSQL)
+)
+
+// withJournalPrune wraps a commit statement (commitSQL's parameters) in
+// one that also prunes the journal. The delete is conditioned on the
+// commit's row, so it runs only after superstep_commit returned: a fenced
+// or refused commit raises, which undoes the whole statement (or rolls a
+// batch member back to its savepoint) before anything is deleted, and the
+// run's row is locked before its journal rows, in the order JournalAppend
+// locks them.
+func withJournalPrune(commit string) string {
+	return `WITH c AS MATERIALIZED (` + commit + `),
+	pruned AS (DELETE FROM journal WHERE run_id = $1 AND step <= $3 AND EXISTS (SELECT FROM c))
+	SELECT o_next_seq, o_bytes FROM c`
+}
+
 // commitBatch writes several commits in one transaction, each in a
 // savepoint, and answers each once the transaction ended. A commit that
 // fails is rolled back to its savepoint and fails alone; a failure of the
@@ -357,7 +390,65 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	// awaited and the batch run under Options.WriteTimeout.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), s.opts.WriteTimeout)
 	defer cancel()
-	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+	var err error
+	if !slices.ContainsFunc(order, (*commitReq).complex) {
+		err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+			return s.commitPlain(ctx, conn.Conn(), order, errs)
+		})
+	} else {
+		err = s.commitMixed(ctx, order, errs)
+	}
+	for _, r := range batch {
+		switch {
+		case err != nil:
+			r.done <- mapError(fmt.Sprintf("commit run %s step %d (in a batch of %d)", r.p.RunID, r.p.Step, len(batch)),
+				r.p.RunID, r.p.Epoch, err)
+		case errs[r] != nil:
+			r.done <- r.mapError(errs[r])
+		default:
+			r.done <- r.committed(s)
+		}
+	}
+}
+
+// commitPlain writes a batch of plain commits (none complex), in run
+// order, in one transaction whose BEGIN and COMMIT are pipelined with the
+// members: one round trip when none fails. A member that fails is rolled
+// back to its savepoint, and the members after it are sent again (with
+// the COMMIT) in the same transaction. It records each member's own
+// failure in errs and returns a failure of the transaction.
+func (s *Store) commitPlain(ctx context.Context, conn *pgx.Conn, order []*commitReq, errs map[*commitReq]error) (err error) {
+	defer func() {
+		if err != nil {
+			// Ends the transaction if it is open (a no-op warning
+			// otherwise); a broken connection is dropped by the pool.
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+	for i := 0; i < len(order); {
+		k, own, err := s.commitPipelined(ctx, conn, order[i:], i > 0, i == 0, true)
+		if err != nil {
+			return err
+		}
+		if own != nil {
+			errs[order[i+k]] = own
+		}
+		i += k + 1
+		if own != nil && i == len(order) {
+			// The last member failed: its COMMIT was skipped.
+			if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// commitMixed writes a batch that holds complex commits in one
+// transaction: runs of plain commits pipelined, each complex one with
+// round trips of its own.
+func (s *Store) commitMixed(ctx context.Context, order []*commitReq, errs map[*commitReq]error) error {
+	return s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		tx, err := conn.Begin(ctx)
 		if err != nil {
 			return err
@@ -377,7 +468,7 @@ func (s *Store) commitBatch(batch []*commitReq) {
 			for i+n < len(order) && !order[i+n].complex() {
 				n++
 			}
-			k, own, err := s.commitPipelined(ctx, tx, order[i:i+n], i > 0)
+			k, own, err := s.commitPipelined(ctx, tx, order[i:i+n], i > 0, false, false)
 			if err != nil {
 				return err
 			}
@@ -388,36 +479,34 @@ func (s *Store) commitBatch(batch []*commitReq) {
 		}
 		return tx.Commit(ctx)
 	})
-	for _, r := range batch {
-		switch {
-		case err != nil:
-			r.done <- mapError(fmt.Sprintf("commit run %s step %d (in a batch of %d)", r.p.RunID, r.p.Step, len(batch)),
-				r.p.RunID, r.p.Epoch, err)
-		case errs[r] != nil:
-			r.done <- r.mapError(errs[r])
-		default:
-			r.done <- r.committed(s)
-		}
-	}
 }
 
 // commitPipelined writes the plain commits rs in tx, each in the
 // savepoint m (releasing the previous one first, when release), in one
-// round trip. The server skips what follows a failed statement up to the
+// round trip, preceded by BEGIN when begin and followed by COMMIT when
+// commit. The server skips what follows a failed statement up to the
 // pipeline's end: it returns the index k of the failing commit and its
 // own failure, rolled back to its savepoint (the commits before it are
 // written, those after it are to be sent again), or len(rs)-1 and nil
-// when all were written; err reports a failure of the transaction.
-func (s *Store) commitPipelined(ctx context.Context, tx pgx.Tx, rs []*commitReq, release bool) (k int, own, err error) {
+// when all were written (and committed, with commit); err reports a
+// failure of the transaction (of its BEGIN or COMMIT too).
+func (s *Store) commitPipelined(ctx context.Context, tx interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}, rs []*commitReq, release, begin, commit bool) (k int, own, err error) {
 	saved := make([]bool, len(rs))
 	done := make([]bool, len(rs))
 	b := &pgx.Batch{}
+	begun := !begin
+	if begin {
+		b.Queue("BEGIN").Exec(func(pgconn.CommandTag) error { begun = true; return nil })
+	}
 	for i, r := range rs {
 		if release || i > 0 {
 			b.Queue("RELEASE SAVEPOINT m")
 		}
 		b.Queue("SAVEPOINT m").Exec(func(pgconn.CommandTag) error { saved[i] = true; return nil })
-		b.Queue(batchCommitSQL, r.args(s.txChannel())...).QueryRow(func(row pgx.Row) error {
+		b.Queue(r.sql(true), r.args(s.txChannel())...).QueryRow(func(row pgx.Row) error {
 			if err := row.Scan(&r.res.NextSeq, &r.res.BytesWritten); err != nil {
 				return err
 			}
@@ -425,12 +514,15 @@ func (s *Store) commitPipelined(ctx context.Context, tx pgx.Tx, rs []*commitReq,
 			return nil
 		})
 	}
+	if commit {
+		b.Queue("COMMIT")
+	}
 	own = tx.SendBatch(ctx, b).Close()
 	k = slices.Index(done, false)
 	if k < 0 {
-		return len(rs) - 1, nil, own // own is nil unless the end of the pipeline failed
+		return len(rs) - 1, nil, own // own is nil unless the end of the pipeline (or its COMMIT) failed
 	}
-	if !saved[k] {
+	if !begun || !saved[k] {
 		if own == nil {
 			own = errors.New("store/postgres: savepoint not acknowledged")
 		}
@@ -464,7 +556,7 @@ func (s *Store) commitMember(ctx context.Context, tx pgx.Tx, r *commitReq, relea
 	saved := false
 	b.Queue("SAVEPOINT m").Exec(func(pgconn.CommandTag) error { saved = true; return nil })
 	if !r.complex() {
-		b.Queue(batchCommitSQL, r.args(s.txChannel())...).QueryRow(func(row pgx.Row) error {
+		b.Queue(r.sql(true), r.args(s.txChannel())...).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&r.res.NextSeq, &r.res.BytesWritten)
 		})
 	}
@@ -476,7 +568,7 @@ func (s *Store) commitMember(ctx context.Context, tx pgx.Tx, r *commitReq, relea
 		return nil, own
 	}
 	if own == nil && r.complex() {
-		own = s.commitSteps(ctx, tx, r, batchCommitSQL)
+		own = s.commitSteps(ctx, tx, r, true)
 	}
 	if own == nil {
 		return nil, nil

@@ -98,10 +98,3 @@ func (s *Store) JournalList(ctx context.Context, runID string, step int64) ([]st
 	}
 	return out, nil
 }
-
-// pruneJournalTx deletes the journal of the run's steps up to step, in a
-// commit's transaction (CommitParams.JournalPrune).
-func pruneJournalTx(ctx context.Context, tx pgx.Tx, runID string, step int64) error {
-	_, err := tx.Exec(ctx, "DELETE FROM journal WHERE run_id = $1 AND step <= $2", runID, step)
-	return err
-}

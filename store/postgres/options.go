@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Options configure Open. The zero value (or nil) gives the defaults.
@@ -48,16 +50,17 @@ type Options struct {
 	// that an error always means nothing was written. Default 30s.
 	WriteTimeout time.Duration
 	// GroupCommit writes commits of different runs made at once through
-	// this store in one transaction (see CommitBatchMax). Default false:
-	// each commit is its own round trip. It is off until a batch no longer
-	// holds the rows of its runs long enough to delay their lease
-	// renewals (a renewal of a run waits for that run's row lock).
+	// this store in one transaction (see CommitBatchMax). It is on by
+	// default now (lease renewals have their own pool, LeaseConns, so a
+	// batch holding a run's row no longer delays them behind commits);
+	// setting it changes nothing. NoGroupCommit turns it off.
 	GroupCommit bool
-	// CommitBatchMax is, with GroupCommit, the most commits written in one transaction
+	// CommitBatchMax is the most commits written in one transaction
 	// (group commit: commits of different runs made at once through this
 	// store share one transaction and one WAL flush, each in a savepoint
 	// of its own). Default 64, PostgreSQL's count of subtransactions a
-	// backend keeps track of without spilling; 1 turns group commit off.
+	// backend keeps track of without spilling; 1 turns group commit off,
+	// as NoGroupCommit does.
 	CommitBatchMax int
 	// CommitBatchesInFlight is how many group-commit transactions may be
 	// in flight at once, each on a connection of its own; commits made
@@ -71,6 +74,12 @@ type Options struct {
 	// times a call takes from its host when it passes none. Default
 	// time.Now; tests set it to play a host whose clock is off.
 	HostClock func() time.Time
+	// NoGroupCommit turns group commit off: each commit is its own round
+	// trip (and transaction), made at once however many are in flight.
+	NoGroupCommit bool
+	// tracer, when set (tests only), traces the statements of the main
+	// pool's connections.
+	tracer pgx.QueryTracer
 }
 
 const (
@@ -121,6 +130,8 @@ func (o *Options) withDefaults() Options {
 	if c.CommitBatchMax == 0 {
 		c.CommitBatchMax = defaultCommitBatchMax
 	}
+	// GroupCommit is what the store reads: on unless turned off.
+	c.GroupCommit = !c.NoGroupCommit && c.CommitBatchMax != 1
 	if c.CommitBatchesInFlight == 0 {
 		c.CommitBatchesInFlight = defaultCommitInFlight
 	}

@@ -66,11 +66,14 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		}
 		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{o.Schema}.Sanitize()
 	}
+	leaseCfg := cfg.Copy()
+	if o.tracer != nil {
+		cfg.ConnConfig.Tracer = o.tracer
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store/postgres: connect: %w", err)
 	}
-	leaseCfg := cfg.Copy()
 	leaseCfg.MaxConns = o.LeaseConns
 	leaseCfg.MinConns = 0
 	leases, err := pgxpool.NewWithConfig(ctx, leaseCfg)
