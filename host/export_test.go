@@ -25,7 +25,13 @@ func (h *Host) InitTestSignals() {
 	h.test.leaseLost.Init()
 	h.test.runExited.Init()
 	h.test.claimed.Init()
+	h.test.journalQueued.Init()
 }
+
+// JournalQueued receives a value each time a journal entry is queued to
+// ride with live frames (batchJournal), for store wrappers that gate
+// appends on it.
+func (h *Host) JournalQueued() <-chan int64 { return h.test.journalQueued.ch }
 
 // WaitCommitted waits for the next successful commit and returns its step.
 func (h *Host) WaitCommitted(tb testing.TB) int64 { return h.test.committed.WaitOrTimeout(tb) }

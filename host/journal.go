@@ -27,9 +27,10 @@ import (
 // commit's own transaction (store.CommitParams.JournalPrune).
 //
 // Live mode: a replayed model call emits the deltas it streamed the first
-// time, in the same pieces, so the frames after recovery's reset repeat
-// what the client saw before the crash, and the new text of the call that
-// was in flight follows them (docs/guarantees.md).
+// time, in the same pieces, so the re-run's frames are the ones the log
+// holds already: they are matched, not appended again (livereplay.go), and
+// the new text of the call that was in flight follows them without a
+// reset unless it streams otherwise (docs/guarantees.md).
 
 // journalRecordTries is how many times a journal append that failed
 // transiently (store.ErrUnavailable) is made before the run is handed
@@ -52,6 +53,9 @@ type runJournal struct {
 	// off: Config.NoJournal. Nothing is journaled or replayed, but a
 	// recovered run's commit still prunes what an earlier host journaled.
 	off bool
+	// batch: the store appends journal entries with live events
+	// (store.JournalBatcher), so an entry can ride with queued frames.
+	batch bool
 
 	mu sync.Mutex
 	// step is the step whose entries are in entries; loaded says they
@@ -86,7 +90,8 @@ func (h *Host) newJournal(r *run) *runJournal {
 	// its next step (every commit after a journaled step pruned them; a
 	// new run has none), so its first journaled call reads nothing;
 	// recovered marks the one case where the store may hold some.
-	return &runJournal{h: h, r: r, js: js, off: h.cfg.NoJournal,
+	jb, ok := h.store.(store.JournalBatcher)
+	return &runJournal{h: h, r: r, js: js, off: h.cfg.NoJournal, batch: ok && jb.AppendsJournal(),
 		step: r.st.Step + 1, loaded: true, entries: map[string]journalEntry{}}
 }
 
@@ -193,12 +198,20 @@ func (j *runJournal) Record(ctx context.Context, call workflow.JournalCall, resu
 		Entries: []store.JournalInput{{Key: call.Key(), Hash: call.Hash, Data: result}}}
 	start := time.Now()
 	backoff := journalRecordBackoff
-	var err error
-	for try := 1; ; try++ {
-		if err = j.js.JournalAppend(ctx, p); err == nil {
-			break
+	// In live mode the call's deltas are usually still queued: the entry
+	// goes with them, in their append (which retries transient failures
+	// itself), instead of a write of its own.
+	batched, err := j.h.batchJournal(j.r, call.Step, p.Entries[0])
+	if batched && err == nil {
+		j.h.metrics.journal.batched.Inc()
+	}
+	for try := 1; !batched || err != nil; try++ {
+		if !batched {
+			if err = j.js.JournalAppend(ctx, p); err == nil {
+				break
+			}
 		}
-		if !errors.Is(err, store.ErrUnavailable) || try >= journalRecordTries || !wait.Sleep(ctx, backoff) {
+		if batched || !errors.Is(err, store.ErrUnavailable) || try >= journalRecordTries || !wait.Sleep(ctx, backoff) {
 			err = fmt.Errorf("%w: run %s step %d (%s %s): %w", errJournal, j.r.id, call.Step, call.Kind, call.Name, err)
 			if ctx.Err() == nil {
 				j.h.log.Warn("host: journal append failed; the superstep is abandoned", "run_id", j.r.id, "err", err)
@@ -266,6 +279,7 @@ type journalMetrics struct {
 	replayed      *prometheus.CounterVec
 	diverged      prometheus.Counter
 	recordSeconds prometheus.Histogram
+	batched       prometheus.Counter
 }
 
 func newJournalMetrics() *journalMetrics {
@@ -282,9 +296,12 @@ func newJournalMetrics() *journalMetrics {
 		recordSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "superstep_journal_record_seconds", Help: "Latency of journal appends (the wait a finished call adds before its result is used).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		batched: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "superstep_journal_batched_total",
+			Help: "Journal entries appended in the same write as queued live events, not in a write of their own."}),
 	}
 }
 
 func (m *journalMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.recorded, m.replayed, m.diverged, m.recordSeconds}
+	return []prometheus.Collector{m.recorded, m.replayed, m.diverged, m.recordSeconds, m.batched}
 }

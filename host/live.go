@@ -97,6 +97,16 @@ type liveQueue struct {
 	started bool  // the appender goroutine was started
 	stop    bool  // the run's driver returned: the appender exits
 	done    chan struct{}
+	// journal holds the journal entries of calls that finished while
+	// frames were queued (store.JournalBatcher): the next batch carries
+	// them, of step journalStep, in its EventAppend, so each costs no
+	// write of its own. Their callers wait for that batch (batchJournal).
+	journal     []store.JournalInput
+	journalStep int64
+	// taken counts the batches the appender took; finished is the last
+	// that returned, and appended the last that returned success
+	// (batches are appended in order, and none after a failure).
+	taken, finished, appended int64
 }
 
 // busy reports whether frames are queued or being appended.
@@ -110,7 +120,7 @@ func (q *liveQueue) full() bool {
 // drop forgets the queued frames (never appended, so never seen); the
 // caller takes their state back (run.liveSt) when it is not appending them.
 func (q *liveQueue) drop() {
-	q.frames, q.recv, q.bytes = nil, nil, 0
+	q.frames, q.recv, q.bytes, q.journal = nil, nil, 0, nil
 }
 
 // liveRefusal returns why r takes no more live events, if it does not.
@@ -156,6 +166,13 @@ func (h *Host) publishLive(r *run, ev workflow.LiveEvent) error {
 	if !ok {
 		return nil
 	}
+	if r.replay != nil && !r.replay.diverged {
+		// A recovered superstep: frames the log holds already are not
+		// appended again.
+		if matched, err := h.replayLive(r, &in); matched || err != nil {
+			return err
+		}
+	}
 	next := r.st.NextSeq
 	if q.busy() {
 		next = q.next
@@ -165,18 +182,26 @@ func (h *Host) publishLive(r *run, ev workflow.LiveEvent) error {
 		return err
 	}
 	r.live = live
+	h.queueLive(r, frames)
+	q.recv = append(q.recv, start)
+	return nil
+}
+
+// queueLive queues frames, numbered from the seq after everything durable
+// or queued, for r's appender, starting it when needed. Called with r.mu
+// held; the caller sets r.live to the state after them.
+func (h *Host) queueLive(r *run, frames []protocol.Frame) {
+	q := &r.liveQ
 	q.frames = append(q.frames, frames...)
 	for _, f := range frames {
 		q.bytes += len(f.Payload)
 	}
-	q.recv = append(q.recv, start)
 	q.next = frames[len(frames)-1].Seq + 1
 	if !q.started {
 		q.started, q.done = true, make(chan struct{})
 		go h.liveAppender(r)
 	}
 	q.cond.Broadcast()
-	return nil
 }
 
 // liveAppender is r's appender goroutine: it appends the queued frames,
@@ -206,13 +231,20 @@ func (h *Host) liveAppender(r *run) {
 			continue
 		}
 		batch, recv, live := q.frames, q.recv, r.live // live: the state after every queued frame
+		journal, journalStep := q.journal, q.journalStep
 		q.drop()
 		q.inflight = true
+		q.taken++
+		gen := q.taken
 		q.cond.Broadcast() // room for the emitter
 		r.mu.Unlock()
-		err := h.appendLive(r, batch)
+		err := h.appendLive(r, batch, journal, journalStep)
 		r.mu.Lock()
 		q.inflight = false
+		q.finished = gen
+		if err == nil {
+			q.appended = gen
+		}
 		if err != nil {
 			q.err = err
 			if len(q.frames) == 0 {
@@ -266,11 +298,13 @@ func (h *Host) stopLive(r *run) {
 }
 
 // appendLive appends frames to r's head response's log outside a commit,
+// with journal (entries of step journalStep, if any) in the same write,
 // retrying transient failures like a commit. It reads only r's immutable
 // fields: the appender calls it without r.mu.
-func (h *Host) appendLive(r *run, frames []protocol.Frame) error {
+func (h *Host) appendLive(r *run, frames []protocol.Frame, journal []store.JournalInput, journalStep int64) error {
 	ctx := h.runCtx
-	p := &store.EventAppendParams{RunID: r.id, Epoch: r.epoch, ResponseID: r.responseID(), Events: toEventInputs(frames)}
+	p := &store.EventAppendParams{RunID: r.id, Epoch: r.epoch, ResponseID: r.responseID(), Events: toEventInputs(frames),
+		Journal: journal, JournalStep: journalStep}
 	backoff := h.cfg.CommitBackoff
 	for attempt := 0; ; attempt++ {
 		err := h.appendAttempt(ctx, r, p)
@@ -298,47 +332,6 @@ func (h *Host) appendLive(r *run, frames []protocol.Frame) error {
 		h.log.Warn("host: publishing live events failed; retrying", "run_id", r.id, "attempt", attempt+1, "err", err)
 		backoff *= 2
 	}
-}
-
-// resetUncommitted appends a reset response.in_progress when the head
-// response's log holds live events past its last commit (a crash or a
-// hand-over interrupted a live superstep), before the superstep re-runs.
-func (h *Host) resetUncommitted(ctx context.Context, r *run) error {
-	if r.st.NextSeq < 1 {
-		return nil
-	}
-	evs, err := h.store.EventList(ctx, &store.EventListParams{ResponseID: r.responseID(), After: r.st.NextSeq - 2, Limit: 1})
-	if err != nil {
-		return fmt.Errorf("host: read the log of response %s: %w", r.responseID(), err)
-	}
-	if len(evs) == 0 || evs[0].Step != -1 || protocol.IsTerminal(evs[0].Type) {
-		return nil
-	}
-	// The last event may be the reset itself: an earlier recovery appended
-	// it and failed (or crashed) before the superstep's commit. It voids
-	// everything before it already; a second one would repeat it.
-	again, err := protocol.Reset(r.st, evs[0].Seq)
-	if err != nil {
-		return err
-	}
-	if evs[0].Type == again.Type && bytes.Equal(evs[0].Payload, again.Payload) {
-		return nil
-	}
-	reset, err := protocol.Reset(r.st, r.st.NextSeq)
-	if err != nil {
-		return err
-	}
-	if err := h.appendLive(r, []protocol.Frame{reset}); err != nil {
-		if errors.Is(err, store.ErrFenced) {
-			r.fenced = true
-		}
-		return err
-	}
-	r.st.NextSeq = reset.Seq + 1
-	r.feed.publish([]protocol.Frame{reset}, -1)
-	h.log.Info("host: live events past the last commit voided by a reset", "response_id", r.responseID(),
-		"seq", reset.Seq)
-	return nil
 }
 
 // appendAttempt makes one attempt to append p, with the fault points

@@ -48,6 +48,7 @@ type metrics struct {
 	// clock of their own, store.Clock).
 	clockOffset prometheus.Gauge
 	journal     *journalMetrics
+	liveReplay  *liveReplayMetrics
 }
 
 // newMetrics creates the collectors and registers them on reg (if not nil).
@@ -91,7 +92,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		clockOffset: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "superstep_host_clock_offset_seconds",
 			Help: "This host's clock minus the store's, which judges leases (PostgreSQL's server; 0 for SQLite). Over 1s is logged."}),
-		journal: newJournalMetrics(),
+		journal:    newJournalMetrics(),
+		liveReplay: newLiveReplayMetrics(),
 	}
 	for _, op := range []string{opCommit, opCreate, opPublish, opDeliver, opLeaseRenew, opLeaseRelease, opRecover, opFinish, opRetention, opHeartbeat} {
 		m.failures.WithLabelValues(op) // export every op at 0
@@ -106,7 +108,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, fmt.Errorf("host: register metrics: %w", err)
 		}
 	}
-	for _, c := range m.journal.collectors() {
+	for _, c := range append(m.journal.collectors(), m.liveReplay.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("host: register metrics: %w", err)
 		}

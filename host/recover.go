@@ -164,7 +164,7 @@ func (h *Host) resumeNow(ctx context.Context, sr *store.Run) error {
 	if err != nil {
 		return err
 	}
-	if err := h.resetUncommitted(ctx, r); err != nil {
+	if err := h.loadReplay(ctx, r); err != nil {
 		return err
 	}
 	if err := h.freshenLease(ctx, r); err != nil {

@@ -28,4 +28,7 @@ type testSignals struct {
 	leaseLost testSignal[string]   // a run stopped because it was fenced (run ID)
 	runExited testSignal[string]   // a run goroutine exited (run ID)
 	claimed   testSignal[struct{}] // a claim round (claimAndResume) ended
+	// journalQueued: a journal entry was queued to ride with live frames
+	// (batchJournal; the entry's step).
+	journalQueued testSignal[int64]
 }

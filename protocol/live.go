@@ -272,6 +272,14 @@ func voidLive(seq *Seq, resp *Response, l *Live, void func(*liveItem) bool) erro
 	if len(keep) == len(l.items) {
 		return nil
 	}
+	return restate(seq, resp, l, keep)
+}
+
+// restate appends a reset response.in_progress (the last committed output)
+// and publishes the items keep again after it as they stand (a closed item
+// whole, an open message with its text so far), as l's items: what follows
+// the reset is a coherent history by itself.
+func restate(seq *Seq, resp *Response, l *Live, keep []liveItem) error {
 	if err := appendReset(seq, resp); err != nil {
 		return err
 	}

@@ -202,19 +202,6 @@ func ProjectEnd(st State, live Live, status string, e *Error, at time.Time) (Com
 	return seal(seq, State{Response: resp, NextSeq: seq.Next, Step: st.Step + 1, Usage: st.Usage}, st.Usage != Usage{}, true)
 }
 
-// Reset returns the reset response.in_progress at sequence number seq: it
-// carries st's snapshot (the last committed output) and so voids every
-// event appended live after st's last commit. The log is append-only; this
-// is how a superstep that published live and was not committed is taken
-// back before it runs again.
-func Reset(st State, seq int64) (Frame, error) {
-	s := &Seq{Next: seq}
-	if err := appendReset(s, st.Response); err != nil {
-		return Frame{}, err
-	}
-	return s.Frames[0], nil
-}
-
 // finish sets resp's terminal fields and appends its terminal event.
 func finish(seq *Seq, resp *Response, status string, at time.Time, e *Error, usage Usage) error {
 	u := usage

@@ -562,15 +562,52 @@ func TestProjectEnd_FailBeforeAnyEvent(t *testing.T) {
 	}
 }
 
-// The reset frame carries the last committed state, in progress.
-func TestReset(t *testing.T) {
+// RestateLive: a reset carrying the last committed state, in progress,
+// then the live items published again as they stand: the closed message
+// and tool call whole, the open message with its text so far. The items
+// keep their ids and indexes, and the Live after it goes on from them. A
+// zero Live gives the reset alone.
+func TestRestateLive(t *testing.T) {
 	st := created(t)
 	c := step(t, st, Live{}, &Step{Number: 1, Status: StatusInProgress, Outputs: []Output{{Kind: OutputMessage, Executor: "w", Text: "kept"}}})
-	f, err := Reset(c.Next, 42)
+	st = c.Next
+	l := Live{}
+	next := st.NextSeq
+	for _, ev := range []LiveEvent{
+		{Executor: "a", Stream: "a#1", Kind: LiveTextDelta, Text: "A"},
+		{Executor: "a", Stream: "a#1", Kind: LiveToolCall, CallID: "c1", Name: "f", Arguments: "{}"},
+		{Executor: "a", Stream: "a#1", Kind: LiveToolResult, CallID: "c1", Text: "ok"},
+		{Executor: "a", Stream: "a#1", Kind: LiveTextDelta, Text: "B"},
+		{Executor: "a", Stream: "a#1", Kind: LiveTextDelta, Text: "C"},
+	} {
+		ev.Step = 2
+		fs, nl := liveEv(t, st, next, l, ev)
+		l, next = nl, fs[len(fs)-1].Seq+1
+	}
+	fs, l2, err := RestateLive(st, 42, l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want(t, []Frame{f}, `42 in_progress in_progress output=1`)
+	want(t, fs, `
+		42 in_progress in_progress output=1
+		43 output_item.added [1] msg_t_1 in_progress
+		44 content_part.added [1]
+		45 output_text.delta [1] msg_t_1 "A"
+		46 output_text.done [1] msg_t_1 "A"
+		47 content_part.done [1]
+		48 output_item.done [1] msg_t_1 completed "A"
+		49 output_item.added [2] mcp_t_2 in_progress tool f({})
+		50 output_item.done [2] mcp_t_2 completed tool f({}) -> "ok"
+		51 output_item.added [3] msg_t_3 in_progress
+		52 content_part.added [3]
+		53 output_text.delta [3] msg_t_3 "BC"`)
+	fs, _ = liveEv(t, st, 54, l2, LiveEvent{Step: 2, Executor: "a", Stream: "a#1", Kind: LiveTextDelta, Text: "D"})
+	want(t, fs, `54 output_text.delta [3] msg_t_3 "D"`)
+	fs, _, err = RestateLive(st, 7, Live{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, fs, `7 in_progress in_progress output=1`)
 }
 
 // The cancelled view changes the status and nothing else.

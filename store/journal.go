@@ -62,3 +62,17 @@ type JournalEntry struct {
 	Data      []byte
 	CreatedAt time.Time
 }
+
+// JournalBatcher is implemented by stores whose EventAppend also appends
+// EventAppendParams.Journal, in the same transaction as the events (both
+// backends). A host that has live events queued when a call finishes can
+// then make the call's journal entry durable with them: one write instead
+// of two. It is optional: callers find it with a type assertion, and a
+// store without it gets a plain JournalAppend.
+type JournalBatcher interface {
+	Journal
+	// AppendsJournal reports whether EventAppend honours
+	// EventAppendParams.Journal (a wrapper may embed a store that does
+	// and say it does not).
+	AppendsJournal() bool
+}

@@ -366,6 +366,14 @@ type EventAppendParams struct {
 	ResponseID string
 	Events     []EventInput
 	Now        time.Time
+	// Journal, when not empty, is appended to the journal of (RunID,
+	// JournalStep) in the same transaction as Events, under the same
+	// fence, as JournalAppend would (its ErrConflict when JournalStep is
+	// not the run's LastStep+1): both are stored or neither. Only stores
+	// that implement JournalBatcher read it; a caller must check (another
+	// store ignores it). It needs Events: with none, nothing is written.
+	Journal     []JournalInput
+	JournalStep int64
 }
 
 // EventListParams are the arguments of EventList.

@@ -144,6 +144,12 @@ const appendBatchSQL = `SELECT o_code, o_detail FROM superstep_append_batch($1, 
 
 // write appends a batch in one transaction and answers each call.
 func (a *appender) write(batch []*appendReq) {
+	for _, r := range batch {
+		if len(r.p.Journal) > 0 {
+			a.writeWithJournal(batch)
+			return
+		}
+	}
 	n := len(batch)
 	runs, resps := make([]string, 0, n), make([]string, 0, n)
 	epochs, firsts, sizes := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)

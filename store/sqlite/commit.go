@@ -176,12 +176,17 @@ func checkWrite(ctx context.Context, tx *sql.Tx, runID string, epoch int64, resp
 func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) error {
 	now := orNow(p.Now)
 	return s.writeWake(ctx, "event append", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Tx) error {
-		_, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now, false)
+		run, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now, false)
 		if err != nil {
 			return err
 		}
 		if err := insertRecord(ctx, tx, respNum, -1, p.Events); err != nil {
 			return err
+		}
+		if len(p.Journal) > 0 && len(p.Events) > 0 {
+			if err := insertJournal(ctx, tx, run, p.Epoch, p.JournalStep, p.Journal, now); err != nil {
+				return err
+			}
 		}
 		if err := fault.Point(ctx, "append.events_inserted"); err != nil {
 			return err

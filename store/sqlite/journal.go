@@ -27,19 +27,31 @@ func (s *Store) JournalAppend(ctx context.Context, p *store.JournalAppendParams)
 		if p.Epoch != run.Lease.Epoch || run.Lease.Owner == "" || !now.Before(run.Lease.ExpiresAt) {
 			return &store.FencedError{RunID: p.RunID, Epoch: p.Epoch, CurrentEpoch: run.Lease.Epoch}
 		}
-		if !run.Active || p.Step != run.LastStep+1 {
-			return fmt.Errorf("%w: run %s: journal of step %d (last step %d, active %v)",
-				store.ErrConflict, p.RunID, p.Step, run.LastStep, run.Active)
-		}
-		for _, e := range p.Entries {
-			_, err := tx.ExecContext(ctx, `INSERT INTO journal (run_id, step, epoch, key, hash, data, created_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`, p.RunID, p.Step, p.Epoch, e.Key, e.Hash, e.Data, now.UnixNano())
-			if err != nil {
-				return mapError("journal append", err)
-			}
-		}
-		return nil
+		return insertJournal(ctx, tx, run, p.Epoch, p.Step, p.Entries, now)
 	})
+}
+
+// AppendsJournal reports that EventAppend appends
+// EventAppendParams.Journal in its transaction (store.JournalBatcher).
+func (s *Store) AppendsJournal() bool { return true }
+
+var _ store.JournalBatcher = (*Store)(nil)
+
+// insertJournal appends entries to the journal of (run, step), made under
+// epoch, which the caller checked is the run's (the fence).
+func insertJournal(ctx context.Context, tx *sql.Tx, run *runRow, epoch, step int64, entries []store.JournalInput, now time.Time) error {
+	if !run.Active || step != run.LastStep+1 {
+		return fmt.Errorf("%w: run %s: journal of step %d (last step %d, active %v)",
+			store.ErrConflict, run.ID, step, run.LastStep, run.Active)
+	}
+	for _, e := range entries {
+		_, err := tx.ExecContext(ctx, `INSERT INTO journal (run_id, step, epoch, key, hash, data, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, run.ID, step, epoch, e.Key, e.Hash, e.Data, now.UnixNano())
+		if err != nil {
+			return mapError("journal append", err)
+		}
+	}
+	return nil
 }
 
 // JournalList returns the entries of (runID, step) in append order.

@@ -74,6 +74,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("HostRegistry", func(t *testing.T) { testHostRegistry(t, h) })
 	t.Run("Idempotency", func(t *testing.T) { testIdempotency(t, h) })
 	t.Run("Journal", func(t *testing.T) { testJournal(t, h) })
+	t.Run("JournalBatch", func(t *testing.T) { testJournalBatch(t, h) })
 	t.Run("Lease", func(t *testing.T) { testLease(t, h) })
 	t.Run("LeaseClock", func(t *testing.T) { testLeaseClock(t, h) })
 	t.Run("LeaseBatch", func(t *testing.T) { testLeaseBatch(t, h) })
