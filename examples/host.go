@@ -36,7 +36,7 @@ func RegisterLLM(h *host.Host, o *LLMOptions) error {
 			return fmt.Errorf("examples: %w", err)
 		}
 	}
-	return nil
+	return registerOrchestra(h, o)
 }
 
 // RegisterProxies hosts the model ids of o's model server on h, each under
@@ -52,6 +52,19 @@ func RegisterProxies(h *host.Host, o *LLMOptions, ids []string) error {
 		if err := h.RegisterAgent(id, a, host.WithPublication(host.PublicationLive)); err != nil {
 			return fmt.Errorf("examples: proxy: %w", err)
 		}
+	}
+	return nil
+}
+
+// registerOrchestra hosts demo.orchestra on h with live publication, like
+// the other LLM demos.
+func registerOrchestra(h *host.Host, o *LLMOptions) error {
+	wf, err := OrchestraWorkflow(o)
+	if err != nil {
+		return fmt.Errorf("examples: %s: %w", Orchestra, err)
+	}
+	if err := h.RegisterWorkflow(Orchestra, wf, host.WithPublication(host.PublicationLive)); err != nil {
+		return fmt.Errorf("examples: %w", err)
 	}
 	return nil
 }

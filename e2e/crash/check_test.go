@@ -18,6 +18,7 @@ func (ch *chaos) verify(ctx context.Context, refs map[string]verify.Outcome) {
 	}
 	in := &verify.Input{Journal: &verify.Journal{Entries: entries, Crashes: ch.kills, Marks: ch.marks}}
 	workloads := ch.readDatabase(ctx, in, refs)
+	retagReferences(in)
 	// Workloads without a reference (the cancelled demo.silent) invoke each
 	// executor once per superstep, and so does a tool call.
 	in.Journal.PerAttempt = verifytest.PerAttempt(entries, workloads, ch.refIDs, func(workload, executor string) bool {

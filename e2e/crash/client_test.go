@@ -29,6 +29,9 @@ type config struct {
 	// tagged appends the workload's tag to the input, so that a model
 	// server can tell its requests apart (see journal_test.go).
 	tagged bool
+	// byAgent: the run's agents run at once, each a chain of model
+	// requests of its own (see journal_test.go).
+	byAgent bool
 }
 
 // params returns the create request of cfg.

@@ -88,17 +88,25 @@ func runSuite(t *testing.T, b *backend, s *suite) {
 	if err := ch.cl.start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	began := time.Now()
 	refs := ch.references(ctx)
+	refsDone := time.Now()
 	ch.killLoop(ctx)
+	killsDone := time.Now()
 	ch.drain(ctx)
 	ch.checkResumeAtEnd(ctx)
 	if err := ch.cl.stop(30 * time.Second); err != nil {
 		t.Error(err)
 	}
+	drained := time.Now()
 	ch.finishOrphans(ctx)
 	n, mean := ch.cl.startStats()
 	t.Logf("%d server starts, %v each on average", n, mean.Round(time.Millisecond))
+	orphaned := time.Now()
 	ch.verify(ctx, refs)
+	r := func(a, b time.Time) time.Duration { return b.Sub(a).Round(100 * time.Millisecond) }
+	t.Logf("phases: references %v, kills %v, drain %v, orphans %v, checks %v",
+		r(began, refsDone), r(refsDone, killsDone), r(killsDone, drained), r(drained, orphaned), r(orphaned, time.Now()))
 }
 
 // references runs each config once without kills and returns the outcome
@@ -136,7 +144,13 @@ func (ch *chaos) references(ctx context.Context) map[string]verify.Outcome {
 
 // spawn keeps inFlight workloads running.
 func (ch *chaos) spawn() {
-	ch.pool.Fill(inFlight, func(i int) *workload { return newWorkload(ch.cl, i, ch.rng, ch.s.configs) })
+	ch.pool.Fill(inFlight, func(i int) *workload {
+		w := newWorkload(ch.cl, i, ch.rng, ch.s.configs)
+		if ch.s.rotate {
+			w.cfg = ch.s.configs[i%len(ch.s.configs)]
+		}
+		return w
+	})
 }
 
 // killLoop kills the server at random moments under load, records each

@@ -12,6 +12,17 @@
 // stream (deltas, then a reset back to the committed output, then the
 // re-run's deltas) ends equal to the final output.
 //
+// TestCrash_Journal_* check the journal inside the superstep: demo.tools
+// (turns of 3 to 4 model calls and 2 to 3 tool calls),
+// demo.writer-reviewer and demo.orchestra (four agents with tools at once
+// in one superstep) on a model server in the test that records every
+// request, 30 kills on each backend: a model request answered before a
+// later one of its agent's turn was sent is never sent again, each kill
+// repeats at most one request per agent turn in progress, a tool call runs
+// again only after a kill that landed while it ran (-no-journal shows the
+// checks failing). They and TestCrash_Live_* log what the kills cost live
+// clients in a fixed format (grep live-resets; see liveresets_test.go).
+//
 // TestCrash_Conversation_* drive one multi-turn conversation on a
 // proxied local model (--proxy-models all), with client tool calls and
 // their answers, every create sent with an Idempotency-Key, killing the

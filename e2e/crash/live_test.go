@@ -106,6 +106,7 @@ func checkLive(ch *chaos, in *verify.Input) {
 	}
 	t.Logf("live: %d resets in the logs, %d of them voiding streamed items; %d client views received a reset after resuming; %d resumed inside a streaming item; %d views rendered from the start",
 		resets, voiding, seenOnResume, midItem, rendered)
+	logLiveResets(ch, in)
 	if midItem == 0 {
 		t.Errorf("seed %d: no client resumed inside an item it saw streaming (%d resets voiding streamed items): the test did not test live recovery",
 			ch.seed, voiding)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,11 @@ type cluster struct {
 		up       chan struct{} // closed when proc is up
 		starts   int
 		starting time.Duration // total time from exec to /healthz 200
+		// startedAt[i] is when start i began (before its exec); downAt[i]
+		// when process i was detached to be killed or stopped. A model
+		// connection accepted at or after startedAt[i] is process i's or a
+		// later one's (journal_test.go tells processes apart by them).
+		startedAt, downAt []time.Time
 	}
 	// deltas counts the text deltas clients received (kills in live mode
 	// wait for tokens to be streaming).
@@ -49,6 +55,7 @@ func (c *cluster) start(ctx context.Context) error {
 	c.mu.Lock()
 	c.mu.starts++
 	n := c.mu.starts
+	c.mu.startedAt = append(c.mu.startedAt, began)
 	c.mu.Unlock()
 	p, err := proctest.Start(ctx, &proctest.Options{Bin: c.bin,
 		Args:        append([]string{"serve", "--db", c.db, "--addr", "127.0.0.1:0"}, c.extraArgs...),
@@ -100,6 +107,7 @@ func (c *cluster) detach() *proctest.Proc {
 	defer c.mu.Unlock()
 	p := c.mu.proc
 	if p != nil {
+		c.mu.downAt = append(c.mu.downAt, time.Now())
 		c.mu.proc = nil
 		c.mu.up = make(chan struct{})
 	}
@@ -142,4 +150,12 @@ func (c *cluster) killAtCleanup() {
 			_ = p.Kill()
 		}
 	}
+}
+
+// processTimes returns when each server process started and (for those no
+// longer running) when it was taken down.
+func (c *cluster) processTimes() (started, down []time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.mu.startedAt), slices.Clone(c.mu.downAt)
 }

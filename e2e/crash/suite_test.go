@@ -26,6 +26,9 @@ type suite struct {
 	killBudget time.Duration
 	// check, when set, runs after the common checks on their input.
 	check func(ch *chaos, in *verify.Input)
+	// rotate takes the configs in turn instead of at random, so that
+	// each gets its share of the kills.
+	rotate bool
 }
 
 // jitter returns the bound of the random wait before a kill, in ms.

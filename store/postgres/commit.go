@@ -122,15 +122,10 @@ func encodeEvents(events []store.EventInput) *encodedEvents {
 		return e
 	}
 	e.first = events[0].Seq
-	size := 0
 	for _, ev := range events {
-		size += eventrec.Size(ev.Type, ev.Payload)
 		e.bytes += int64(len(ev.Payload))
 	}
-	e.data = make([]byte, 0, size)
-	for _, ev := range events {
-		e.data = eventrec.Append(e.data, ev.Type, ev.Payload)
-	}
+	e.data = eventrec.Encode(events)
 	return e
 }
 

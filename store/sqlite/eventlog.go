@@ -24,14 +24,7 @@ func insertRecord(ctx context.Context, tx *sql.Tx, respNum, step int64, events [
 	if len(events) == 0 {
 		return nil
 	}
-	size := 0
-	for _, ev := range events {
-		size += eventrec.Size(ev.Type, ev.Payload)
-	}
-	data := make([]byte, 0, size)
-	for _, ev := range events {
-		data = eventrec.Append(data, ev.Type, ev.Payload)
-	}
+	data := eventrec.Encode(events)
 	_, err := tx.ExecContext(ctx, "INSERT INTO event_records (k, last_seq, step, data) VALUES (?, ?, ?, ?)",
 		logKey(respNum, events[0].Seq), events[len(events)-1].Seq, step, data)
 	return mapError("insert event record", err)

@@ -22,6 +22,22 @@
 //
 // The migrations that convert per-event rows write this format in SQL;
 // they and Append must agree.
+//
+// # Records with references
+//
+// Encode stores a long JSON string (MinShared bytes or more) that repeats
+// in a record once: the reply's text otherwise recurs in its delta, its
+// done events and the completed response, five or more copies per commit.
+// Such a record starts with a header
+//
+//	0x80 0x00 uvarint(k) uvarint(i1) uvarint(i2-i1) ... uvarint(ik-ik-1)
+//
+// listing the indexes of the k events whose payload bytes are an encoded
+// form (encoder.add) of literal runs and references to earlier bytes of
+// the record's events; the events follow in the format above. 0x80 0x00
+// reads as a non-minimal uvarint, which no plain record starts with. A
+// record with nothing to share is written in the plain format, so short
+// payloads (nothing to scan) and the migrations' records are unchanged.
 package eventrec
 
 import (
@@ -64,20 +80,73 @@ var ErrCorrupt = errors.New("eventrec: corrupt record")
 
 // Decoder reads the events of one record in order. Payloads returned are
 // slices of the data (capacity capped, so appending to one never writes
-// into the next); types are copied.
+// into the next), or new slices for payloads stored with references;
+// types are copied.
 type Decoder struct {
 	data []byte
 	off  int
+	base int    // where the events start (after a header)
+	idx  uint64 // index of the next event
+	enc  uint64 // index of the next event stored with references
+	left uint64 // events stored with references not reached yet
+	hdr  int    // offset of the header's next index delta
+	err  error  // a bad header
 }
 
 // NewDecoder returns a Decoder over data.
-func NewDecoder(data []byte) *Decoder { return &Decoder{data: data} }
+func NewDecoder(data []byte) *Decoder {
+	d := &Decoder{data: data}
+	if len(data) >= len(sharedMarker) && data[0] == sharedMarker[0] && data[1] == sharedMarker[1] {
+		d.readHeader()
+	}
+	return d
+}
+
+// readHeader reads the header of a record with references: the number of
+// events stored with references and their indexes, delta-coded, each
+// after the first greater than the one before.
+func (d *Decoder) readHeader() {
+	d.off = len(sharedMarker)
+	n, err := d.uvarint()
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%w: header lists no event", ErrCorrupt)
+	}
+	if err != nil {
+		d.err = err
+		return
+	}
+	d.left = n
+	for i := uint64(0); i < n; i++ {
+		delta, err := d.uvarint()
+		if err == nil && i > 0 && delta == 0 {
+			err = fmt.Errorf("%w: header indexes not increasing", ErrCorrupt)
+		}
+		if err != nil {
+			d.err = err
+			return
+		}
+		if i == 0 {
+			d.enc, d.hdr = delta, d.off
+		}
+	}
+	d.base = d.off
+}
 
 // Next decodes the next event. It returns ErrCorrupt (wrapped) when the
 // data ends inside an event or a length is out of range; ok is false at
 // the end of the data.
-func (d *Decoder) Next() (ev Event, ok bool, err error) {
+func (d *Decoder) Next() (ev Event, ok bool, err error) { return d.next(true) }
+
+// next reads the next event, expanding its payload when decode is set
+// (Skip reads past events without building them).
+func (d *Decoder) next(decode bool) (ev Event, ok bool, err error) {
+	if d.err != nil {
+		return Event{}, false, d.err
+	}
 	if d.off == len(d.data) {
+		if d.left > 0 {
+			return Event{}, false, fmt.Errorf("%w: header lists event %d of a record of %d", ErrCorrupt, d.enc, d.idx)
+		}
 		return Event{}, false, nil
 	}
 	tlen, err := d.uvarint()
@@ -92,20 +161,95 @@ func (d *Decoder) Next() (ev Event, ok bool, err error) {
 	if err != nil {
 		return Event{}, false, err
 	}
-	ev.Type = string(typ)
+	shared := d.left > 0 && d.idx == d.enc
+	d.idx++
+	if shared {
+		d.left--
+		if d.left > 0 {
+			delta, k := binary.Uvarint(d.data[d.hdr:d.base]) // checked by readHeader
+			d.hdr += k
+			d.enc += delta
+		}
+	}
+	if decode {
+		ev.Type = string(typ)
+	}
 	if n == 0 {
+		if shared {
+			return Event{}, false, fmt.Errorf("%w: nil payload listed as stored with references", ErrCorrupt)
+		}
 		return ev, true, nil
 	}
+	at := d.off
 	if ev.Payload, err = d.bytes(n - 1); err != nil {
 		return Event{}, false, err
 	}
+	if shared && decode {
+		if ev.Payload, err = d.expand(ev.Payload, at-d.base); err != nil {
+			return Event{}, false, err
+		}
+	}
 	return ev, true, nil
+}
+
+// maxExpanded bounds a payload rebuilt from references, so that damaged
+// data (many references to the same long bytes) cannot ask for an
+// allocation beyond any payload a store accepts.
+const maxExpanded = 1 << 30
+
+// expand rebuilds a payload stored with references (encoder.add) from its
+// encoded form, which starts at offset pos of the record's events.
+func (d *Decoder) expand(form []byte, pos int) ([]byte, error) {
+	events := d.data[d.base:]
+	var out []byte
+	total := 0
+	// The first pass checks the form and sums the length, the second
+	// copies.
+	for pass := range 2 {
+		if pass == 1 {
+			out = make([]byte, 0, total)
+		}
+		for i := 0; ; {
+			n, k := binary.Uvarint(form[i:])
+			if k <= 0 || n > uint64(len(form)-i-k) {
+				return nil, fmt.Errorf("%w: bad literal at offset %d", ErrCorrupt, pos+i)
+			}
+			i += k
+			if pass == 0 {
+				total += int(n)
+			} else {
+				out = append(out, form[i:i+int(n)]...)
+			}
+			i += int(n)
+			if i == len(form) {
+				break
+			}
+			tok := uint64(pos + i)
+			off, k1 := binary.Uvarint(form[i:])
+			if k1 <= 0 {
+				return nil, fmt.Errorf("%w: bad reference at offset %d", ErrCorrupt, tok)
+			}
+			n, k2 := binary.Uvarint(form[i+k1:])
+			if k2 <= 0 || off > tok || n > tok-off {
+				return nil, fmt.Errorf("%w: bad reference at offset %d", ErrCorrupt, tok)
+			}
+			i += k1 + k2
+			if pass == 0 {
+				if total += int(n); total > maxExpanded {
+					return nil, fmt.Errorf("%w: payload longer than %d bytes", ErrCorrupt, maxExpanded)
+				}
+			} else {
+				out = append(out, events[off:off+n]...)
+			}
+		}
+	}
+	return out, nil
 }
 
 // Skip decodes and drops n events (readers starting inside a record).
 func (d *Decoder) Skip(n int64) error {
 	for i := int64(0); i < n; i++ {
-		if _, ok, err := d.Next(); err != nil {
+		if _, ok, err := d.next(false); err != nil {
 			return err
 		} else if !ok {
 			return fmt.Errorf("%w: ended after %d of %d events to skip", ErrCorrupt, i, n)
@@ -114,8 +258,9 @@ func (d *Decoder) Skip(n int64) error {
 	return nil
 }
 
-// Done reports whether every byte was read.
-func (d *Decoder) Done() bool { return d.off == len(d.data) }
+// Done reports whether every byte was read (and every event the header
+// of a record with references lists was).
+func (d *Decoder) Done() bool { return d.off == len(d.data) && d.left == 0 && d.err == nil }
 
 func (d *Decoder) uvarint() (uint64, error) {
 	v, n := binary.Uvarint(d.data[d.off:])

@@ -1,0 +1,241 @@
+package eventrec
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/maphash"
+
+	"github.com/superstep/superstep/store"
+)
+
+// MinShared is the shortest JSON string (in bytes as the payload holds
+// it: quotes included, escapes as they are) that Encode stores once per
+// record and refers to where it repeats. Shorter ones cost less to repeat
+// than to look up; a payload shorter than this is never scanned.
+const MinShared = 1024
+
+// sharedMarker starts a record whose header lists the events stored with
+// references. It reads as the uvarint 0 in a non-minimal form, which
+// neither Append nor the migrations' SQL ever write, so no record of the
+// plain format starts with it.
+var sharedMarker = [2]byte{0x80, 0x00}
+
+var seed = maphash.MakeSeed()
+
+// Encode returns the record of events, in order. A long JSON string that
+// occurs again in the record (the text of a reply repeats in its delta,
+// its done events and the completed response) is stored once: later
+// occurrences refer to the bytes of the first. A record with no repeated
+// long string is the plain format, as Append writes it.
+func Encode(events []store.EventInput) []byte {
+	// A repeat takes two strings of MinShared bytes: in two payloads of at
+	// least that size, or in one of twice that. Records without either
+	// (all of W1's and W3's, a short reply's final commit with its 1 KB
+	// response.completed) are not scanned.
+	size, long, double := 0, 0, false
+	for _, ev := range events {
+		size += Size(ev.Type, ev.Payload)
+		if len(ev.Payload) >= MinShared {
+			long++
+			double = double || len(ev.Payload) >= 2*MinShared
+		}
+	}
+	if long == 0 || (long == 1 && !double) {
+		data := make([]byte, 0, size)
+		for _, ev := range events {
+			data = Append(data, ev.Type, ev.Payload)
+		}
+		return data
+	}
+	// Room for the header in front: the marker and the indexes of at most
+	// long events, so that a record that needs none is returned without a
+	// copy.
+	reserve := len(sharedMarker) + uvarintLen(uint64(long)) + long*uvarintLen(uint64(len(events)))
+	e := &encoder{buf: make([]byte, reserve, reserve+size), base: reserve}
+	for i, ev := range events {
+		if len(ev.Payload) < MinShared {
+			e.buf = Append(e.buf, ev.Type, ev.Payload)
+			continue
+		}
+		if e.add(ev.Type, ev.Payload) {
+			e.encoded = append(e.encoded, i)
+		}
+	}
+	if len(e.encoded) == 0 {
+		return e.buf[e.base:]
+	}
+	hdr := append(sharedMarker[:], binary.AppendUvarint(nil, uint64(len(e.encoded)))...)
+	prev := 0
+	for _, i := range e.encoded {
+		hdr = binary.AppendUvarint(hdr, uint64(i-prev))
+		prev = i
+	}
+	start := e.base - len(hdr)
+	copy(e.buf[start:], hdr)
+	return e.buf[start:]
+}
+
+// span is a string's place in the record's events (offsets from the end
+// of the header).
+type span struct{ off, n int }
+
+type encoder struct {
+	buf     []byte
+	base    int // where the events start in buf
+	seen    map[uint64]span
+	pending []pending
+	encoded []int
+}
+
+// pending is a string of the payload being encoded whose place in the
+// record is not known yet (it is in a literal run not written yet).
+type pending struct {
+	h    uint64
+	a, b int
+}
+
+// add appends one event whose payload is long enough to scan and reports
+// whether it was stored with references. Its encoded form, when it has
+// one, is
+//
+//	lit (ref lit)*
+//	lit = uvarint(n) n bytes
+//	ref = uvarint(off) uvarint(n): n bytes from offset off of the record's
+//	      events, ending at or before the ref itself
+//
+// with the payload length field (len+1 of the encoded form) padded to the
+// width of the plain payload's, so that offsets are known as the form is
+// written. The encoded form is never longer than the payload: each ref
+// replaces at least MinShared bytes by at most 30.
+func (e *encoder) add(typ string, p []byte) bool {
+	e.buf = binary.AppendUvarint(e.buf, uint64(len(typ)))
+	e.buf = append(e.buf, typ...)
+	w := uvarintLen(uint64(len(p)) + 1)
+	lenAt := len(e.buf)
+	e.buf = append(e.buf, make([]byte, w)...)
+	start := len(e.buf)
+	e.pending = e.pending[:0]
+	lit, refs := 0, 0 // lit: where the payload's current literal run starts
+	// flush writes the literal run up to end, placing the strings in it.
+	flush := func(end int) {
+		e.buf = binary.AppendUvarint(e.buf, uint64(end-lit))
+		e.place(p, lit, len(e.buf)-e.base)
+		e.buf = append(e.buf, p[lit:end]...)
+	}
+	for a, b := nextString(p, 0); b > 0; a, b = nextString(p, b) {
+		if b-a < MinShared {
+			continue
+		}
+		s := p[a:b]
+		h := maphash.Bytes(seed, s)
+		sp, ok := e.find(h, s)
+		if !ok {
+			if !e.isPending(h, s) {
+				e.pending = append(e.pending, pending{h, a, b})
+				continue
+			}
+			// A repeat inside this payload: write the run holding the
+			// first occurrence, then refer to it.
+			flush(a)
+			if sp, ok = e.find(h, s); !ok {
+				// Its hash was taken by another string. The run written
+				// must be followed by a ref: an empty one; the string
+				// starts the next run.
+				e.buf = append(e.buf, 0, 0)
+				lit = a
+				refs++
+				e.pending = append(e.pending, pending{h, a, b})
+				continue
+			}
+		} else {
+			flush(a)
+		}
+		e.buf = binary.AppendUvarint(e.buf, uint64(sp.off))
+		e.buf = binary.AppendUvarint(e.buf, uint64(sp.n))
+		lit = b
+		refs++
+	}
+	if refs == 0 {
+		e.place(p, 0, start-e.base)
+		e.buf = append(e.buf, p...)
+		binary.PutUvarint(e.buf[lenAt:], uint64(len(p))+1)
+		return false
+	}
+	flush(len(p))
+	putPadded(e.buf[lenAt:start], uint64(len(e.buf)-start)+1)
+	return true
+}
+
+// place records where the pending strings land: the bytes of p from from
+// on are written at offset off of the record's events.
+func (e *encoder) place(p []byte, from, off int) {
+	if len(e.pending) > 0 && e.seen == nil {
+		e.seen = make(map[uint64]span)
+	}
+	for _, s := range e.pending {
+		if _, taken := e.seen[s.h]; !taken {
+			e.seen[s.h] = span{off + s.a - from, s.b - s.a}
+		}
+	}
+	e.pending = e.pending[:0]
+}
+
+// find returns an earlier occurrence of s already written.
+func (e *encoder) find(h uint64, s []byte) (span, bool) {
+	sp, ok := e.seen[h]
+	if !ok || sp.n != len(s) {
+		return span{}, false
+	}
+	at := e.base + sp.off
+	return sp, bytes.Equal(e.buf[at:at+sp.n], s)
+}
+
+func (e *encoder) isPending(h uint64, s []byte) bool {
+	for _, q := range e.pending {
+		if q.h == h && q.b-q.a == len(s) {
+			return true // the caller re-checks the bytes through find
+		}
+	}
+	return false
+}
+
+// putPadded writes v as a uvarint filling all of b (continuation bytes
+// of zero groups pad it); binary.Uvarint reads it back as v.
+func putPadded(b []byte, v uint64) {
+	for i := range len(b) - 1 {
+		b[i] = byte(v&0x7f) | 0x80
+		v >>= 7
+	}
+	if v >= 0x80 {
+		panic("eventrec: padded length does not fit")
+	}
+	b[len(b)-1] = byte(v)
+}
+
+// nextString returns the bounds [a, b) of the first JSON string token of p
+// at or after i, quotes included, b == 0 when there is none. A quote
+// closes the string unless an odd number of backslashes precedes it. On
+// bytes that are not JSON it finds quoted runs all the same, which only
+// decides what is looked up: references are made to equal bytes alone.
+func nextString(p []byte, i int) (a, b int) {
+	j := bytes.IndexByte(p[i:], '"')
+	if j < 0 {
+		return 0, 0
+	}
+	a = i + j
+	for k := a + 1; ; {
+		q := bytes.IndexByte(p[k:], '"')
+		if q < 0 {
+			return 0, 0
+		}
+		end := k + q
+		bs := 0
+		for x := end - 1; x > a && p[x] == '\\'; x-- {
+			bs++
+		}
+		if bs%2 == 0 {
+			return a, end + 1
+		}
+		k = end + 1
+	}
+}
