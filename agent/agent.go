@@ -1,5 +1,17 @@
 // Package agent defines the Agent interface (messages in, a stream of
-// updates out, multi-turn through a Session) and adapts workflows to it.
+// updates out, multi-turn through a Session), a model-backed Agent
+// (ChatAgent) and the executor that makes an agent a step of a workflow.
+//
+//	writer, err := agent.NewChatAgent(&agent.Options{Name: "writer",
+//		Instructions: "Write one short paragraph on the topic.", Tools: []*agent.Tool{lookup}})
+//	...
+//	draft := agent.Executor("writer", writer) // its reply is sent on as text
+//	words := workflow.Map("words", func(c *workflow.Context, text string) (int, error) {
+//		return len(strings.Fields(text)), nil
+//	})
+//	wf, err := workflow.NewBuilder("paragraph").SetStart(draft).AddEdge(draft, words).
+//		Outputs(draft, words).Build()
+//	// Host it: h.RegisterWorkflow("paragraph", wf); or the agent alone: h.RegisterAgent("writer", writer).
 //
 // # Model-backed agents
 //
@@ -25,18 +37,17 @@
 // the tools. Sequential, Concurrent and Handoff build the usual
 // orchestrations from Participants.
 //
-// # Workflow-backed agents and hosts
+// # Hosting
 //
-// FromWorkflow returns a *WorkflowAgent, which implements Agent and also
-// WorkflowProvider. Run on its own (no host), it runs the workflow in memory
-// and streams outputs as updates. A host must not call Run for durable
-// serving: it checks for WorkflowProvider and drives Workflow() through the
-// same path as a hosted workflow (NewRun/Restore, Run with its own durable
-// workflow.CommitFunc), so every superstep is committed before anything is
-// published. Commit returns the hook the adapter itself uses when it runs
-// standalone. The helpers WorkflowInput, AnswerValue and UpdateFromEvent
-// are the mapping the adapter uses between messages/updates and workflow
-// inputs/events; a host should use them too, so both paths agree.
+// There is one way to host each thing: a host serves an Agent with
+// host.RegisterAgent (each turn one durable step of a conversation kept in
+// the run, see WithMemory) and a workflow, agent executors in it or not,
+// with host.RegisterWorkflow (every superstep durable). FromWorkflow is for
+// running a workflow as an Agent without a host, in memory (tests, small
+// programs); a host refuses it. The helpers WorkflowInput, AnswerValue and
+// UpdateFromEvent are the mapping FromWorkflow uses between
+// messages/updates and workflow inputs/events; a host uses them too, so
+// both paths agree.
 package agent
 
 import (

@@ -83,12 +83,12 @@ type Options struct {
 	MaxToolCalls int
 	// MaxOutputTokens caps each model reply (0: the server's default).
 	MaxOutputTokens int
-	// Metadata is sent with every model request (see also WithMetadata).
+	// Metadata is sent with every model request.
 	Metadata map[string]string
 	// MetadataFrom, when set, is called for every model request with the
 	// turn's ctx; its entries are sent as metadata too (for example a
-	// host's per-request metadata such as token_delay_ms). Precedence:
-	// Metadata, then MetadataFrom, then WithMetadata.
+	// host's per-request metadata such as token_delay_ms); they win over
+	// Metadata's.
 	MetadataFrom func(ctx context.Context) map[string]string
 	// Retry is the retry policy for model calls.
 	Retry RetryPolicy

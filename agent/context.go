@@ -11,11 +11,11 @@ const (
 	keyHandoffs
 )
 
-// WithIdempotencyKey returns ctx carrying key, the idempotency key tools
+// withIdempotencyKey returns ctx carrying key, the idempotency key tools
 // receive (see IdempotencyKey). Executor sets it to the workflow
 // executor's Context.IdempotencyKey (run, superstep, executor), which is
 // stable across re-runs of an uncommitted superstep.
-func WithIdempotencyKey(ctx context.Context, key string) context.Context {
+func withIdempotencyKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyIdempotency, key)
 }
 
@@ -34,10 +34,10 @@ func ToolCallID(ctx context.Context) string {
 	return s
 }
 
-// WithMetadata returns ctx carrying request metadata, which ChatAgent adds
+// withMetadata returns ctx carrying request metadata, which ChatAgent adds
 // to its model requests (for example token_delay_ms for the local model
 // server). Later values win over earlier ones and over Options.Metadata.
-func WithMetadata(ctx context.Context, md map[string]string) context.Context {
+func withMetadata(ctx context.Context, md map[string]string) context.Context {
 	merged := map[string]string{}
 	for k, v := range metadataFrom(ctx) {
 		merged[k] = v

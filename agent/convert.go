@@ -26,9 +26,9 @@ func AnswerValue(req workflow.Request, output string) (any, error) {
 	return p.Elem().Interface(), nil
 }
 
-// ValueText renders a workflow value as text: strings as they are, other
+// valueText renders a workflow value as text: strings as they are, other
 // values as JSON.
-func ValueText(v any) string {
+func valueText(v any) string {
 	switch v := v.(type) {
 	case string:
 		return v
@@ -54,7 +54,7 @@ func UpdateFromEvent(ev workflow.Event) (Update, bool) {
 			u.Source = e.ExecutorID
 			return u, true
 		}
-		return Update{Kind: UpdateText, Text: ValueText(e.Value), Source: e.ExecutorID}, true
+		return Update{Kind: UpdateText, Text: valueText(e.Value), Source: e.ExecutorID}, true
 	case workflow.RequestInfo:
 		return RequestUpdate(e.Request), true
 	}

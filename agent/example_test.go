@@ -17,15 +17,12 @@ func ExampleFromWorkflow() {
 			_, err := workflow.RequestInput[string](c, "call_1", "nickname for "+name+"?")
 			return err
 		}),
-		workflow.On(func(c *workflow.Context, a workflow.Answer) error {
-			return c.Yield("hello, " + strings.ToUpper(a.Value.(string)))
+		workflow.On(func(c *workflow.Context, a workflow.Answer[string]) error {
+			return c.Yield("hello, " + strings.ToUpper(a.Value))
 		}),
 	})
-	wf, _ := workflow.NewBuilder("greeter").SetStart(greet).Outputs("greet").Build()
+	wf, _ := workflow.NewBuilder("greeter").SetStart(greet).Outputs(greet).Build()
 	a := agent.FromWorkflow(wf)
-	if p, ok := any(a).(agent.WorkflowProvider); ok { // what a host checks
-		fmt.Println("hosted as workflow:", p.Workflow().Name())
-	}
 
 	s := agent.NewSession("conv-1")
 	turn := func(in ...agent.Message) {
@@ -40,7 +37,6 @@ func ExampleFromWorkflow() {
 	turn(agent.Message{Role: agent.RoleUser, Text: "Ada"})
 	turn(agent.Message{Role: agent.RoleTool, CallID: "call_1", Text: "countess"})
 	// Output:
-	// hosted as workflow: greeter
 	// function_call: call_1"nickname for Ada?"
 	// text: hello, COUNTESS
 }

@@ -73,7 +73,8 @@ func (e *TurnError) Error() string { return fmt.Sprintf("agent: executor %q: %v"
 func (e *TurnError) Unwrap() error { return e.Err }
 
 // WithMemory makes the executor remember the conversation: it keeps its
-// inputs and the agent's replies in the run's shared state (MemoryKey(id))
+// inputs and the agent's replies in the run's shared state (key
+// "agent/memory/<id>")
 // and gives the agent the whole conversation at every turn, so an input
 // sent to the run later (workflow.Run.Send) continues it. A function call
 // the agent asks its caller to answer (UpdateFunctionCall, such as a
@@ -86,9 +87,9 @@ func WithMemory() ExecutorOption {
 	return func(e *agentExecutor) { e.memory = true }
 }
 
-// MemoryKey is the shared-state key under which an executor with
+// memoryKey is the shared-state key under which an executor with
 // WithMemory keeps its conversation (a []Message).
-func MemoryKey(executorID string) string { return "agent/memory/" + executorID }
+func memoryKey(executorID string) string { return "agent/memory/" + executorID }
 
 // agentExecutor runs an agent as a workflow executor; see Executor.
 type agentExecutor struct {
@@ -161,7 +162,7 @@ func inputMessages(msg any) ([]Message, error) {
 	case []any:
 		texts := make([]string, 0, len(m))
 		for _, v := range m {
-			texts = append(texts, ValueText(v))
+			texts = append(texts, valueText(v))
 		}
 		return []Message{{Role: RoleUser, Text: strings.Join(texts, "\n\n")}}, nil
 	}
@@ -227,7 +228,7 @@ func (e *agentExecutor) Handle(c *workflow.Context, msg any) error {
 	}
 	var before []Message
 	if e.memory {
-		if before, _, err = workflow.GetState[[]Message](c, MemoryKey(e.id)); err != nil {
+		if before, _, err = workflow.GetState[[]Message](c, memoryKey(e.id)); err != nil {
 			return err
 		}
 	}
@@ -252,7 +253,7 @@ func (e *agentExecutor) Handle(c *workflow.Context, msg any) error {
 				conv = append(conv, Message{Role: RoleAssistant, CallID: u.CallID, Name: u.Name, Arguments: u.Arguments})
 			}
 		}
-		if err := c.Set(MemoryKey(e.id), conv); err != nil {
+		if err := c.Set(memoryKey(e.id), conv); err != nil {
 			return err
 		}
 	}
@@ -282,7 +283,7 @@ func (e *agentExecutor) Handle(c *workflow.Context, msg any) error {
 
 // turn runs the agent, streaming its updates as live events.
 func (e *agentExecutor) turn(c *workflow.Context, in []Message) (*turnResult, error) {
-	ctx := WithIdempotencyKey(c.Context(), c.IdempotencyKey())
+	ctx := withIdempotencyKey(c.Context(), c.IdempotencyKey())
 	if e.handoffMode {
 		ctx = withHandoffs(ctx, e.handoffs)
 	}

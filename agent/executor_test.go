@@ -16,7 +16,7 @@ import (
 func TestStepUsage(t *testing.T) {
 	a := newChat(t, localURL(t, nil), agent.APIChatCompletions, func(o *agent.Options) { o.MaxOutputTokens = 1 })
 	first, second := agent.Executor("first", a), agent.Executor("second", a)
-	wf, err := workflow.NewBuilder("two").SetStart(first).AddChain(first, second).Outputs("first", "second").Build()
+	wf, err := workflow.NewBuilder("two").SetStart(first).AddChain(first, second).Outputs(first, second).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestStepUsage_Nested(t *testing.T) {
 	// Inner: b, then c, whose reply is cut short; both in one outer step.
 	b := agent.Executor("b", scripted("B", tokens(10), ""))
 	c := agent.Executor("c", scripted("C", tokens(100), agent.ReasonContentFilter))
-	inner, err := workflow.NewBuilder("inner").SetStart(b).AddEdge(b, c, nil).Outputs("c").Build()
+	inner, err := workflow.NewBuilder("inner").SetStart(b).AddEdge(b, c).Outputs(c).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestStepUsage_Nested(t *testing.T) {
 	sub := inner.AsExecutor("sub")
 	side := agent.Executor("side", scripted("D", tokens(1000), ""))
 	wf, err := workflow.NewBuilder("outer").SetStart(start).
-		AddFanOut(start, []workflow.Executor{sub, side}, nil).Outputs("sub", "side").Build()
+		AddFanOut(start, []workflow.Executor{sub, side}).Outputs(sub, side).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,8 @@ func TestExecutor_WithMemory(t *testing.T) {
 			yield(agent.Update{Kind: agent.UpdateText, Text: "sunny: " + in[len(in)-1].Text}, nil)
 		}
 	})
-	wf, err := workflow.NewBuilder("conv").SetStart(agent.Executor("agent", a, agent.WithMemory())).Outputs("agent").Build()
+	agentEx := agent.Executor("agent", a, agent.WithMemory())
+	wf, err := workflow.NewBuilder("conv").SetStart(agentEx).Outputs(agentEx).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,8 @@ func TestExecutor_WithMemory(t *testing.T) {
 	}
 
 	// Without memory, a function call fails the turn.
-	plain, _ := workflow.NewBuilder("plain").SetStart(agent.Executor("agent", a)).Outputs("agent").Build()
+	plainEx := agent.Executor("agent", a)
+	plain, _ := workflow.NewBuilder("plain").SetStart(plainEx).Outputs(plainEx).Build()
 	r, _ := plain.NewRun("r", "hi")
 	if err := r.Run(t.Context(), func(context.Context, *workflow.Step) error { return nil }, nil); !errors.Is(err, workflow.ErrExecutorFailed) {
 		t.Fatalf("without memory: %v", err)

@@ -29,29 +29,30 @@ func Sequential(name string, ps ...Participant) (*workflow.Workflow, error) {
 	}
 	b := workflow.NewBuilder(name)
 	execs := make([]workflow.Executor, len(ps))
-	ids := make([]string, len(ps))
 	for i, p := range ps {
-		execs[i], ids[i] = Executor(p.ID, p.Agent), p.ID
+		execs[i] = Executor(p.ID, p.Agent)
 	}
 	b.SetStart(execs[0])
 	if len(execs) > 1 {
 		b.AddChain(execs...)
 	}
-	return b.Outputs(ids...).Build()
+	return b.Outputs(execs...).Build()
 }
 
-// DispatchID and AggregateID are the executor ids of Concurrent's
-// dispatcher and aggregator; participants must not use them.
+// dispatchID and aggregateID are the executor ids of Concurrent's
+// dispatcher and aggregator; participants must not use them (Build
+// reports the duplicate id).
 const (
-	DispatchID  = "dispatch"
-	AggregateID = "aggregate"
+	dispatchID  = "dispatch"
+	aggregateID = "aggregate"
 )
 
 // Concurrent returns a workflow that gives the input to every agent at
 // once (fan-out, one superstep) and, when all have replied (fan-in),
 // yields aggregate(replies), replies in participant order, as its one
 // output. The replies themselves are intermediate results. A nil aggregate
-// joins the replies as "<id>: <reply>" paragraphs.
+// joins the replies as "<id>: <reply>" paragraphs. Participants must not
+// use the ids "dispatch" and "aggregate".
 func Concurrent(name string, aggregate func(replies []string) string, ps ...Participant) (*workflow.Workflow, error) {
 	if len(ps) == 0 {
 		return nil, errNoParticipants
@@ -65,24 +66,23 @@ func Concurrent(name string, aggregate func(replies []string) string, ps ...Part
 			return strings.Join(parts, "\n\n")
 		}
 	}
-	dispatch := workflow.Handlers(DispatchID, []workflow.Handler{
+	dispatch := workflow.Handlers(dispatchID, []workflow.Handler{
 		workflow.On(func(c *workflow.Context, in []Message) error { return c.Send(in) }),
 		workflow.On(func(c *workflow.Context, in string) error { return c.Send(in) }),
 	})
-	agg := workflow.Func(AggregateID, func(c *workflow.Context, in []any) error {
+	agg := workflow.Func(aggregateID, func(c *workflow.Context, in []any) error {
 		replies := make([]string, len(in))
 		for i, v := range in {
-			replies[i] = ValueText(v)
+			replies[i] = valueText(v)
 		}
 		return c.Yield(aggregate(replies))
 	})
 	execs := make([]workflow.Executor, len(ps))
-	ids := make([]string, len(ps))
 	for i, p := range ps {
-		execs[i], ids[i] = Executor(p.ID, p.Agent), p.ID
+		execs[i] = Executor(p.ID, p.Agent)
 	}
-	b := workflow.NewBuilder(name).SetStart(dispatch).AddFanOut(dispatch, execs, nil).AddFanIn(execs, agg)
-	return b.Intermediate(ids...).Outputs(AggregateID).Build()
+	b := workflow.NewBuilder(name).SetStart(dispatch).AddFanOut(dispatch, execs).AddFanIn(execs, agg)
+	return b.Intermediate(execs...).Outputs(agg).Build()
 }
 
 // Handoff returns a workflow in which the first agent receives the input
@@ -96,7 +96,6 @@ func Handoff(name string, ps ...Participant) (*workflow.Workflow, error) {
 		return nil, errNoParticipants
 	}
 	execs := make([]workflow.Executor, len(ps))
-	ids := make([]string, len(ps))
 	for i, p := range ps {
 		var targets []HandoffTarget
 		for _, q := range ps {
@@ -104,7 +103,7 @@ func Handoff(name string, ps ...Participant) (*workflow.Workflow, error) {
 				targets = append(targets, HandoffTarget{ID: q.ID, Description: q.Description})
 			}
 		}
-		execs[i], ids[i] = Executor(p.ID, p.Agent, WithHandoffs(targets...)), p.ID
+		execs[i] = Executor(p.ID, p.Agent, WithHandoffs(targets...))
 	}
 	b := workflow.NewBuilder(name).SetStart(execs[0])
 	if len(ps) > 1 {
@@ -119,7 +118,7 @@ func Handoff(name string, ps ...Participant) (*workflow.Workflow, error) {
 			b.AddSwitch(execs[i], cases, nil)
 		}
 	}
-	wf, err := b.Outputs(ids...).Build()
+	wf, err := b.Outputs(execs...).Build()
 	if err != nil {
 		return nil, fmt.Errorf("agent: handoff %q: %w", name, err)
 	}

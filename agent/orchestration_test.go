@@ -160,7 +160,8 @@ func TestExecutor_IdempotencyKeyAndHandoffFunc(t *testing.T) {
 func TestExecutor_UsageAndFailure(t *testing.T) {
 	url := localURL(t, nil)
 	a := newChat(t, url, agent.APIChatCompletions, func(o *agent.Options) { o.MaxOutputTokens = 1 })
-	wf, err := workflow.NewBuilder("one").SetStart(agent.Executor("solo", a)).Outputs("solo").Build()
+	soloEx := agent.Executor("solo", a)
+	wf, err := workflow.NewBuilder("one").SetStart(soloEx).Outputs(soloEx).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,8 @@ func TestExecutor_UsageAndFailure(t *testing.T) {
 	failing := agent.AgentFunc(func(context.Context, *agent.Session, []agent.Message) iter.Seq2[agent.Update, error] {
 		return func(yield func(agent.Update, error) bool) { yield(agent.Update{}, errors.New("model down")) }
 	})
-	wf, _ = workflow.NewBuilder("f").SetStart(agent.Executor("x", failing)).Outputs("x").Build()
+	xEx := agent.Executor("x", failing)
+	wf, _ = workflow.NewBuilder("f").SetStart(xEx).Outputs(xEx).Build()
 	run, _ := wf.NewRun("r", "in")
 	err = run.Run(t.Context(), func(context.Context, *workflow.Step) error { return nil }, nil)
 	if !errors.Is(err, workflow.ErrExecutorFailed) || !strings.Contains(err.Error(), "model down") {
@@ -193,7 +195,8 @@ func TestExecutor_IdempotencyKeyStableAcrossRerun(t *testing.T) {
 		return "ok", nil
 	})
 	a := newChat(t, localURL(t, nil), agent.APIChatCompletions, func(o *agent.Options) { o.Tools = []*agent.Tool{tool} })
-	wf, err := workflow.NewBuilder("pay").SetStart(agent.Executor("payer", a)).Outputs("payer").Build()
+	payerEx := agent.Executor("payer", a)
+	wf, err := workflow.NewBuilder("pay").SetStart(payerEx).Outputs(payerEx).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func NewTool[In, Out any](name, description string, fn func(ctx context.Context,
 		if err != nil {
 			return "", err
 		}
-		return ValueText(out), nil
+		return valueText(out), nil
 	}
 	return &Tool{Name: name, Description: description, Parameters: schema, call: call}, nil
 }

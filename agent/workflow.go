@@ -25,37 +25,23 @@ type FunctionCall struct {
 	Arguments string `json:"arguments"`
 }
 
-// WorkflowProvider is implemented by agents backed by a workflow. A host
-// checks for it and serves Workflow() through its durable workflow path.
-type WorkflowProvider interface {
-	Workflow() *workflow.Workflow
-}
-
 // WorkflowOption configures FromWorkflow.
 type WorkflowOption func(*WorkflowAgent)
-
-// WithCommit sets the commit hook used by standalone Run (default: none,
-// in memory).
-func WithCommit(fn workflow.CommitFunc) WorkflowOption {
-	return func(a *WorkflowAgent) { a.commit = fn }
-}
 
 // WithRunOptions sets the run options used by standalone Run.
 func WithRunOptions(o *workflow.RunOptions) WorkflowOption {
 	return func(a *WorkflowAgent) { a.runOpts = o }
 }
 
-// WorkflowAgent is an Agent backed by a workflow; see the package doc.
+// WorkflowAgent is an Agent backed by a workflow, run in memory: for tests
+// and programs that use a workflow as an agent without a host. A host
+// serves the workflow itself (host.RegisterWorkflow), durably.
 type WorkflowAgent struct {
 	wf      *workflow.Workflow
-	commit  workflow.CommitFunc
 	runOpts *workflow.RunOptions
 }
 
-var (
-	_ Agent            = (*WorkflowAgent)(nil)
-	_ WorkflowProvider = (*WorkflowAgent)(nil)
-)
+var _ Agent = (*WorkflowAgent)(nil)
 
 // FromWorkflow adapts wf to Agent.
 func FromWorkflow(wf *workflow.Workflow, opts ...WorkflowOption) *WorkflowAgent {
@@ -73,9 +59,6 @@ func (a *WorkflowAgent) Workflow() *workflow.Workflow { return a.wf }
 
 // Name returns the workflow's name.
 func (a *WorkflowAgent) Name() string { return a.wf.Name() }
-
-// Commit returns the commit hook of standalone runs (nil: in memory).
-func (a *WorkflowAgent) Commit() workflow.CommitFunc { return a.commit }
 
 // ErrPendingInput is returned when a turn continues a run that waits for
 // answers but the input answers none of them.
@@ -103,7 +86,7 @@ func (a *WorkflowAgent) Run(ctx context.Context, s *Session, input []Message) it
 			yield(Update{}, err)
 			return
 		}
-		for ev, err := range run.Events(ctx, a.commit, a.runOpts) {
+		for ev, err := range run.Events(ctx, nil, a.runOpts) {
 			if err != nil {
 				yield(Update{}, err)
 				return
@@ -119,7 +102,7 @@ func (a *WorkflowAgent) Run(ctx context.Context, s *Session, input []Message) it
 func (a *WorkflowAgent) prepare(s *Session, input []Message) (*workflow.Run, error) {
 	run, _ := s.State().(*workflow.Run)
 	if run != nil && run.Status() == workflow.Idle {
-		if err := Respond(run, input); err != nil {
+		if err := respond(run, input); err != nil {
 			return nil, err
 		}
 		return run, nil
@@ -146,10 +129,10 @@ func (a *WorkflowAgent) prepare(s *Session, input []Message) (*workflow.Run, err
 	return run, nil
 }
 
-// Respond answers run's pending requests with the messages that carry a
+// respond answers run's pending requests with the messages that carry a
 // CallID. Every answer is checked before any is applied, so on error the
 // run is unchanged. It fails with ErrPendingInput when no message answers.
-func Respond(run *workflow.Run, input []Message) error {
+func respond(run *workflow.Run, input []Message) error {
 	pending := map[string]workflow.Request{}
 	for _, p := range run.Pending() {
 		pending[p.ID] = p

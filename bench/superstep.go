@@ -74,10 +74,10 @@ func chainWorkflow(hook stepHook) (*workflow.Workflow, error) {
 				return c.Yield(in)
 			}
 			return c.Send(payload(payloadBytes))
-		}, workflow.SendsType[string]())
+		})
 	}
 	b := workflow.NewBuilder(modelW1).SetStart(exs[0]).AddChain(exs...)
-	return b.Outputs(exs[chainSteps-1].ID()).Build()
+	return b.Outputs(exs[chainSteps-1]).Build()
 }
 
 // crashWorkflow (W4): like W1, but every step also yields "step-<n>", so
@@ -94,11 +94,11 @@ func crashWorkflow(hook stepHook) (*workflow.Workflow, error) {
 				return err
 			}
 			return c.Send(payload(payloadBytes))
-		}, workflow.SendsType[string]())
+		})
 	}
 	b := workflow.NewBuilder(modelW4).SetStart(exs[0]).AddChain(exs...)
 	for _, ex := range exs {
-		b.Outputs(ex.ID())
+		b.Outputs(ex)
 	}
 	return b.Build()
 }
@@ -111,7 +111,7 @@ func fanWorkflow(hook stepHook) (*workflow.Workflow, error) {
 			return err
 		}
 		return c.Send(payload(payloadBytes))
-	}, workflow.SendsType[string]())
+	})
 	branches := make([]workflow.Executor, fanWidth)
 	for i := range branches {
 		branches[i] = workflow.Func(fmt.Sprintf("b%d", i), func(c *workflow.Context, in string) error {
@@ -119,7 +119,7 @@ func fanWorkflow(hook stepHook) (*workflow.Workflow, error) {
 				return err
 			}
 			return c.Send(in)
-		}, workflow.SendsType[string]())
+		})
 	}
 	join := workflow.Func("join", func(c *workflow.Context, in []any) error {
 		if err := hook.call(c); err != nil {
@@ -127,8 +127,8 @@ func fanWorkflow(hook stepHook) (*workflow.Workflow, error) {
 		}
 		return c.Yield(fmt.Sprintf("joined %d", len(in)))
 	})
-	b := workflow.NewBuilder(modelW2).SetStart(split).AddFanOut(split, branches, nil).AddFanIn(branches, join)
-	return b.Outputs("join").Build()
+	b := workflow.NewBuilder(modelW2).SetStart(split).AddFanOut(split, branches).AddFanIn(branches, join)
+	return b.Outputs(join).Build()
 }
 
 // eventsWorkflow: one executor yields 200 outputs of 50 bytes in one
@@ -145,7 +145,7 @@ func eventsWorkflow(hook stepHook) (*workflow.Workflow, error) {
 		}
 		return nil
 	})
-	return workflow.NewBuilder(modelW3).SetStart(emit).Outputs("emit").Build()
+	return workflow.NewBuilder(modelW3).SetStart(emit).Outputs(emit).Build()
 }
 
 // superstepSys hosts the bench workflows on a superstep host over SQLite

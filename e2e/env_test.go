@@ -16,7 +16,6 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/responses"
@@ -117,16 +116,6 @@ func newEnv(t testing.TB, o *envOpts) *env {
 	st, h := newEnvHost(t, o, logger)
 	if err := examples.Register(h); err != nil {
 		t.Fatalf("examples.Register: %v", err)
-	}
-	// The same demos hosted as agents, under "agent:" + name.
-	wfs, err := examples.Workflows(nil)
-	if err != nil {
-		t.Fatalf("examples.Workflows: %v", err)
-	}
-	for name, wf := range wfs {
-		if err := h.RegisterAgent("agent:"+name, agent.FromWorkflow(wf)); err != nil {
-			t.Fatalf("RegisterAgent: %v", err)
-		}
 	}
 	if o.Register != nil {
 		if err := o.Register(h); err != nil {

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/superstep/superstep/agent"
-	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/workflow"
 )
 
@@ -100,48 +99,34 @@ func Workflows(opts *Options) (map[string]*workflow.Workflow, error) {
 	return out, errors.Join(errs...)
 }
 
-// Register hosts every demo workflow natively on h under its model name.
-func Register(h *host.Host) error {
-	wfs, err := Workflows(nil)
-	if err != nil {
-		return err
-	}
-	for _, name := range Names() {
-		if err := h.RegisterWorkflow(name, wfs[name]); err != nil {
-			return fmt.Errorf("examples: %w", err)
-		}
-	}
-	return nil
-}
-
 // Names returns the demo model names in a fixed order.
 func Names() []string { return []string{Echo, TwoOutputs, Silent, Approval, Fanout, Stream} }
 
 // echo: one superstep, yields the input text.
 func echo(iv invocation) (*workflow.Workflow, error) {
-	ex := workflow.Func("echo", func(c *workflow.Context, in string) error {
-		return iv.run(c, func() error { return c.Yield(in) })
+	ex := workflow.Map("echo", func(c *workflow.Context, in string) (string, error) {
+		return in, iv.run(c, nil)
 	})
-	return workflow.NewBuilder(Echo).SetStart(ex).Outputs("echo").Build()
+	return workflow.NewBuilder(Echo).SetStart(ex).Outputs(ex).Build()
 }
 
 // twoOutputs: superstep 1 silent; superstep 2 yields first-2 and second-2;
 // superstep 3 yields done.
 func twoOutputs(iv invocation) (*workflow.Workflow, error) {
-	start := workflow.Func("start", func(c *workflow.Context, in string) error {
-		return iv.run(c, func() error { return c.Send(in) })
-	}, workflow.SendsType[string]())
+	start := workflow.Map("start", func(c *workflow.Context, in string) (string, error) {
+		return in, iv.run(c, nil)
+	})
 	pair := workflow.Func("pair", func(c *workflow.Context, in string) error {
 		return iv.run(c, func() error {
 			return errors.Join(c.Yield(fmt.Sprintf("first-%d", c.Step())),
 				c.Yield(fmt.Sprintf("second-%d", c.Step())), c.Send(in))
 		})
-	}, workflow.SendsType[string]())
-	finish := workflow.Func("finish", func(c *workflow.Context, _ string) error {
-		return iv.run(c, func() error { return c.Yield("done") })
+	})
+	finish := workflow.Map("finish", func(c *workflow.Context, _ string) (string, error) {
+		return "done", iv.run(c, nil)
 	})
 	return workflow.NewBuilder(TwoOutputs).SetStart(start).AddChain(start, pair, finish).
-		Outputs("pair", "finish").Build()
+		Outputs(pair, finish).Build()
 }
 
 // silent: supersteps 1..N silent, superstep N+1 yields "done after N". N
@@ -154,10 +139,13 @@ func silent(iv invocation) (*workflow.Workflow, error) {
 			}
 			return c.Send(t)
 		})
-	}, workflow.SendsType[SilentTick]())
+	})
 	start := workflow.Func("start", func(c *workflow.Context, _ string) error {
 		inv := c.Invocation()
-		n := metaInt(inv.Metadata, "steps", SilentStepsDefault)
+		n, err := workflow.Metadata(inv, "steps", SilentStepsDefault)
+		if err != nil || n < 0 {
+			n = SilentStepsDefault
+		}
 		if inv.MaxSupersteps > 0 && int64(n) > inv.MaxSupersteps-1 {
 			n = int(inv.MaxSupersteps - 1)
 		}
@@ -167,9 +155,9 @@ func silent(iv invocation) (*workflow.Workflow, error) {
 			}
 			return c.Send(SilentTick{Steps: n})
 		})
-	}, workflow.SendsType[SilentTick]())
-	return workflow.NewBuilder(Silent).SetStart(start).AddEdge(start, loop, nil).AddEdge(loop, loop, nil).
-		Outputs("start", "loop").Build()
+	})
+	return workflow.NewBuilder(Silent).SetStart(start).AddEdge(start, loop).AddEdge(loop, loop).
+		Outputs(start, loop).Build()
 }
 
 // approval: superstep 1 asks for approval (function_call "approve" with
@@ -182,49 +170,53 @@ func approval(iv invocation) (*workflow.Workflow, error) {
 			return err
 		})
 	})
-	answer := workflow.On(func(c *workflow.Context, a workflow.Answer) error {
+	decide := func(c *workflow.Context, d Decision) error {
 		return iv.run(c, func() error {
-			// A string answer comes from checkpoints made before Decision.
-			switch fmt.Sprint(a.Value) {
-			case string(Approve):
+			switch d {
+			case Approve:
 				return c.Yield("approved")
-			case string(Reject):
+			case Reject:
 				return c.Yield("rejected")
 			}
-			return fmt.Errorf("examples: demo.approval: answer must be \"approve\" or \"reject\", got %q", a.Value)
+			return fmt.Errorf("examples: demo.approval: %w", d.Validate())
 		})
-	})
-	ex := workflow.Handlers("approve", []workflow.Handler{ask, answer})
-	return workflow.NewBuilder(Approval).SetStart(ex).Outputs("approve").Build()
+	}
+	answer := workflow.On(func(c *workflow.Context, a workflow.Answer[Decision]) error { return decide(c, a.Value) })
+	// Requests stored before Decision existed want a string.
+	legacy := workflow.On(func(c *workflow.Context, a workflow.Answer[string]) error { return decide(c, Decision(a.Value)) })
+	ex := workflow.Handlers("approve", []workflow.Handler{ask, answer, legacy})
+	return workflow.NewBuilder(Approval).SetStart(ex).Outputs(ex).Build()
 }
 
 // fanout: split fans out to K workers (K = metadata.workers); worker i
 // sends worker-i; the join yields "worker-0,worker-1,..." in worker order.
 func fanout(iv invocation) (*workflow.Workflow, error) {
-	split := workflow.Func("split", func(c *workflow.Context, _ string) error {
-		k := metaInt(c.Invocation().Metadata, "workers", FanoutWorkersDefault)
-		if k < 1 || k > FanoutWorkersMax {
-			return fmt.Errorf("examples: demo.fanout: metadata.workers must be 1..%d, got %d", FanoutWorkersMax, k)
+	split := workflow.Map("split", func(c *workflow.Context, _ string) (FanoutTask, error) {
+		k, err := workflow.Metadata(c.Invocation(), "workers", FanoutWorkersDefault)
+		if err == nil && (k < 1 || k > FanoutWorkersMax) {
+			err = fmt.Errorf("metadata.workers must be 1..%d, got %d", FanoutWorkersMax, k)
 		}
-		return iv.run(c, func() error { return c.Send(FanoutTask{Workers: k}) })
-	}, workflow.SendsType[FanoutTask]())
+		if err != nil {
+			return FanoutTask{}, fmt.Errorf("examples: demo.fanout: %w", err)
+		}
+		return FanoutTask{Workers: k}, iv.run(c, nil)
+	})
 	join := workflow.Func("join", func(c *workflow.Context, res FanoutResult) error {
 		return iv.run(c, func() error { return joinResult(c, res) })
 	})
 	workers := make([]workflow.Executor, FanoutWorkersMax)
 	b := workflow.NewBuilder(Fanout).SetStart(split)
 	for i := range workers {
-		workers[i] = workflow.Func(fmt.Sprintf("worker-%d", i), func(c *workflow.Context, t FanoutTask) error {
-			return iv.run(c, func() error {
-				return c.Send(FanoutResult{Index: i, Workers: t.Workers, Name: fmt.Sprintf("worker-%d", i)})
-			})
-		}, workflow.SendsType[FanoutResult]())
-		b.AddEdge(workers[i], join, nil)
+		name := fmt.Sprintf("worker-%d", i)
+		workers[i] = workflow.Map(name, func(c *workflow.Context, t FanoutTask) (FanoutResult, error) {
+			return FanoutResult{Index: i, Workers: t.Workers, Name: name}, iv.run(c, nil)
+		})
+		b.AddEdge(workers[i], join)
 	}
-	b.AddFanOut(split, workers, func(msg any, targets []string) []string {
-		return targets[:msg.(FanoutTask).Workers]
-	})
-	return b.Outputs("join").Build()
+	b.AddFanOut(split, workers, workflow.Select(func(t FanoutTask, ws []workflow.Executor) []workflow.Executor {
+		return ws[:t.Workers]
+	}))
+	return b.Outputs(join).Build()
 }
 
 // joinResult collects the workers' results in shared state (they arrive in
@@ -251,16 +243,14 @@ func joinResult(c *workflow.Context, res FanoutResult) error {
 // metadata.publication=live) and yields the whole text; superstep 2
 // streams and yields "done".
 func stream(iv invocation) (*workflow.Workflow, error) {
-	reply := workflow.Func("reply", func(c *workflow.Context, in string) error {
-		return iv.run(c, func() error {
-			text := in + " one two three"
-			return errors.Join(emitWords(c, text), c.Yield(text), c.Send(text))
-		})
-	}, workflow.SendsType[string]())
-	finish := workflow.Func("finish", func(c *workflow.Context, _ string) error {
-		return iv.run(c, func() error { return errors.Join(emitWords(c, "done"), c.Yield("done")) })
+	reply := workflow.Map("reply", func(c *workflow.Context, in string) (string, error) {
+		text := in + " one two three"
+		return text, iv.run(c, func() error { return emitWords(c, text) })
 	})
-	return workflow.NewBuilder(Stream).SetStart(reply).AddEdge(reply, finish, nil).Outputs("reply", "finish").Build()
+	finish := workflow.Map("finish", func(c *workflow.Context, _ string) (string, error) {
+		return "done", iv.run(c, func() error { return emitWords(c, "done") })
+	})
+	return workflow.NewBuilder(Stream).SetStart(reply).AddEdge(reply, finish).Outputs(reply, finish).Build()
 }
 
 // emitWords emits text word by word as live text deltas.

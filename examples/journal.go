@@ -3,7 +3,6 @@ package examples
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/superstep/superstep/workflow"
@@ -25,11 +24,11 @@ type invocation struct {
 	opts Options
 }
 
-// run sleeps step_delay_ms, calls work, and journals the invocation when
-// work succeeded.
+// run sleeps step_delay_ms, calls work (if any), and journals the
+// invocation when work succeeded.
 func (iv invocation) run(c *workflow.Context, work func() error) error {
 	inv := c.Invocation()
-	if d := metaInt(inv.Metadata, "step_delay_ms", 0); d > 0 {
+	if d, _ := workflow.Metadata(inv, "step_delay_ms", 0); d > 0 {
 		t := time.NewTimer(time.Duration(d) * time.Millisecond)
 		select {
 		case <-t.C:
@@ -38,8 +37,10 @@ func (iv invocation) run(c *workflow.Context, work func() error) error {
 			return c.Context().Err()
 		}
 	}
-	if err := work(); err != nil {
-		return err
+	if work != nil {
+		if err := work(); err != nil {
+			return err
+		}
 	}
 	return iv.journal(inv, c)
 }
@@ -78,17 +79,4 @@ func (iv invocation) appendJournal(line string) error {
 		return fmt.Errorf("examples: journal: %w", err)
 	}
 	return nil
-}
-
-// metaInt returns metadata key as an int, or def when absent or invalid.
-func metaInt(md map[string]string, key string, def int) int {
-	v, ok := md[key]
-	if !ok {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return def
-	}
-	return n
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/superstep/superstep/agent"
-	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/workflow"
 )
 
@@ -92,22 +91,6 @@ func LLMWorkflows(o *LLMOptions) (map[string]*workflow.Workflow, error) {
 	return out, errors.Join(errs...)
 }
 
-// RegisterLLM hosts the LLM demos on h under their model names, with live
-// publication by default (their tokens reach clients as they come;
-// metadata.publication=committed overrides it per request).
-func RegisterLLM(h *host.Host, o *LLMOptions) error {
-	wfs, err := LLMWorkflows(o)
-	if err != nil {
-		return err
-	}
-	for _, name := range LLMNames() {
-		if err := h.RegisterWorkflow(name, wfs[name], host.WithPublication(host.PublicationLive)); err != nil {
-			return fmt.Errorf("examples: %w", err)
-		}
-	}
-	return registerOrchestra(h, o)
-}
-
 // chatAgent returns a ChatAgent named name on the model server of o.
 func chatAgent(o *LLMOptions, name, instructions string, tools ...*agent.Tool) (*agent.ChatAgent, error) {
 	return agent.NewChatAgent(&agent.Options{
@@ -152,7 +135,7 @@ func writerReviewer(iv invocation, o *LLMOptions) (*workflow.Workflow, error) {
 	r := &demoAgent{iv: iv, inner: agent.Executor(ReviewerID, reviewer), prompt: func(draft string) string {
 		return ReviewPrompt + draft
 	}}
-	return workflow.NewBuilder(WriterReviewer).SetStart(w).AddEdge(w, r, nil).Outputs(WriterID, ReviewerID).Build()
+	return workflow.NewBuilder(WriterReviewer).SetStart(w).AddEdge(w, r).Outputs(w, r).Build()
 }
 
 // tools: one superstep in which the assistant agent answers the input,
@@ -175,7 +158,7 @@ func tools(iv invocation, o *LLMOptions) (*workflow.Workflow, error) {
 		return nil, err
 	}
 	ex := &demoAgent{iv: iv, inner: agent.Executor(AssistantID, a)}
-	return workflow.NewBuilder(Tools).SetStart(ex).Outputs(AssistantID).Build()
+	return workflow.NewBuilder(Tools).SetStart(ex).Outputs(ex).Build()
 }
 
 // CalcArgs are the arguments of the calculate tool.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/superstep/superstep/agent"
-	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/workflow"
 )
 
@@ -55,17 +54,4 @@ func orchestra(iv invocation, o *LLMOptions) (*workflow.Workflow, error) {
 // model server o names.
 func OrchestraWorkflow(o *LLMOptions) (*workflow.Workflow, error) {
 	return orchestra(invocation{opts: Options{Journal: o.Journal}}, o)
-}
-
-// registerOrchestra hosts demo.orchestra on h with live publication, like
-// the other LLM demos.
-func registerOrchestra(h *host.Host, o *LLMOptions) error {
-	wf, err := OrchestraWorkflow(o)
-	if err != nil {
-		return fmt.Errorf("examples: %s: %w", Orchestra, err)
-	}
-	if err := h.RegisterWorkflow(Orchestra, wf, host.WithPublication(host.PublicationLive)); err != nil {
-		return fmt.Errorf("examples: %w", err)
-	}
-	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/superstep/superstep/agent"
-	"github.com/superstep/superstep/host"
 )
 
 // ProxyAgent returns a ChatAgent for the model id on the model server of o,
@@ -28,23 +27,6 @@ func ProxyAgent(o *LLMOptions, id string) (*agent.ChatAgent, error) {
 	}
 	return agent.NewChatAgent(&agent.Options{Name: id, Model: id, BaseURL: o.BaseURL, APIKey: o.APIKey,
 		HTTPClient: o.HTTPClient, API: o.API, Retry: o.Retry, MetadataFrom: modelMetadata(id)})
-}
-
-// RegisterProxies hosts the model ids of o's model server on h, each under
-// its own id (see ProxyAgent), with live publication by default (tokens
-// reach clients as they come; metadata.publication=committed overrides it
-// per request). An id already registered (a demo's) is an error.
-func RegisterProxies(h *host.Host, o *LLMOptions, ids []string) error {
-	for _, id := range ids {
-		a, err := ProxyAgent(o, id)
-		if err != nil {
-			return err
-		}
-		if err := h.RegisterAgent(id, a, host.WithPublication(host.PublicationLive)); err != nil {
-			return fmt.Errorf("examples: proxy: %w", err)
-		}
-	}
-	return nil
 }
 
 // ListModels returns the model ids o's model server lists (GET /models).

@@ -149,7 +149,7 @@ func registerReask(t *testing.T, h *host.Host) {
 			_, err := workflow.RequestInput[string](c, "q", "first")
 			return err
 		}),
-		workflow.On(func(c *workflow.Context, a workflow.Answer) error {
+		workflow.On(func(c *workflow.Context, a workflow.Answer[any]) error {
 			if err := c.Yield("answer " + a.Value.(string) + " to " + a.Payload.(string)); err != nil {
 				return err
 			}
@@ -161,10 +161,9 @@ func registerReask(t *testing.T, h *host.Host) {
 			}
 			return c.Send("work")
 		}),
-	}, workflow.SendsType[string]())
+	})
 	worker := workflow.Func("worker", func(c *workflow.Context, _ string) error { return c.Yield("worked") })
-	wf, err := workflow.NewBuilder(reaskModel).SetStart(asker).AddEdge(asker, worker, nil).
-		Outputs("asker", "worker").Build()
+	wf, err := workflow.NewBuilder(reaskModel).SetStart(asker).AddEdge(asker, worker).Outputs(asker, worker).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +460,7 @@ func TestHost_Continue_BadAnswerRefused(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db testDB) {
 		inc := startIncarnation(t, db, host.Config{}, registerDemos, nil)
 		ctx := testCtx(t)
-		for _, model := range []string{examples.Approval, "agent:" + examples.Approval} {
+		for _, model := range []string{examples.Approval} {
 			first := create(t, inc.h, model, "deploy?", nil)
 			wait(t, inc.h, first.ID)
 			evs := collect(t, inc.h, first.ID, -1)

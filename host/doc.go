@@ -32,8 +32,9 @@
 //
 // A follow-up Create naming previous_response_id answers the pending
 // requests with function_call_output items and continues the same run
-// from its checkpoint under a new response. A plain agent (RegisterAgent
-// of an agent that is not workflow-backed) is hosted as a one-executor
+// from its checkpoint under a new response. An agent (RegisterAgent; a
+// workflow, agents in it or not, is registered with RegisterWorkflow) is
+// hosted as a one-executor
 // workflow whose executor keeps the conversation in the run's state
 // (agent.WithMemory): there is one run path, and a follow-up of a
 // completed response sends its input to the run as the next turn.

@@ -25,12 +25,12 @@ func TestHost_FailingExecutor(t *testing.T) {
 			return err
 		}
 		return c.Send(in)
-	}, workflow.SendsType[string]())
+	})
 	bad := workflow.Func("bad", func(c *workflow.Context, in string) error {
 		attempts.Add(1)
 		return errors.New("boom")
 	}, workflow.WithRetry(2, 0))
-	wf, err := workflow.NewBuilder("failing").SetStart(ok).AddEdge(ok, bad, nil).Outputs("ok").Build()
+	wf, err := workflow.NewBuilder("failing").SetStart(ok).AddEdge(ok, bad).Outputs(ok).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

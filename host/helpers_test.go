@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/store"
@@ -56,7 +55,7 @@ type setupOpts struct {
 }
 
 // setup opens a fresh SQLite store and a started host with the demos
-// registered natively and as agents ("agent:" + name). At cleanup it shuts
+// registered. At cleanup it shuts
 // the host down, runs store.Check and closes the store.
 func setup(t *testing.T, o *setupOpts) *testBundle {
 	t.Helper()
@@ -120,15 +119,6 @@ func registerDemos(t *testing.T, h *host.Host) {
 	t.Helper()
 	if err := examples.Register(h); err != nil {
 		t.Fatalf("examples.Register: %v", err)
-	}
-	wfs, err := examples.Workflows(nil)
-	if err != nil {
-		t.Fatalf("examples.Workflows: %v", err)
-	}
-	for name, wf := range wfs {
-		if err := h.RegisterAgent("agent:"+name, agent.FromWorkflow(wf)); err != nil {
-			t.Fatalf("RegisterAgent: %v", err)
-		}
 	}
 }
 

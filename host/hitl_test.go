@@ -19,7 +19,6 @@ func TestHost_Approval_RoundTrip(t *testing.T) {
 	for _, tc := range []struct{ model, answer, want string }{
 		{examples.Approval, "approve", "approved"},
 		{examples.Approval, "reject", "rejected"},
-		{"agent:" + examples.Approval, "approve", "approved"},
 	} {
 		t.Run(tc.model+"/"+tc.answer, func(t *testing.T) {
 			t.Parallel()

@@ -277,11 +277,11 @@ func (h *Host) RegisterWorkflow(name string, wf *workflow.Workflow, opts ...Mode
 	return h.registerWorkflow(name, wf, opts)
 }
 
-// RegisterAgent hosts a under the model name. An agent that also
-// implements interface{ Workflow() *workflow.Workflow } is hosted through
-// the same durable workflow path as RegisterWorkflow; any other agent's
-// turn is one durable step, and such an agent that implements
+// RegisterAgent hosts a under the model name: each turn of the agent is
+// one durable step of a conversation, and an agent that implements
 // agent.ParamsChecker (a ChatAgent) takes the request's model settings.
+// A workflow, agents in it or not, is hosted with RegisterWorkflow; an
+// agent.WorkflowAgent is refused (its supersteps would not be durable).
 func (h *Host) RegisterAgent(name string, a agent.Agent, opts ...ModelOption) error {
 	return h.registerAgent(name, a, opts)
 }

@@ -66,7 +66,8 @@ func BenchmarkHost_JournalTurn(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			wf, err := workflow.NewBuilder("bench.tools").SetStart(agent.Executor("assistant", a)).Outputs("assistant").Build()
+			assistantEx := agent.Executor("assistant", a)
+			wf, err := workflow.NewBuilder("bench.tools").SetStart(assistantEx).Outputs(assistantEx).Build()
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -179,7 +179,8 @@ func TestHost_Journal_Recover(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				wf, err := workflow.NewBuilder("j.tools").SetStart(agent.Executor("assistant", a)).Outputs("assistant").Build()
+				assistantEx := agent.Executor("assistant", a)
+				wf, err := workflow.NewBuilder("j.tools").SetStart(assistantEx).Outputs(assistantEx).Build()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -296,8 +297,7 @@ func TestHost_Journal_ConcurrentAgents(t *testing.T) {
 		split := workflow.Func("split", func(c *workflow.Context, in string) error { return c.Send(in) })
 		agents := []workflow.Executor{newAgent("a1", ma.url, calc), newAgent("a2", ma.url, calc), newAgent("b", mb.url),
 			newAgent("a3", ma.url, calc)}
-		wf, err := workflow.NewBuilder("j.pair").SetStart(split).AddFanOut(split, agents, nil).
-			Outputs("a1", "a2", "b", "a3").Build()
+		wf, err := workflow.NewBuilder("j.pair").SetStart(split).AddFanOut(split, agents).Outputs(agents...).Build()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -96,7 +96,8 @@ func BenchmarkHost_JournalTurnLive(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			wf, err := workflow.NewBuilder("bench.tools").SetStart(agent.Executor("assistant", a)).Outputs("assistant").Build()
+			assistant := agent.Executor("assistant", a)
+			wf, err := workflow.NewBuilder("bench.tools").SetStart(assistant).Outputs(assistant).Build()
 			if err != nil {
 				b.Fatal(err)
 			}

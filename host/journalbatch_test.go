@@ -142,7 +142,7 @@ func TestHost_JournalBatch_LiveTurn(t *testing.T) {
 					close(c.done)
 					return wc.Yield(text.String())
 				})
-				wf, err := workflow.NewBuilder("steps").SetStart(w).Outputs("writer").Build()
+				wf, err := workflow.NewBuilder("steps").SetStart(w).Outputs(w).Build()
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -261,7 +261,7 @@ func stuckWorkflow(t *testing.T, unstick <-chan struct{}) *workflow.Workflow {
 		}
 		return c.Yield("unstuck")
 	})
-	wf, err := workflow.NewBuilder("stuck").SetStart(ex).Outputs("stuck").Build()
+	wf, err := workflow.NewBuilder("stuck").SetStart(ex).Outputs(ex).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

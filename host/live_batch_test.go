@@ -168,7 +168,8 @@ func registerGated(t *testing.T, h *host.Host, how string, a agent.Agent) {
 		}
 		return
 	}
-	wf, err := workflow.NewBuilder("gated").SetStart(agent.Executor("writer", a)).Outputs("writer").Build()
+	writerEx := agent.Executor("writer", a)
+	wf, err := workflow.NewBuilder("gated").SetStart(writerEx).Outputs(writerEx).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

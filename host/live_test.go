@@ -304,7 +304,7 @@ func TestHost_Recover_LiveResetAppliedOnce(t *testing.T) {
 			}
 			return c.Yield("a b cd")
 		})
-		wf, err := workflow.NewBuilder("rechunk").SetStart(w).Outputs("writer").Build()
+		wf, err := workflow.NewBuilder("rechunk").SetStart(w).Outputs(w).Build()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -357,16 +357,16 @@ func streamABC() workflow.Executor {
 // ("wrapped2").
 func registerNested(t *testing.T, h *host.Host) {
 	t.Helper()
-	build := func(name string, start workflow.Executor, out string) *workflow.Workflow {
-		wf, err := workflow.NewBuilder(name).SetStart(start).Outputs(out).Build()
+	build := func(name string, start workflow.Executor) *workflow.Workflow {
+		wf, err := workflow.NewBuilder(name).SetStart(start).Outputs(start).Build()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return wf
 	}
-	flat := build("flat", streamABC(), "writer")
-	wrapped := build("wrapped", build("inner", streamABC(), "writer").AsExecutor("sub"), "sub")
-	wrapped2 := build("wrapped2", wrapped.AsExecutor("outer"), "outer")
+	flat := build("flat", streamABC())
+	wrapped := build("wrapped", build("inner", streamABC()).AsExecutor("sub"))
+	wrapped2 := build("wrapped2", wrapped.AsExecutor("outer"))
 	for name, wf := range map[string]*workflow.Workflow{"flat": flat, "wrapped": wrapped, "wrapped2": wrapped2} {
 		if err := h.RegisterWorkflow(name, wf); err != nil {
 			t.Fatal(err)

@@ -438,7 +438,8 @@ func toolAgent(m *chunkModel, mu *sync.Mutex, tools map[string]int) func(*testin
 		if err != nil {
 			t.Fatal(err)
 		}
-		wf, err := workflow.NewBuilder("replay.tools").SetStart(agent.Executor("assistant", a)).Outputs("assistant").Build()
+		assistant := agent.Executor("assistant", a)
+		wf, err := workflow.NewBuilder("replay.tools").SetStart(assistant).Outputs(assistant).Build()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -613,7 +614,7 @@ func TestHost_LiveReplay_FewerFrames(t *testing.T) {
 					}
 					return c.Yield(text)
 				})
-				wf, err := workflow.NewBuilder("fewer").SetStart(w).Outputs("writer").Build()
+				wf, err := workflow.NewBuilder("fewer").SetStart(w).Outputs(w).Build()
 				if err != nil {
 					t.Fatal(err)
 				}

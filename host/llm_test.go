@@ -26,7 +26,7 @@ import (
 // LLM models hosted three ways: a workflow with an agent executor
 // (native), the same workflow as an agent (agent:), and the agent itself
 // as a plain agent (plain:).
-var llmHostings = []string{"", "agent:", "plain:"}
+var llmHostings = []string{"", "plain:"}
 
 // toolsInput makes the local model call the tool lookup with {"q":"x"}.
 const toolsInput = `please lookup {"q":"x"}`
@@ -86,12 +86,12 @@ func (m *llmModels) chat(t *testing.T, url string, mod func(*agent.Options)) *ag
 // register registers name hosted the three ways with agent a.
 func registerLLM(t *testing.T, h *host.Host, name string, a agent.Agent) {
 	t.Helper()
-	wf, err := workflow.NewBuilder(name).SetStart(agent.Executor("assistant", a)).Outputs("assistant").Build()
+	assistantEx := agent.Executor("assistant", a)
+	wf, err := workflow.NewBuilder(name).SetStart(assistantEx).Outputs(assistantEx).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, err := range []error{h.RegisterWorkflow(name, wf), h.RegisterAgent("agent:"+name, agent.FromWorkflow(wf)),
-		h.RegisterAgent("plain:"+name, a)} {
+	for _, err := range []error{h.RegisterWorkflow(name, wf), h.RegisterAgent("plain:"+name, a)} {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -515,11 +515,13 @@ func TestLLM_NestedAgentUsage(t *testing.T) {
 	m := newLLMModels(t)
 	b, _ := llmSetup(t, m)
 	nest := func(name string, a agent.Agent) {
-		inner, err := workflow.NewBuilder(name + ".inner").SetStart(agent.Executor("assistant", a)).Outputs("assistant").Build()
+		assistantEx := agent.Executor("assistant", a)
+		inner, err := workflow.NewBuilder(name + ".inner").SetStart(assistantEx).Outputs(assistantEx).Build()
 		if err != nil {
 			t.Fatal(err)
 		}
-		wf, err := workflow.NewBuilder(name).SetStart(inner.AsExecutor("sub")).Outputs("sub").Build()
+		subEx := inner.AsExecutor("sub")
+		wf, err := workflow.NewBuilder(name).SetStart(subEx).Outputs(subEx).Build()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -49,12 +49,6 @@ func WithPublication(mode string) ModelOption {
 	}
 }
 
-// workflowAgent is implemented by agents backed by a workflow (such as
-// agent.FromWorkflow's): the host drives the workflow itself.
-type workflowAgent interface {
-	Workflow() *workflow.Workflow
-}
-
 func (h *Host) registerWorkflow(name string, wf *workflow.Workflow, opts []ModelOption) error {
 	if wf == nil {
 		return fmt.Errorf("host: register %q: nil workflow", name)
@@ -67,11 +61,10 @@ func (h *Host) registerAgent(name string, a agent.Agent, opts []ModelOption) err
 		return fmt.Errorf("host: register %q: nil agent", name)
 	}
 	m := &model{Model: Model{ID: name, Kind: KindAgent}}
-	if wa, ok := a.(workflowAgent); ok {
-		if m.wf = wa.Workflow(); m.wf == nil {
-			return fmt.Errorf("host: register %q: agent returned a nil workflow", name)
-		}
-		return h.register(m, opts)
+	if _, ok := a.(*agent.WorkflowAgent); ok {
+		// Hosting it as an agent would run its workflow in memory, inside
+		// one durable step: its supersteps would not be durable.
+		return fmt.Errorf("host: register %q: a workflow-backed agent is hosted as its workflow (RegisterWorkflow)", name)
 	}
 	wf, err := conversationWorkflow(name, a)
 	if err != nil {
@@ -133,5 +126,5 @@ const conversationExecutor = "agent"
 // is committed, recovered, published live and cancelled as any workflow.
 func conversationWorkflow(name string, a agent.Agent) (*workflow.Workflow, error) {
 	ex := agent.Executor(conversationExecutor, a, agent.WithMemory())
-	return workflow.NewBuilder(name).SetStart(ex).Outputs(conversationExecutor).Build()
+	return workflow.NewBuilder(name).SetStart(ex).Outputs(ex).Build()
 }

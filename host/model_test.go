@@ -22,10 +22,11 @@ func TestHost_ModelDefaultPublication(t *testing.T) {
 	if err := b.host.RegisterWorkflow("live-stream", wfs[examples.Stream], host.WithPublication(host.PublicationLive)); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.host.RegisterAgent("agent:live-stream", agent.FromWorkflow(wfs[examples.Stream]), host.WithPublication(host.PublicationLive)); err != nil {
-		t.Fatal(err)
+	// A workflow-backed agent is hosted one way only: as its workflow.
+	if err := b.host.RegisterAgent("agent:live-stream", agent.FromWorkflow(wfs[examples.Stream])); err == nil {
+		t.Fatal("RegisterAgent of a workflow-backed agent succeeded")
 	}
-	for _, model := range []string{"live-stream", "agent:live-stream"} {
+	for _, model := range []string{"live-stream"} {
 		byDefault := create(t, b.host, model, "x", nil)
 		overridden := create(t, b.host, model, "x", map[string]string{"publication": "committed"})
 		wait(t, b.host, byDefault.ID)

@@ -98,7 +98,7 @@ func TestHost_ModelParamsRefused(t *testing.T) {
 	}
 	for _, c := range []struct{ model, extra, param string }{
 		{"llm.tools", `"tools":[` + orderTool + `]`, "tools"},
-		{"agent:llm.tools", `"tool_choice":"none"`, "tool_choice"},
+		{"llm.tools", `"tool_choice":"none"`, "tool_choice"},
 		{"plain:llm.scripted", `"temperature":0.5`, "temperature"},
 		{"plain:llm.scripted", `"text":{"format":{"type":"json_object"}}`, "text.format"},
 		{"llm.tools", `"max_output_tokens":100`, "max_output_tokens"},

@@ -491,7 +491,8 @@ func TestHost_Recover_PublicationFromRecord(t *testing.T) {
 		if incarnation == 1 {
 			opts = append(opts, host.WithPublication(host.PublicationLive))
 		}
-		wf, err := workflow.NewBuilder("streamy").SetStart(streamABC()).Outputs("writer").Build()
+		streamABCEx := streamABC()
+		wf, err := workflow.NewBuilder("streamy").SetStart(streamABCEx).Outputs(streamABCEx).Build()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/store"
@@ -31,9 +30,6 @@ func journalHost(t *testing.T, s store.Store, cfg host.Config, journal string) *
 		}
 		for name, wf := range wfs {
 			if err := h.RegisterWorkflow(name, wf); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.RegisterAgent("agent:"+name, agent.FromWorkflow(wf)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -147,7 +143,7 @@ func (s *crashStore) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) 
 
 func TestHost_Recover(t *testing.T) {
 	t.Parallel()
-	for _, model := range []string{examples.Silent, "agent:" + examples.Silent} {
+	for _, model := range []string{examples.Silent} {
 		t.Run("Restart/"+model, func(t *testing.T) { t.Parallel(); testRecoverRestart(t, model) })
 		t.Run("Crash/"+model, func(t *testing.T) { t.Parallel(); testRecoverCrash(t, model, false) })
 		t.Run("CrashExclusive/"+model, func(t *testing.T) { t.Parallel(); testRecoverCrash(t, model, true) })
@@ -263,7 +259,7 @@ func TestHost_Start_ClaimsEveryRunOfExclusiveStore(t *testing.T) {
 	h1 := journalHost(t, cs, cfg, journal)
 	defer shutdown(t, h1)
 	var ids []string
-	for _, model := range []string{examples.Silent, "agent:" + examples.Silent, examples.Silent} {
+	for _, model := range []string{examples.Silent, examples.Silent, examples.Silent} {
 		r := create(t, h1, model, "x", map[string]string{"steps": "8", "step_delay_ms": "20"})
 		ids = append(ids, r.ID)
 	}

@@ -23,9 +23,9 @@ import (
 	"github.com/superstep/superstep/verify"
 )
 
-// hostings are the two ways every recovery scenario hosts a demo: natively
-// (RegisterWorkflow) and as an agent (agent.FromWorkflow).
-var hostings = []struct{ name, prefix string }{{"Native", ""}, {"Agent", "agent:"}}
+// hostings are the ways every recovery scenario hosts a demo: there is one
+// (RegisterWorkflow); a workflow-backed agent is not hosted as an agent.
+var hostings = []struct{ name, prefix string }{{"Native", ""}}
 
 // forEachHosting runs fn as a parallel subtest per hosting with the model
 // name for the demo.

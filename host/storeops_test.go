@@ -119,10 +119,9 @@ func registerTicker(t *testing.T, h *host.Host) {
 			return c.Send(n + 1)
 		}
 		return nil
-	}, workflow.SendsType[int]())
-	start := workflow.Func("start", func(c *workflow.Context, _ string) error { return c.Send(1) }, workflow.SendsType[int]())
-	wf, err := workflow.NewBuilder(tickerModel).SetStart(start).AddEdge(start, loop, nil).AddEdge(loop, loop, nil).
-		Outputs("tick").Build()
+	})
+	start := workflow.Func("start", func(c *workflow.Context, _ string) error { return c.Send(1) })
+	wf, err := workflow.NewBuilder(tickerModel).SetStart(start).AddEdge(start, loop).AddEdge(loop, loop).Outputs(loop).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func Example() {
 			Addr: "127.0.0.1:0",
 			DB:   filepath.Join(dir, "example.db"),
 			Workflows: func(agent.Options) ([]*workflow.Workflow, error) {
-				wf, err := workflow.NewBuilder("shout").SetStart(shout).Outputs("shout").Build()
+				wf, err := workflow.NewBuilder("shout").SetStart(shout).Outputs(shout).Build()
 				return []*workflow.Workflow{wf}, err
 			},
 			Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),

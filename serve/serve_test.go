@@ -19,7 +19,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 func echoWorkflows(agent.Options) ([]*workflow.Workflow, error) {
 	ex := workflow.Func("echo", func(c *workflow.Context, in string) error { return c.Yield(in) })
-	wf, err := workflow.NewBuilder("echo").SetStart(ex).Outputs("echo").Build()
+	wf, err := workflow.NewBuilder("echo").SetStart(ex).Outputs(ex).Build()
 	return []*workflow.Workflow{wf}, err
 }
 

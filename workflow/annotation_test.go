@@ -38,12 +38,12 @@ func annotating(id string, count int) workflow.Executor {
 			return c.Send(in)
 		}
 		return nil
-	}, workflow.SendsType[string]())
+	})
 }
 
 func TestAnnotate_Plain(t *testing.T) {
 	a, b := annotating("a", 2), annotating("b", 1)
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, b, nil))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, b))
 	_, rec, err := runAll(t, wf, "x")
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func innerAnnotating(t *testing.T, failB int) *workflow.Workflow {
 		}
 		return c.Yield(in + "!")
 	})
-	return mustBuild(t, workflow.NewBuilder("inner").SetStart(a).AddEdge(a, b, nil).Outputs("b"))
+	return mustBuild(t, workflow.NewBuilder("inner").SetStart(a).AddEdge(a, b).Outputs(b))
 }
 
 func TestAnnotate_SubWorkflow(t *testing.T) {
@@ -105,7 +105,7 @@ func TestAnnotate_SubWorkflow(t *testing.T) {
 	// annotations, inner ones included, are dropped.
 	sub := innerAnnotating(t, 1).AsExecutor("sub", workflow.WithRetry(1, 0))
 	start := annotating("start", 1)
-	wf := mustBuild(t, workflow.NewBuilder("outer").SetStart(start).AddEdge(start, sub, nil).Outputs("sub"))
+	wf := mustBuild(t, workflow.NewBuilder("outer").SetStart(start).AddEdge(start, sub).Outputs(sub))
 	_, rec, err := runAll(t, wf, "x")
 	if err != nil {
 		t.Fatal(err)
@@ -126,8 +126,10 @@ func TestAnnotate_SubWorkflow(t *testing.T) {
 
 	// Nested twice: the path names every level, ExecutorID the outermost.
 	inner := innerAnnotating(t, 0)
-	mid := mustBuild(t, workflow.NewBuilder("mid").SetStart(inner.AsExecutor("in")).Outputs("in"))
-	wf = mustBuild(t, workflow.NewBuilder("top").SetStart(mid.AsExecutor("mid")).Outputs("mid"))
+	inEx := inner.AsExecutor("in")
+	mid := mustBuild(t, workflow.NewBuilder("mid").SetStart(inEx).Outputs(inEx))
+	midEx := mid.AsExecutor("mid")
+	wf = mustBuild(t, workflow.NewBuilder("top").SetStart(midEx).Outputs(midEx))
 	_, rec, err = runAll(t, wf, "y")
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +156,7 @@ func TestAnnotate_FanOut(t *testing.T) {
 	}
 	start := pass[string]("start")
 	ws := []workflow.Executor{worker(0), worker(1), worker(2)}
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).AddFanOut(start, ws, nil))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).AddFanOut(start, ws))
 	_, rec, err := runAll(t, wf, "ok")
 	if err != nil {
 		t.Fatal(err)
@@ -194,11 +196,11 @@ func TestInvocation(t *testing.T) {
 				return c.Send(in)
 			}
 			return nil
-		}, workflow.SendsType[string]())
+		})
 	}
 	innerWF := mustBuild(t, workflow.NewBuilder("inner").SetStart(record("inner")))
 	start, sub := record("outer"), innerWF.AsExecutor("sub")
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).AddEdge(start, sub, nil))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).AddEdge(start, sub))
 	md := map[string]string{"k": "v"}
 
 	check := func(name string, wantID string, wantMax int64) {

@@ -30,7 +30,7 @@ func BenchmarkSuperstep_FanOutFanIn10(b *testing.B) {
 		workers = append(workers, pass[int](fmt.Sprintf("w%d", i)))
 	}
 	wf := mustBuild(b, workflow.NewBuilder("bench").SetStart(disp).
-		AddFanOut(disp, workers, nil).AddFanIn(workers, disp))
+		AddFanOut(disp, workers).AddFanIn(workers, disp))
 	run, err := wf.NewRun("bench", 0)
 	if err != nil {
 		b.Fatal(err)

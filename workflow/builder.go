@@ -71,16 +71,52 @@ func (b *Builder) SetStart(ex Executor) *Builder {
 	return b
 }
 
-// AddEdge adds a direct edge: messages sent by from go to to when cond is
-// nil or returns true for them.
-func (b *Builder) AddEdge(from, to Executor, cond func(msg any) bool) *Builder {
+// AddEdge adds a direct edge: messages sent by from go to to (with When,
+// only those it accepts).
+func (b *Builder) AddEdge(from, to Executor, opts ...EdgeOption) *Builder {
 	id := b.nextID("edge")
 	f, t := b.add(from, id+" source"), b.add(to, id+" target")
+	cond, sel := b.edgeOptions(id, opts)
+	if sel != nil {
+		b.errs = append(b.errs, fmt.Errorf("%s: Select applies to AddFanOut, not AddEdge", id))
+	}
 	if f != "" && t != "" {
 		id = fmt.Sprintf("%s(%s->%s)", id, f, t)
 		b.edges = append(b.edges, &edge{kind: edgeDirect, id: id, from: []string{f}, to: []string{t}, cond: cond})
 	}
 	return b
+}
+
+// edgeOptions combines opts: the conjunction of their conditions, and
+// their selector (at most one).
+func (b *Builder) edgeOptions(id string, opts []EdgeOption) (cond func(any) bool, sel func(targets []Executor) func(any, []string) []string) {
+	var conds []func(any) bool
+	for _, o := range opts {
+		if o.cond != nil {
+			conds = append(conds, o.cond)
+		}
+		if o.selFor != nil {
+			if sel != nil {
+				b.errs = append(b.errs, fmt.Errorf("%s: more than one Select", id))
+			}
+			sel = o.selFor
+		}
+	}
+	switch len(conds) {
+	case 0:
+	case 1:
+		cond = conds[0]
+	default:
+		cond = func(msg any) bool {
+			for _, c := range conds {
+				if !c(msg) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	return cond, sel
 }
 
 // AddChain adds direct edges from each executor to the next.
@@ -89,23 +125,28 @@ func (b *Builder) AddChain(execs ...Executor) *Builder {
 		b.errs = append(b.errs, fmt.Errorf("chain: needs at least two executors, got %d", len(execs)))
 	}
 	for i := 0; i+1 < len(execs); i++ {
-		b.AddEdge(execs[i], execs[i+1], nil)
+		b.AddEdge(execs[i], execs[i+1])
 	}
 	return b
 }
 
-// AddFanOut sends each message from from to every target, or to the targets
-// selector returns (ids among targets; nil selector means all).
-func (b *Builder) AddFanOut(from Executor, targets []Executor, selector func(msg any, targets []string) []string) *Builder {
+// AddFanOut sends each message from from to every target (with Select, to
+// those it picks; with When, only the messages it accepts).
+func (b *Builder) AddFanOut(from Executor, targets []Executor, opts ...EdgeOption) *Builder {
 	id := b.nextID("fanout")
 	f := b.add(from, id+" source")
 	ts := b.addAll(targets, id+" target")
 	if len(targets) == 0 {
 		b.errs = append(b.errs, fmt.Errorf("%s: no targets", id))
 	}
+	cond, sel := b.edgeOptions(id, opts)
 	if f != "" && ts != nil {
 		id = fmt.Sprintf("%s(%s)", id, f)
-		b.edges = append(b.edges, &edge{kind: edgeFanOut, id: id, from: []string{f}, to: ts, selector: selector})
+		e := &edge{kind: edgeFanOut, id: id, from: []string{f}, to: ts, cond: cond}
+		if sel != nil {
+			e.selector = sel(slices.Clone(targets))
+		}
+		b.edges = append(b.edges, e)
 	}
 	return b
 }
@@ -118,10 +159,13 @@ func (b *Builder) AddSwitch(from Executor, cases []Case, def Executor) *Builder 
 	e := &edge{kind: edgeSwitch, from: []string{f}}
 	ok := f != ""
 	for i, c := range cases {
-		t := b.add(c.To, fmt.Sprintf("%s case %d", id, i))
-		ok = ok && t != ""
+		t := b.add(c.to, fmt.Sprintf("%s case %d", id, i))
+		ok = ok && t != "" && c.when != nil
+		if c.when == nil {
+			b.errs = append(b.errs, fmt.Errorf("%s case %d: not made by CaseType", id, i))
+		}
 		e.to = append(e.to, t)
-		e.cases = append(e.cases, c.When)
+		e.cases = append(e.cases, c.when)
 		e.caseType = append(e.caseType, c.typ)
 	}
 	if def != nil {
@@ -180,16 +224,25 @@ func (b *Builder) addAll(execs []Executor, where string) []string {
 }
 
 // Outputs declares the executors whose yielded values are the workflow's
-// outputs (Output events).
-func (b *Builder) Outputs(ids ...string) *Builder {
-	b.outputs = append(b.outputs, ids...)
+// outputs (Output events). Like edges, it takes the executors themselves
+// (and adds them to the graph when they are not yet).
+func (b *Builder) Outputs(execs ...Executor) *Builder {
+	for i, ex := range execs {
+		if id := b.add(ex, fmt.Sprintf("Outputs %d", i)); id != "" {
+			b.outputs = append(b.outputs, id)
+		}
+	}
 	return b
 }
 
 // Intermediate declares the executors whose yielded values are intermediate
 // results (Intermediate events): progress, not part of the answer.
-func (b *Builder) Intermediate(ids ...string) *Builder {
-	b.intermediate = append(b.intermediate, ids...)
+func (b *Builder) Intermediate(execs ...Executor) *Builder {
+	for i, ex := range execs {
+		if id := b.add(ex, fmt.Sprintf("Intermediate %d", i)); id != "" {
+			b.intermediate = append(b.intermediate, id)
+		}
+	}
 	return b
 }
 
@@ -207,6 +260,8 @@ func (b *Builder) Build() (*Workflow, error) {
 		errs = append(errs, w.checkReachable()...)
 	}
 	errs = append(errs, w.checkTypes()...)
+	errs = append(errs, w.checkResults()...)
+	errs = append(errs, w.checkRegistered()...)
 	errs = append(errs, w.checkInstances()...)
 	if len(errs) > 0 {
 		for i, e := range errs {
@@ -214,7 +269,7 @@ func (b *Builder) Build() (*Workflow, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
-	w.fingerprint = w.computeFingerprint()
+	w.fingerprint, w.legacyFingerprint = w.computeFingerprint(false), w.computeFingerprint(true)
 	return w, nil
 }
 
@@ -222,16 +277,8 @@ func (b *Builder) Build() (*Workflow, error) {
 func (b *Builder) checkDeclared() []error {
 	var errs []error
 	for _, id := range b.outputs {
-		if _, ok := b.byID[id]; !ok {
-			errs = append(errs, fmt.Errorf("Outputs: executor %q is not in the graph", id))
-		}
 		if slices.Contains(b.intermediate, id) {
 			errs = append(errs, fmt.Errorf("executor %q: declared both output and intermediate", id))
-		}
-	}
-	for _, id := range b.intermediate {
-		if _, ok := b.byID[id]; !ok {
-			errs = append(errs, fmt.Errorf("Intermediate: executor %q is not in the graph", id))
 		}
 	}
 	return errs
@@ -311,13 +358,51 @@ func (w *Workflow) checkTypes() []error {
 				errs = append(errs, fmt.Errorf("edge %s: case %d target %q does not handle %v", e.id, i, e.to[i], t))
 			}
 		}
-		ot, ok := w.execs[e.from[0]].(OutputTyper)
+		ot, ok := w.execs[e.from[0]].(outputTyper)
 		if !ok || len(ot.OutputTypes()) == 0 {
 			continue
 		}
 		for _, t := range e.allTargets() {
 			if !acceptsAny(w.execs[t], ot.OutputTypes()) {
 				errs = append(errs, fmt.Errorf("edge %s: target %q handles none of %v sent by %q", e.id, t, ot.OutputTypes(), e.from[0]))
+			}
+		}
+	}
+	return errs
+}
+
+// checkResults reports Map executors whose result would go nowhere: no
+// edge to send it on, and not declared to yield it.
+func (w *Workflow) checkResults() []error {
+	var errs []error
+	for _, id := range w.order {
+		if fe, ok := w.execs[id].(*funcExecutor); ok && fe.result && len(w.out[id]) == 0 && w.yields[id] == yieldNone {
+			errs = append(errs, fmt.Errorf("executor %q: its result goes nowhere (no edge from it, not in Outputs or Intermediate)", id))
+		}
+	}
+	return errs
+}
+
+// checkRegistered reports message types of executors (what they handle,
+// what Map returns) that have no checkpoint name: their values could not
+// be checkpointed. Interface types hold values of other types, checked
+// when they are sent.
+func (w *Workflow) checkRegistered() []error {
+	var errs []error
+	for _, id := range w.order {
+		var types []reflect.Type
+		if it, ok := w.execs[id].(InputTyper); ok {
+			types = append(types, it.InputTypes()...)
+		}
+		if ot, ok := w.execs[id].(outputTyper); ok {
+			types = append(types, ot.OutputTypes()...)
+		}
+		for _, t := range types {
+			if t == nil || t.Kind() == reflect.Interface {
+				continue
+			}
+			if _, ok := registeredName(t); !ok {
+				errs = append(errs, fmt.Errorf("executor %q: %w", id, errUnregistered(t)))
 			}
 		}
 	}

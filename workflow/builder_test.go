@@ -19,38 +19,48 @@ func TestBuilder_Build_Errors(t *testing.T) {
 			[]string{"no start executor"}},
 		{"duplicate id", func() *workflow.Builder {
 			a := str("a")
-			return workflow.NewBuilder("t").SetStart(a).AddEdge(a, str("b"), nil).AddEdge(a, str("b"), nil)
+			return workflow.NewBuilder("t").SetStart(a).AddEdge(a, str("b")).AddEdge(a, str("b"))
 		}, []string{`executor "b": duplicate id`}},
-		{"dangling output and intermediate", func() *workflow.Builder {
-			return workflow.NewBuilder("t").SetStart(str("a")).Outputs("ghost").Intermediate("phantom")
-		}, []string{`Outputs: executor "ghost"`, `Intermediate: executor "phantom"`}},
+		{"dangling and nil output and intermediate", func() *workflow.Builder {
+			return workflow.NewBuilder("t").SetStart(str("a")).Outputs(str("ghost"), nil).Intermediate(str("phantom"))
+		}, []string{`executor "ghost": unreachable`, `executor "phantom": unreachable`, "Outputs 1: nil executor"}},
 		{"unreachable", func() *workflow.Builder {
 			a, b, c := str("a"), str("b"), str("c")
-			return workflow.NewBuilder("t").SetStart(a).AddEdge(b, c, nil)
+			return workflow.NewBuilder("t").SetStart(a).AddEdge(b, c)
 		}, []string{`executor "b": unreachable`, `executor "c": unreachable`}},
 		{"nil executors", func() *workflow.Builder {
 			a := str("a")
-			return workflow.NewBuilder("t").SetStart(a).AddEdge(a, nil, nil).AddFanOut(nil, nil, nil)
+			return workflow.NewBuilder("t").SetStart(a).AddEdge(a, nil).AddFanOut(nil, nil)
 		}, []string{"edge#1 target: nil executor", "fanout#2 source: nil executor", "fanout#2: no targets"}},
 		{"message type no target handles", func() *workflow.Builder {
-			a := workflow.Func("a", func(c *workflow.Context, s string) error { return c.Send(len(s)) }, workflow.SendsType[int]())
-			return workflow.NewBuilder("t").SetStart(a).AddEdge(a, str("b"), nil)
+			a := workflow.Map("a", func(c *workflow.Context, s string) (int, error) { return len(s), nil })
+			return workflow.NewBuilder("t").SetStart(a).AddEdge(a, str("b"))
 		}, []string{`target "b" handles none of [int] sent by "a"`}},
 		{"fan-in target not taking a list", func() *workflow.Builder {
 			a, b := str("a"), str("b")
-			return workflow.NewBuilder("t").SetStart(a).AddEdge(a, b, nil).AddFanIn([]workflow.Executor{a, b}, str("c"))
+			return workflow.NewBuilder("t").SetStart(a).AddEdge(a, b).AddFanIn([]workflow.Executor{a, b}, str("c"))
 		}, []string{`target "c" does not handle []any`}},
 		{"empty switch and short chain", func() *workflow.Builder {
 			a := str("a")
 			return workflow.NewBuilder("t").SetStart(a).AddSwitch(a, nil, nil).AddChain(a)
 		}, []string{"no cases and no default", "chain: needs at least two"}},
 		{"both output and intermediate, empty id", func() *workflow.Builder {
-			return workflow.NewBuilder("t").SetStart(str("a")).Outputs("a").Intermediate("a").AddExecutor(str(""))
+			a := str("a")
+			return workflow.NewBuilder("t").SetStart(a).Outputs(a).Intermediate(a).AddExecutor(str(""))
 		}, []string{`executor "a": declared both`, "empty id"}},
 		{"switch case type the target cannot handle", func() *workflow.Builder {
 			a := str("a")
 			return workflow.NewBuilder("t").SetStart(a).AddSwitch(a, []workflow.Case{workflow.CaseType[int](str("b"), nil)}, str("c"))
 		}, []string{`case 0 target "b" does not handle int`}},
+		{"a Map result that goes nowhere", func() *workflow.Builder {
+			a := workflow.Map("a", func(_ *workflow.Context, s string) (int, error) { return len(s), nil })
+			return workflow.NewBuilder("t").SetStart(a)
+		}, []string{`executor "a": its result goes nowhere`}},
+		{"Select on a direct edge, two Selects", func() *workflow.Builder {
+			a, b := str("a"), str("b")
+			all := workflow.Select(func(_ string, ts []workflow.Executor) []workflow.Executor { return ts })
+			return workflow.NewBuilder("t").SetStart(a).AddEdge(a, b, all).AddFanOut(b, []workflow.Executor{str("c")}, all, all)
+		}, []string{"edge#1: Select applies to AddFanOut", "fanout#2: more than one Select"}},
 		{"fan-in source twice", func() *workflow.Builder {
 			a := str("a")
 			j := workflow.Func("j", func(*workflow.Context, []any) error { return nil })
@@ -77,14 +87,17 @@ func TestBuilder_Build_Errors(t *testing.T) {
 
 func TestBuilder_Build_Valid(t *testing.T) {
 	a := pass[string]("a")
-	wf := mustBuild(t, workflow.NewBuilder("ok").SetStart(a).AddEdge(a, tagged("b"), nil).Outputs("b"))
-	if wf.Name() != "ok" || wf.StartID() != "a" || len(wf.Fingerprint()) != 32 {
-		t.Fatalf("name %q start %q fingerprint %q", wf.Name(), wf.StartID(), wf.Fingerprint())
+	b := tagged("b")
+	wf := mustBuild(t, workflow.NewBuilder("ok").SetStart(a).AddEdge(a, b).Outputs(b))
+	if wf.Name() != "ok" || wf.Graph().Start != "a" || len(wf.Fingerprint()) != 32 {
+		t.Fatalf("name %q start %q fingerprint %q", wf.Name(), wf.Graph().Start, wf.Fingerprint())
 	}
 	// The same shape gives the same fingerprint; another shape another one.
 	a2 := pass[string]("a")
-	same := mustBuild(t, workflow.NewBuilder("ok").SetStart(a2).AddEdge(a2, tagged("b"), nil).Outputs("b"))
-	other := mustBuild(t, workflow.NewBuilder("ok").SetStart(a2).AddEdge(a2, tagged("c"), nil).Outputs("c"))
+	b2 := tagged("b")
+	same := mustBuild(t, workflow.NewBuilder("ok").SetStart(a2).AddEdge(a2, b2).Outputs(b2))
+	c := tagged("c")
+	other := mustBuild(t, workflow.NewBuilder("ok").SetStart(a2).AddEdge(a2, c).Outputs(c))
 	if same.Fingerprint() != wf.Fingerprint() || other.Fingerprint() == wf.Fingerprint() {
 		t.Fatalf("fingerprints: %s %s %s", wf.Fingerprint(), same.Fingerprint(), other.Fingerprint())
 	}
@@ -92,7 +105,8 @@ func TestBuilder_Build_Valid(t *testing.T) {
 
 func TestWorkflow_NewRun_InputType(t *testing.T) {
 	a := pass[string]("a")
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, tagged("b"), nil).Outputs("b"))
+	b := tagged("b")
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, b).Outputs(b))
 	if _, err := wf.NewRun("r", 42); !errors.Is(err, workflow.ErrMessageType) {
 		t.Fatalf("NewRun(int) err = %v, want ErrMessageType", err)
 	}

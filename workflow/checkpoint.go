@@ -163,7 +163,7 @@ func encodeRequest(req Request) (requestJSON, error) {
 	}
 	rt := "any"
 	if req.ResponseType != reflect.TypeFor[any]() {
-		name, ok := TypeName(req.ResponseType)
+		name, ok := registeredName(req.ResponseType)
 		if !ok {
 			return requestJSON{}, fmt.Errorf("workflow: request %q: response type %v: %w", req.ID, req.ResponseType, ErrUnregisteredType)
 		}
@@ -198,12 +198,12 @@ func decodeStatePart(data []byte) (any, error) {
 	return decodeValue(typedValue{T: string(name), V: v})
 }
 
-// CheckpointState returns the shared-state values of a checkpoint's parts
+// checkpointState returns the shared-state values of a checkpoint's parts
 // (as made by Checkpoint or given to a CommitFunc) whose key starts with
 // keyPrefix, by key, decoded through the type registry; it decodes no
 // other part, so reading a few keys of a large checkpoint is cheap. Parts
 // of sub-workflows are not included. Errors wrap ErrCheckpoint.
-func CheckpointState(parts []Part, keyPrefix string) (map[string]any, error) {
+func checkpointState(parts []Part, keyPrefix string) (map[string]any, error) {
 	var out map[string]any
 	for _, p := range parts {
 		key, ok := strings.CutPrefix(p.Name, prefixState)
@@ -280,7 +280,7 @@ func (w *Workflow) decodeHeader(data []byte) (*header, error) {
 	switch {
 	case h.Version != checkpointVersion:
 		return nil, fmt.Errorf("%w: version %d, want %d", ErrCheckpoint, h.Version, checkpointVersion)
-	case h.Fingerprint != w.fingerprint:
+	case h.Fingerprint != w.fingerprint && h.Fingerprint != w.legacyFingerprint:
 		return nil, fmt.Errorf("%w: %w: checkpoint of %q (%s), workflow %q (%s)", ErrCheckpoint, ErrFingerprint, h.Workflow, h.Fingerprint, w.name, w.fingerprint)
 	case h.Step < 0:
 		return nil, fmt.Errorf("%w: negative step %d", ErrCheckpoint, h.Step)

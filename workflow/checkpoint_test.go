@@ -47,7 +47,7 @@ func (c *counter) Handle(ctx *workflow.Context, msg any) error {
 
 func buildCounter(t testing.TB) *workflow.Workflow {
 	c := &counter{id: "count"}
-	return mustBuild(t, workflow.NewBuilder("counter").SetStart(c).AddEdge(c, c, nil).Outputs("count"))
+	return mustBuild(t, workflow.NewBuilder("counter").SetStart(c).AddEdge(c, c).Outputs(c))
 }
 
 func TestCheckpoint_DeterministicAndTyped(t *testing.T) {
@@ -99,7 +99,8 @@ func TestCheckpoint_RestoreErrors(t *testing.T) {
 	run, _ := wf.NewRun("r", Order{ID: 1})
 	parts, _ := run.Checkpoint()
 	a := pass[string]("a")
-	other := mustBuild(t, workflow.NewBuilder("other").SetStart(a).AddEdge(a, tagged("b"), nil).Outputs("b"))
+	b := tagged("b")
+	other := mustBuild(t, workflow.NewBuilder("other").SetStart(a).AddEdge(a, b).Outputs(b))
 	if _, err := other.Restore("r", parts); !errors.Is(err, workflow.ErrFingerprint) || !errors.Is(err, workflow.ErrCheckpoint) {
 		t.Fatalf("other graph: %v", err)
 	}
@@ -162,7 +163,7 @@ func TestCheckpoint_UnchangedPartsKeepTheirBytes(t *testing.T) {
 		}
 		return nil
 	})
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, a, nil))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, a))
 	_, rec, err := runAll(t, wf, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -117,7 +117,21 @@ func (c *Context) Yield(v any) error {
 	case yieldIntermediate:
 		c.buf.events = append(c.buf.events, Intermediate{Step: c.step, ExecutorID: c.exec, Value: v})
 	default:
-		return c.fail(fmt.Errorf("workflow: executor %q yields but is declared neither output nor intermediate", c.exec))
+		return c.fail(fmt.Errorf("workflow: executor %q yields but is declared neither output nor intermediate (Builder.Outputs, Builder.Intermediate)", c.exec))
+	}
+	return nil
+}
+
+// result passes a Map executor's result on: sent along its edges, yielded
+// when it is declared.
+func (c *Context) result(v any) error {
+	if c.HasEdges() {
+		if err := c.Send(v); err != nil {
+			return err
+		}
+	}
+	if c.CanYield() {
+		return c.Yield(v)
 	}
 	return nil
 }
@@ -174,4 +188,4 @@ func GetState[T any](c *Context, key string) (v T, ok bool, err error) {
 
 // errNoAnswerHandler is returned by RequestInput when the executor could not
 // receive the answer.
-var errNoAnswerHandler = errors.New("executor does not handle workflow.Answer")
+var errNoAnswerHandler = errors.New("executor has no handler for its answer (On(func(*Context, Answer[T]) error))")

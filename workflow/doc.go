@@ -2,6 +2,22 @@
 // supersteps (bulk-synchronous, as in Pregel) with a checkpoint and a
 // commit hook at every boundary. It knows nothing of HTTP or storage.
 //
+//	greet := workflow.Map("greet", func(c *workflow.Context, name string) (string, error) {
+//		return "hello, " + name, nil
+//	})
+//	shout := workflow.Map("shout", func(c *workflow.Context, s string) (string, error) {
+//		return strings.ToUpper(s), nil
+//	})
+//	wf, err := workflow.NewBuilder("hello").SetStart(greet).AddEdge(greet, shout).Outputs(shout).Build()
+//	...
+//	run, err := wf.NewRun("run-1", "ada")
+//	err = run.Run(ctx, commit, nil) // commit gets each superstep's Step: step 2 has Output "HELLO, ADA"
+//
+// A host (package host) serves such a workflow durably: commit writes the
+// checkpoint and the events, and a run resumes from its last commit after
+// a crash. The examples show the common shapes: a chain, a fan-out, a
+// human approval, and (in package agent) an agent as a step.
+//
 // A few names to know first: the last committed step is Run.StepNumber
 // (Step is the commit record type); typed state reads use GetState[T];
 // executors with several message types use Handlers and On; a requester
@@ -12,14 +28,19 @@
 // # Building
 //
 // Executors are values implementing Executor, usually made from typed
-// functions with Func (one message type) or Handlers and On (several). A
-// Builder connects them: AddEdge (direct, optional condition), AddFanOut
-// (all targets or a selector), AddSwitch (cases and a default), AddFanIn
-// (a barrier that delivers one []any once every source has sent), AddChain.
-// Outputs and Intermediate declare which executors' Yield calls are the
-// workflow's outputs and which are progress. Build reports every problem at
-// once (errors.Join, each wrapping ErrBuild and naming the executor or
-// edge) and never panics on mistakes. A built Workflow is immutable and
+// functions: Map (one message type, one result passed on), Func (one
+// message type; it sends and yields what it wants) or Handlers and On
+// (several message types, such as an input and an Answer). The executor
+// values are the handles of the graph: a Builder connects them with
+// AddEdge (optionally When[T], a typed condition), AddFanOut (every target,
+// or those Select[T] picks), AddSwitch (CaseType cases and a default),
+// AddFanIn (a barrier that delivers one []any once every source has sent)
+// and AddChain, and Outputs and Intermediate take them to declare which
+// executors' yielded values are the workflow's outputs and which are
+// progress. Build reports every problem at once (errors.Join, each wrapping
+// ErrBuild and naming the executor or edge), among them a target that
+// cannot handle what its source's Map returns, and a Map result that goes
+// nowhere; it never panics on mistakes. A built Workflow is immutable and
 // serves any number of concurrent runs.
 //
 // # Supersteps
@@ -53,9 +74,10 @@
 // # Human in the loop
 //
 // RequestInput[T] records a request (id, payload, response type T) and a
-// RequestInfo event. Pending requests are part of the checkpoint. Respond
-// checks the answer's type and queues an Answer for the requester, which
-// handles it in the next superstep.
+// RequestInfo event; the requester must have a handler of Answer[T]
+// (On(func(c *Context, a Answer[T]) error)). Pending requests are part of
+// the checkpoint. Respond checks the answer's type and queues it for the
+// requester, whose Answer[T] handler gets it, typed, in the next superstep.
 //
 // # Checkpoints
 //
@@ -66,11 +88,15 @@
 // bytes). Encoding is deterministic (encoding/json sorts map keys), so
 // unchanged parts have equal bytes and a store can keep them by reference;
 // a state value is encoded once, when it is set. JoinParts and SplitParts
-// convert between parts and one blob. Every value that can end up
-// in a checkpoint (messages, state values, request payloads and answers)
-// must have a registered type (RegisterType; Func and On register their
-// input types automatically; common built-in types are pre-registered), so
-// restoring in a fresh process yields the same Go types. Values inside
+// convert between parts and one blob. Every value that can end up in a
+// checkpoint (messages, state values, request payloads and answers) must
+// have a type registered under a stable name (RegisterType[T]("orders.Item");
+// common built-in types are pre-registered), so that restoring in a fresh
+// process yields the same Go types, and moving or renaming a type keeps its
+// stored runs restorable. Build reports executors whose message types have
+// no name; Send, Set, Yield and RequestInput fail on a value whose type has
+// none. Checkpoints made before names were explicit (types named by their
+// package path) still restore. Values inside
 // interface-typed fields (any, map[string]any) come back as JSON's generic
 // types (float64, map[string]any, []any). Restore rejects checkpoints of
 // another graph (ErrFingerprint) and corrupt bytes (ErrCheckpoint).
@@ -113,6 +139,14 @@
 // last committed output) before the superstep re-runs. A failed attempt's
 // live events are voided by a LiveDiscard event. An error from the Live
 // hook abandons the superstep (ErrLive) without committing it.
+//
+// # Tracing
+//
+// Beneath a recording OpenTelemetry span in the ctx given to Run (a host's
+// response span), the runner makes a span per superstep ("superstep",
+// attributes superstep.number, and when it ends superstep.committed and
+// superstep.status) and per executor attempt ("executor <id>",
+// workflow.executor.id, workflow.executor.attempt, superstep.number).
 //
 // # Caveats
 //

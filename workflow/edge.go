@@ -31,20 +31,62 @@ func (k edgeKind) String() string {
 	return "unknown"
 }
 
-// Case is one branch of a switch edge: messages for which When returns true
-// go to To (the first matching case wins). A nil When matches every message.
+// Case is one branch of a switch edge (AddSwitch); make one with CaseType.
 type Case struct {
-	When func(msg any) bool
-	To   Executor
-	typ  reflect.Type // set by CaseType: the case only matches this type
+	when func(msg any) bool
+	to   Executor
+	typ  reflect.Type // the case only matches this type
 }
 
-// CaseType returns a Case matching messages of type T for which pred
-// returns true (a nil pred matches every T).
+// CaseType returns a Case sending messages of type T for which pred returns
+// true to to (a nil pred matches every T; T any matches every message).
 func CaseType[T any](to Executor, pred func(T) bool) Case {
-	return Case{To: to, typ: reflect.TypeFor[T](), When: func(msg any) bool {
+	c := Case{to: to, typ: reflect.TypeFor[T](), when: func(msg any) bool {
 		v, ok := msg.(T)
 		return ok && (pred == nil || pred(v))
+	}}
+	if c.typ == reflect.TypeFor[any]() {
+		c.typ = nil // matches every message: nothing to check, as before CaseType[any] existed
+	}
+	return c
+}
+
+// EdgeOption refines an edge of AddEdge or AddFanOut: When and Select.
+type EdgeOption struct {
+	cond   func(msg any) bool
+	selFor func(targets []Executor) func(msg any, ids []string) []string
+}
+
+// When makes an edge deliver only the messages of type T for which pred
+// returns true (a nil pred: every T). Messages of other types do not take
+// the edge.
+func When[T any](pred func(T) bool) EdgeOption {
+	return EdgeOption{cond: func(msg any) bool {
+		v, ok := msg.(T)
+		return ok && (pred == nil || pred(v))
+	}}
+}
+
+// Select makes a fan-out deliver each message of type T to the targets fn
+// picks among targets (the fan-out's, in the order given to AddFanOut);
+// messages of other types go to none. It is an error to pick an executor
+// that is not a target.
+func Select[T any](fn func(msg T, targets []Executor) []Executor) EdgeOption {
+	return EdgeOption{selFor: func(targets []Executor) func(msg any, ids []string) []string {
+		return func(msg any, _ []string) []string {
+			v, ok := msg.(T)
+			if !ok {
+				return nil
+			}
+			picked := fn(v, slices.Clone(targets))
+			ids := make([]string, len(picked))
+			for i, ex := range picked {
+				if ex != nil {
+					ids[i] = ex.ID()
+				}
+			}
+			return ids
+		}
 	}}
 }
 
@@ -107,6 +149,9 @@ func (e *edge) targets(from string, msg any) ([]string, error) {
 		}
 		return nil, nil
 	case edgeFanOut:
+		if e.cond != nil && !e.cond(msg) {
+			return nil, nil
+		}
 		if e.selector == nil {
 			return e.to, nil
 		}
@@ -141,11 +186,11 @@ func (e *edge) allTargets() []string {
 }
 
 // describe is e's canonical text for the fingerprint.
-func (e *edge) describe() string {
+func (e *edge) describe(typeName func(reflect.Type) string) string {
 	types := make([]string, len(e.caseType))
 	for i, t := range e.caseType {
 		if t != nil {
-			types[i] = canonicalName(t)
+			types[i] = typeName(t)
 		}
 	}
 	return fmt.Sprintf("%s from=%q to=%q def=%q cond=%t sel=%t cases=%q",

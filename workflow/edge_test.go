@@ -11,7 +11,7 @@ import (
 )
 
 func TestEdges(t *testing.T) {
-	isShort := func(msg any) bool { return len(msg.(string)) < 4 }
+	isShort := func(s string) bool { return len(s) < 4 }
 	tests := []struct {
 		name    string
 		build   func() *workflow.Builder
@@ -23,7 +23,7 @@ func TestEdges(t *testing.T) {
 			name: "direct",
 			build: func() *workflow.Builder {
 				a, b := pass[string]("a"), tagged("b")
-				return workflow.NewBuilder("t").SetStart(a).AddEdge(a, b, nil).Outputs("b")
+				return workflow.NewBuilder("t").SetStart(a).AddEdge(a, b).Outputs(b)
 			},
 			input: "x", want: []any{"b:x"},
 		},
@@ -32,8 +32,8 @@ func TestEdges(t *testing.T) {
 			build: func() *workflow.Builder {
 				a, s, l := pass[string]("a"), tagged("short"), tagged("long")
 				return workflow.NewBuilder("t").SetStart(a).
-					AddEdge(a, s, isShort).
-					AddEdge(a, l, func(m any) bool { return !isShort(m) }).Outputs("short", "long")
+					AddEdge(a, s, workflow.When(isShort)).
+					AddEdge(a, l, workflow.When(func(m string) bool { return !isShort(m) })).Outputs(s, l)
 			},
 			input: "hello", want: []any{"long:hello"},
 		},
@@ -41,7 +41,7 @@ func TestEdges(t *testing.T) {
 			name: "condition rejecting everything is a visible error",
 			build: func() *workflow.Builder {
 				a, s := pass[string]("a"), tagged("short")
-				return workflow.NewBuilder("t").SetStart(a).AddEdge(a, s, isShort).Outputs("short")
+				return workflow.NewBuilder("t").SetStart(a).AddEdge(a, s, workflow.When(isShort)).Outputs(s)
 			},
 			input: "hello", wantErr: workflow.ErrNoRoute,
 		},
@@ -49,7 +49,7 @@ func TestEdges(t *testing.T) {
 			name: "fan-out all",
 			build: func() *workflow.Builder {
 				a, b, c := pass[string]("a"), tagged("b"), tagged("c")
-				return workflow.NewBuilder("t").SetStart(a).AddFanOut(a, []workflow.Executor{c, b}, nil).Outputs("b", "c")
+				return workflow.NewBuilder("t").SetStart(a).AddFanOut(a, []workflow.Executor{c, b}).Outputs(b, c)
 			},
 			input: "x", want: []any{"c:x", "b:x"},
 		},
@@ -57,17 +57,36 @@ func TestEdges(t *testing.T) {
 			name: "fan-out selector",
 			build: func() *workflow.Builder {
 				a, b, c, d := pass[string]("a"), tagged("b"), tagged("c"), tagged("d")
-				sel := func(_ any, ts []string) []string { return []string{ts[2], ts[0]} }
-				return workflow.NewBuilder("t").SetStart(a).AddFanOut(a, []workflow.Executor{b, c, d}, sel).Outputs("b", "c", "d")
+				sel := workflow.Select(func(_ string, ts []workflow.Executor) []workflow.Executor { return []workflow.Executor{ts[2], ts[0]} })
+				return workflow.NewBuilder("t").SetStart(a).AddFanOut(a, []workflow.Executor{b, c, d}, sel).Outputs(b, c, d)
 			},
 			input: "x", want: []any{"b:x", "d:x"},
+		},
+		{
+			name: "fan-out with a condition and a typed selector",
+			build: func() *workflow.Builder {
+				a, b, c, d := pass[string]("a"), tagged("b"), tagged("c"), tagged("d")
+				last := workflow.Select(func(m string, ts []workflow.Executor) []workflow.Executor { return ts[len(ts)-1:] })
+				return workflow.NewBuilder("t").SetStart(a).AddFanOut(a, []workflow.Executor{b, c}, last,
+					workflow.When(func(m string) bool { return m == "y" })).AddEdge(a, d).Outputs(b, c, d)
+			},
+			input: "x", want: []any{"d:x"},
+		},
+		{
+			name: "Map sends its result on and yields it",
+			build: func() *workflow.Builder {
+				a := workflow.Map("a", func(_ *workflow.Context, s string) (string, error) { return s + s, nil })
+				b := tagged("b")
+				return workflow.NewBuilder("t").SetStart(a).AddEdge(a, b).Outputs(a, b)
+			},
+			input: "x", want: []any{"xx", "b:xx"},
 		},
 		{
 			name: "fan-out selector choosing a stranger",
 			build: func() *workflow.Builder {
 				a, b := pass[string]("a"), tagged("b")
-				sel := func(any, []string) []string { return []string{"zzz"} }
-				return workflow.NewBuilder("t").SetStart(a).AddFanOut(a, []workflow.Executor{b}, sel).Outputs("b")
+				sel := workflow.Select(func(string, []workflow.Executor) []workflow.Executor { return []workflow.Executor{tagged("zzz")} })
+				return workflow.NewBuilder("t").SetStart(a).AddFanOut(a, []workflow.Executor{b}, sel).Outputs(b)
 			},
 			input: "x", wantErr: workflow.ErrExecutorFailed,
 		},
@@ -78,7 +97,7 @@ func TestEdges(t *testing.T) {
 				return workflow.NewBuilder("t").SetStart(a).AddSwitch(a, []workflow.Case{
 					workflow.CaseType(s, func(v string) bool { return len(v) < 3 }),
 					workflow.CaseType(m, func(v string) bool { return len(v) < 6 }),
-				}, d).Outputs("s", "m", "d")
+				}, d).Outputs(s, m, d)
 			},
 			input: "four", want: []any{"m:four"},
 		},
@@ -88,7 +107,7 @@ func TestEdges(t *testing.T) {
 				a, s, d := pass[string]("a"), tagged("s"), tagged("d")
 				return workflow.NewBuilder("t").SetStart(a).AddSwitch(a, []workflow.Case{
 					workflow.CaseType(s, func(v string) bool { return len(v) < 3 }),
-				}, d).Outputs("s", "d")
+				}, d).Outputs(s, d)
 			},
 			input: "longer", want: []any{"d:longer"},
 		},
@@ -98,7 +117,7 @@ func TestEdges(t *testing.T) {
 				a, s := pass[string]("a"), tagged("s")
 				return workflow.NewBuilder("t").SetStart(a).AddSwitch(a, []workflow.Case{
 					workflow.CaseType(s, func(v string) bool { return false }),
-				}, nil).Outputs("s")
+				}, nil).Outputs(s)
 			},
 			input: "x", wantErr: workflow.ErrNoRoute,
 		},
@@ -107,7 +126,8 @@ func TestEdges(t *testing.T) {
 			build: func() *workflow.Builder {
 				a := workflow.Func("a", func(c *workflow.Context, v string) error { return c.Send(v + "a") })
 				b := workflow.Func("b", func(c *workflow.Context, v string) error { return c.Send(v + "b") })
-				return workflow.NewBuilder("t").SetStart(a).AddChain(a, b, tagged("c")).Outputs("c")
+				c := tagged("c")
+				return workflow.NewBuilder("t").SetStart(a).AddChain(a, b, c).Outputs(c)
 			},
 			input: "", want: []any{"c:ab"},
 		},
@@ -120,9 +140,9 @@ func TestEdges(t *testing.T) {
 				delay := pass[string]("delay")
 				join := workflow.Func("join", func(c *workflow.Context, vs []any) error { return c.Yield(fmt.Sprint(vs...)) })
 				return workflow.NewBuilder("t").SetStart(a).
-					AddFanOut(a, []workflow.Executor{delay, fast}, nil).
-					AddEdge(delay, slow, nil).
-					AddFanIn([]workflow.Executor{slow, fast}, join).Outputs("join")
+					AddFanOut(a, []workflow.Executor{delay, fast}).
+					AddEdge(delay, slow).
+					AddFanIn([]workflow.Executor{slow, fast}, join).Outputs(join)
 			},
 			input: "x", want: []any{"x-slowx-fast"},
 		},
@@ -155,8 +175,8 @@ func TestEdges_FanInBufferIsCheckpointed(t *testing.T) {
 		fast := workflow.Func("fast", func(c *workflow.Context, v string) error { return c.Send(v + "-fast") })
 		join := workflow.Func("join", func(c *workflow.Context, vs []any) error { return c.Yield(vs) })
 		return mustBuild(t, workflow.NewBuilder("t").SetStart(a).
-			AddFanOut(a, []workflow.Executor{d1, fast}, nil).AddChain(d1, d2, slow).
-			AddFanIn([]workflow.Executor{slow, fast}, join).Outputs("join"))
+			AddFanOut(a, []workflow.Executor{d1, fast}).AddChain(d1, d2, slow).
+			AddFanIn([]workflow.Executor{slow, fast}, join).Outputs(join))
 	}
 	run, err := build().NewRun("r", "x")
 	if err != nil {

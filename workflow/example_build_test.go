@@ -15,20 +15,19 @@ func Example_build() {
 	split := workflow.Func("split", func(c *workflow.Context, text string) error {
 		return c.Send(text)
 	})
-	upper := workflow.Func("upper", func(c *workflow.Context, s string) error {
-		return c.Send(strings.ToUpper(s))
+	upper := workflow.Map("upper", func(c *workflow.Context, s string) (string, error) {
+		return strings.ToUpper(s), nil
 	})
-	count := workflow.Func("count", func(c *workflow.Context, s string) error {
-		return c.Send(fmt.Sprintf("%d letters", len(s)))
+	count := workflow.Map("count", func(c *workflow.Context, s string) (string, error) {
+		return fmt.Sprintf("%d letters", len(s)), nil
 	})
 	join := workflow.Func("join", func(c *workflow.Context, parts []any) error {
 		return c.Yield(strings.TrimSpace(fmt.Sprintln(parts...)))
 	})
 	wf, err := workflow.NewBuilder("shout").
 		SetStart(split).
-		AddFanOut(split, []workflow.Executor{upper, count}, nil).
-		AddFanIn([]workflow.Executor{upper, count}, join).
-		Outputs("join").
+		AddFanOut(split, []workflow.Executor{upper, count}).
+		AddFanIn([]workflow.Executor{upper, count}, join).Outputs(join).
 		Build()
 	if err != nil {
 		fmt.Println(err)

@@ -16,14 +16,14 @@ func Example_humanInTheLoop() {
 				_, err := workflow.RequestInput[bool](c, "approve-1", "publish "+draft+"?")
 				return err
 			}),
-			workflow.On(func(c *workflow.Context, a workflow.Answer) error {
-				if a.Value.(bool) {
+			workflow.On(func(c *workflow.Context, a workflow.Answer[bool]) error {
+				if a.Value {
 					return c.Yield("published")
 				}
 				return c.Yield("discarded")
 			}),
 		})
-		wf, _ := workflow.NewBuilder("review").SetStart(review).Outputs("review").Build()
+		wf, _ := workflow.NewBuilder("review").SetStart(review).Outputs(review).Build()
 		return wf
 	}
 	print := func(ctx context.Context, s *workflow.Step) error {

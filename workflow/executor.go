@@ -3,6 +3,7 @@ package workflow
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 )
 
@@ -29,9 +30,9 @@ type InputTyper interface {
 	InputTypes() []reflect.Type
 }
 
-// OutputTyper is implemented by executors that declare which message types
+// outputTyper is implemented by executors that declare which message types
 // they send, so Build can check them against their edges' targets.
-type OutputTyper interface {
+type outputTyper interface {
 	OutputTypes() []reflect.Type
 }
 
@@ -67,7 +68,7 @@ type RetryPolicy struct {
 	Backoff time.Duration
 }
 
-// ExecutorOption configures executors made by Func, Handlers and
+// ExecutorOption configures executors made by Func, Map, Handlers and
 // Workflow.AsExecutor.
 type ExecutorOption struct{ apply func(*funcExecutor) }
 
@@ -77,25 +78,40 @@ func WithRetry(n int, backoff time.Duration) ExecutorOption {
 	return ExecutorOption{func(e *funcExecutor) { e.retry = RetryPolicy{Retries: max(n, 0), Backoff: backoff} }}
 }
 
-// SendsType declares that the executor sends messages of type T, so Build can
-// check that its edges' targets handle them. T is registered for checkpoints.
-func SendsType[T any]() ExecutorOption {
-	t := reflect.TypeFor[T]()
-	autoRegister(t)
-	return ExecutorOption{func(e *funcExecutor) { e.outputs = append(e.outputs, t) }}
-}
-
 // Handler handles messages of one type; make one with On.
 type Handler struct {
 	in reflect.Type
 	fn func(c *Context, msg any) error
+	// answer is T for a handler of Answer[T] (in is then Answer[any]).
+	answer reflect.Type
+	match  func(msg any) bool
 }
 
-// On returns a Handler for messages assignable to In. In is registered for
-// checkpoints under its package path and name unless already registered.
+// On returns a Handler for messages assignable to In; for In an Answer[T],
+// for the answers of type T. In must be registered (RegisterType) unless it
+// is an interface type; Build checks it.
 func On[In any](fn func(c *Context, in In) error) Handler {
+	var zero In
+	if ah, ok := any(zero).(answerHandler); ok {
+		return Handler{in: anyAnswer, answer: ah.answerOf(),
+			match: func(msg any) bool {
+				a, ok := msg.(Answer[any])
+				if !ok {
+					return false
+				}
+				_, ok = ah.from(a)
+				return ok
+			},
+			fn: func(c *Context, msg any) error {
+				a, _ := msg.(Answer[any])
+				v, ok := ah.from(a)
+				if !ok {
+					return fmt.Errorf("%w: %s got an answer of type %T, want %v", ErrMessageType, c.ExecutorID(), a.Value, ah.answerOf())
+				}
+				return fn(c, v.(In))
+			}}
+	}
 	t := reflect.TypeFor[In]()
-	autoRegister(t)
 	return Handler{in: t, fn: func(c *Context, msg any) error {
 		v, ok := msg.(In)
 		if !ok && msg != nil {
@@ -105,9 +121,29 @@ func On[In any](fn func(c *Context, in In) error) Handler {
 	}}
 }
 
-// Func returns an executor that handles messages of type In with fn.
+// Func returns an executor that handles messages of type In with fn, which
+// sends (Context.Send) and yields (Context.Yield) what it wants to. For an
+// executor with one result per message, Map is shorter and checked more.
 func Func[In any](id string, fn func(c *Context, in In) error, opts ...ExecutorOption) Executor {
 	return Handlers(id, []Handler{On(fn)}, opts...)
+}
+
+// Map returns an executor that handles messages of type In with fn and
+// passes fn's result on: it is sent along the executor's edges when it has
+// any, and yielded when the executor is declared in Outputs or
+// Intermediate. Build checks that the targets handle Out and that the
+// result goes somewhere. fn may also send and yield more through c.
+func Map[In, Out any](id string, fn func(c *Context, in In) (Out, error), opts ...ExecutorOption) Executor {
+	e := Handlers(id, []Handler{On(func(c *Context, in In) error {
+		out, err := fn(c, in)
+		if err != nil {
+			return err
+		}
+		return c.result(out)
+	})}, opts...).(*funcExecutor)
+	e.outputs = append(e.outputs, reflect.TypeFor[Out]())
+	e.result = true
+	return e
 }
 
 // Handlers returns an executor that dispatches each message to the first
@@ -116,7 +152,7 @@ func Func[In any](id string, fn func(c *Context, in In) error, opts ...ExecutorO
 func Handlers(id string, hs []Handler, opts ...ExecutorOption) Executor {
 	e := &funcExecutor{id: id, handlers: hs}
 	for _, h := range hs {
-		if h.in != nil {
+		if h.in != nil && !slices.Contains(e.inputs, h.in) {
 			e.inputs = append(e.inputs, h.in)
 		}
 	}
@@ -137,6 +173,8 @@ type funcExecutor struct {
 	retry    RetryPolicy
 	// completion: WithCompletionJournal (see CompletionJournaler).
 	completion bool
+	// result: made by Map, whose result must go somewhere.
+	result bool
 }
 
 // ID returns the executor's id.
@@ -145,7 +183,7 @@ func (e *funcExecutor) ID() string { return e.id }
 // Retry returns the policy set with WithRetry.
 func (e *funcExecutor) Retry() RetryPolicy { return e.retry }
 
-// OutputTypes returns the types declared with SendsType.
+// OutputTypes returns the result type of a Map executor.
 func (e *funcExecutor) OutputTypes() []reflect.Type { return e.outputs }
 
 // InputTypes returns the handlers' message types.
@@ -155,11 +193,26 @@ func (e *funcExecutor) InputTypes() []reflect.Type { return e.inputs }
 func (e *funcExecutor) Handle(c *Context, msg any) error {
 	mt := reflect.TypeOf(msg)
 	for _, h := range e.handlers {
-		if h.fn != nil && h.in != nil && accepts(h.in, mt) {
+		if h.fn != nil && h.in != nil && accepts(h.in, mt) && (h.match == nil || h.match(msg)) {
 			return h.fn(c, msg)
 		}
 	}
+	if a, ok := msg.(Answer[any]); ok {
+		return fmt.Errorf("%w: executor %q has no handler for an answer of type %T", ErrMessageType, e.id, a.Value)
+	}
 	return fmt.Errorf("%w: executor %q has no handler for %v", ErrMessageType, e.id, mt)
+}
+
+// handlesAnswer reports whether a handler of e takes answers of type rt.
+func (e *funcExecutor) handlesAnswer(rt reflect.Type) bool {
+	for _, h := range e.handlers {
+		switch {
+		case h.in == nil || !accepts(h.in, anyAnswer):
+		case h.answer == nil || h.answer == rt || rt.AssignableTo(h.answer):
+			return true
+		}
+	}
+	return false
 }
 
 // accepts reports whether a message of type mt can be passed as want.

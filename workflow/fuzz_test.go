@@ -60,14 +60,14 @@ func fuzzWorkflow(t testing.TB) *workflow.Workflow {
 			_, err := workflow.RequestInput[Approval](ctx, "", n)
 			return err
 		}),
-		workflow.On(func(ctx *workflow.Context, a workflow.Answer) error { return nil }),
+		workflow.On(func(ctx *workflow.Context, a workflow.Answer[any]) error { return nil }),
 	})
 	join := workflow.Func("join", func(ctx *workflow.Context, vs []any) error { return ctx.Send(len(vs)) })
 	fan := workflow.Func("fan", func(ctx *workflow.Context, o Order) error { return ctx.Send(o.ID) })
 	small := func(o Order) bool { return o.ID < 2 }
 	return mustBuild(t, workflow.NewBuilder("fuzz").SetStart(c).
 		AddSwitch(c, []workflow.Case{workflow.CaseType(c, small)}, fan).
-		AddFanIn([]workflow.Executor{c, fan}, join).AddEdge(join, ask, nil).Outputs("count"))
+		AddFanIn([]workflow.Executor{c, fan}, join).AddEdge(join, ask).Outputs(c))
 }
 
 // TestFuzzCorpusRestores keeps the checked-in seed corpus useful: its

@@ -1,6 +1,11 @@
 package workflow
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+)
 
 // Invocation is what a run is working for, as the driver of the run (a
 // host) tells it through RunOptions.Invocation: the request the current
@@ -46,3 +51,24 @@ func InvocationFrom(ctx context.Context) Invocation {
 
 // Invocation returns what the run is working for (see Invocation).
 func (c *Context) Invocation() Invocation { return InvocationFrom(c.ctx) }
+
+// Metadata returns the request metadata value of key as a T: the text itself
+// when T is a string type, otherwise the text parsed as JSON ("4" is an int
+// 4, "true" a bool, `{"n":1}` a struct). An absent key gives def; a value
+// that does not parse gives def and an error naming the key. Executors call
+// it with c.Invocation(), tools with InvocationFrom(ctx).
+func Metadata[T any](inv Invocation, key string, def T) (T, error) {
+	s, ok := inv.Metadata[key]
+	if !ok {
+		return def, nil
+	}
+	var v T
+	if rv := reflect.ValueOf(&v).Elem(); rv.Kind() == reflect.String {
+		rv.SetString(s)
+		return v, nil
+	}
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return def, fmt.Errorf("workflow: metadata %s=%q is not a %v: %w", key, s, reflect.TypeFor[T](), err)
+	}
+	return v, nil
+}

@@ -83,7 +83,7 @@ func TestRunStep(t *testing.T) {
 		}
 		return c.Yield(fmt.Sprint(got))
 	})
-	wf, err := workflow.NewBuilder("steps").SetStart(ex).Outputs("ex").Build()
+	wf, err := workflow.NewBuilder("steps").SetStart(ex).Outputs(ex).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,9 +179,9 @@ func TestCompletionJournal(t *testing.T) {
 		return c.Yield(fmt.Sprint(parts, " ", v))
 	})
 	wf, err := workflow.NewBuilder("completion").SetStart(split).
-		AddFanOut(split, []workflow.Executor{a, b}, nil).
+		AddFanOut(split, []workflow.Executor{a, b}).
 		AddFanIn([]workflow.Executor{a, b}, join).
-		Outputs("a", "join").Build()
+		Outputs(a, join).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

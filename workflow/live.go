@@ -88,6 +88,12 @@ func (s *liveSink) close() error {
 // being generated) through RunOptions.Live, at once, before the superstep
 // commits. Without a Live hook it does nothing and returns nil.
 //
+// What a host streams to its clients: a string is a text delta of the
+// executor's message (emit the words of a text, then yield the whole
+// text); an agent.Update of kind UpdateTextDelta, UpdateToolCall,
+// UpdateToolResult or UpdateRetry is what an agent executor emits. A host
+// ignores other values.
+//
 // Live events are not outputs: they are not in the Step given to the
 // commit hook, not in the checkpoint, and not replayed by Restore. What the
 // superstep finally produces must still be yielded (Yield), so the

@@ -78,7 +78,7 @@ func tokenWorkflow(t *testing.T) *workflow.Workflow {
 		})
 	}
 	a, b := stream("a", func(s string) string { return s }), stream("b", strings.ToUpper)
-	wf, err := workflow.NewBuilder("tokens").SetStart(a).AddEdge(a, b, nil).Outputs("a", "b").Build()
+	wf, err := workflow.NewBuilder("tokens").SetStart(a).AddEdge(a, b).Outputs(a, b).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestLive_DiscardOnRetry(t *testing.T) {
 		}
 		return c.Yield(in)
 	}, workflow.WithRetry(1, 0))
-	wf, err := workflow.NewBuilder("flaky").SetStart(flaky).Outputs("f").Build()
+	wf, err := workflow.NewBuilder("flaky").SetStart(flaky).Outputs(flaky).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestLive_NoHook(t *testing.T) {
 		seen = append(seen, fmt.Sprint(c.EmitLive("x"), c.CanYield(), c.HasEdges()))
 		return c.Yield(in)
 	})
-	wf, err := workflow.NewBuilder("n").SetStart(a).AddEdge(a, b, nil).Outputs("b").Build()
+	wf, err := workflow.NewBuilder("n").SetStart(a).AddEdge(a, b).Outputs(b).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestLive_NoHook(t *testing.T) {
 func TestLive_SubWorkflowForwards(t *testing.T) {
 	inner := tokenWorkflow(t)
 	sub := inner.AsExecutor("sub")
-	wf, err := workflow.NewBuilder("outer").SetStart(sub).Outputs("sub").Build()
+	wf, err := workflow.NewBuilder("outer").SetStart(sub).Outputs(sub).Build()
 	if err != nil {
 		t.Fatal(err)
 	}

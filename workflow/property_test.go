@@ -109,7 +109,7 @@ type pnode struct {
 
 func (p *pnode) ID() string { return p.id }
 func (p *pnode) InputTypes() []reflect.Type {
-	return []reflect.Type{reflect.TypeFor[int](), reflect.TypeFor[[]any](), reflect.TypeFor[workflow.Answer]()}
+	return []reflect.Type{reflect.TypeFor[int](), reflect.TypeFor[[]any](), reflect.TypeFor[workflow.Answer[any]]()}
 }
 func (p *pnode) Retry() workflow.RetryPolicy { return workflow.RetryPolicy{Retries: 1} }
 func (p *pnode) NewInstance() workflow.Executor {
@@ -173,7 +173,7 @@ func (p *pnode) Handle(c *workflow.Context, msg any) error {
 			return err
 		}
 		return c.Send(top - 1)
-	case workflow.Answer:
+	case workflow.Answer[any]:
 		v := m.Value.(int)
 		if err := c.Yield(fmt.Sprintf("%s answer=%d", p.id, v)); err != nil || !p.hasOut {
 			return err
@@ -197,7 +197,7 @@ func buildInner(asks bool, w *world) (*workflow.Workflow, error) {
 			}
 			return c.Send(n)
 		}),
-		workflow.On(func(c *workflow.Context, a workflow.Answer) error {
+		workflow.On(func(c *workflow.Context, a workflow.Answer[any]) error {
 			w.inc("sub/in")
 			return c.Send(a.Value.(int))
 		}),
@@ -206,7 +206,7 @@ func buildInner(asks bool, w *world) (*workflow.Workflow, error) {
 		w.inc("sub/out")
 		return c.Yield(n - 1)
 	})
-	return workflow.NewBuilder("inner").SetStart(in).AddEdge(in, out, nil).Outputs("out").Build()
+	return workflow.NewBuilder("inner").SetStart(in).AddEdge(in, out).Outputs(out).Build()
 }
 
 func buildSpec(s *pspec, w *world) (*workflow.Workflow, error) {
@@ -240,9 +240,9 @@ func buildSpec(s *pspec, w *world) (*workflow.Workflow, error) {
 	for i := range s.n {
 		addGroup(b, s.kind[i], execs[i], pick(execs, s.targets[i]))
 		if s.inter[i] {
-			b.Intermediate(ids[i])
+			b.Intermediate(execs[i])
 		} else {
-			b.Outputs(ids[i])
+			b.Outputs(execs[i])
 		}
 	}
 	for _, f := range s.fanIns {
@@ -272,20 +272,20 @@ func addGroup(b *workflow.Builder, kind int, from workflow.Executor, ts []workfl
 	switch kind {
 	case gDirect:
 		for _, t := range ts {
-			b.AddEdge(from, t, nil)
+			b.AddEdge(from, t)
 		}
 	case gCond:
 		for j, t := range ts {
-			b.AddEdge(from, t, func(m any) bool { return mod(m, k) == j })
+			b.AddEdge(from, t, workflow.When(func(m any) bool { return mod(m, k) == j }))
 		}
 	case gFanOutAll:
-		b.AddFanOut(from, ts, nil)
+		b.AddFanOut(from, ts)
 	case gFanOutSel:
-		b.AddFanOut(from, ts, func(m any, names []string) []string { return names[mod(m, k) : mod(m, k)+1] })
+		b.AddFanOut(from, ts, workflow.Select(func(m any, ts []workflow.Executor) []workflow.Executor { return ts[mod(m, k) : mod(m, k)+1] }))
 	case gSwitch:
 		var cases []workflow.Case
 		for j, t := range ts[:k-1] {
-			cases = append(cases, workflow.Case{To: t, When: func(m any) bool { return mod(m, k) == j }})
+			cases = append(cases, workflow.CaseType(t, func(m any) bool { return mod(m, k) == j }))
 		}
 		b.AddSwitch(from, cases, ts[k-1])
 	}

@@ -25,8 +25,8 @@ type Request struct {
 // RequestInput asks for outside input of type T. The run continues its
 // current superstep; once no messages are left it becomes Idle with the
 // request pending. Run.Respond answers it, and the requester receives an
-// Answer (Value of type T) in the next superstep, so it must handle Answer
-// (see Handlers and On). T must be registered (RegisterType; built-in types
+// Answer[T] in the next superstep, so it must have a handler of it (see
+// Handlers and On; the request fails otherwise). T must be registered (RegisterType; built-in types
 // are, and so are the input types of Func and On) so that a fresh process
 // can restore the pending request; T may be any but no other interface.
 // The payload's type must be registered too.
@@ -40,14 +40,15 @@ func RequestInput[T any](c *Context, id string, payload any) (string, error) {
 
 // request creates a pending request; see RequestInput.
 func (c *Context) request(id string, payload any, rt reflect.Type) (string, error) {
-	if _, ok := TypeName(rt); !ok && rt != reflect.TypeFor[any]() {
+	if _, ok := registeredName(rt); !ok && rt != reflect.TypeFor[any]() {
 		return "", c.fail(fmt.Errorf("workflow: executor %q: request: response type %v (register it; only any among interfaces): %w", c.exec, rt, ErrUnregisteredType))
 	}
 	if err := checkEncodable(payload); err != nil {
 		return "", c.fail(fmt.Errorf("workflow: executor %q: request payload: %w", c.exec, err))
 	}
-	if !executorAccepts(c.run.executor(c.exec), reflect.TypeFor[Answer]()) {
-		return "", c.fail(fmt.Errorf("workflow: executor %q: request: %w", c.exec, errNoAnswerHandler))
+	ex := c.run.executor(c.exec)
+	if fe, ok := ex.(*funcExecutor); ok && !fe.handlesAnswer(rt) || !ok && !executorAccepts(ex, anyAnswer) {
+		return "", c.fail(fmt.Errorf("workflow: executor %q: request for a %v: %w", c.exec, rt, errNoAnswerHandler))
 	}
 	if id == "" {
 		id = c.requestID(len(c.buf.requests))
@@ -111,7 +112,7 @@ func (r *Run) Respond(id string, answer any) error {
 	}
 	st := r.st.clone()
 	st.pending = slices.Delete(slices.Clone(st.pending), i, i+1)
-	st.enqueue(req.ExecutorID, envelope{value: Answer{RequestID: id, Payload: req.Payload, Value: answer}})
+	st.enqueue(req.ExecutorID, envelope{value: Answer[any]{RequestID: id, Payload: req.Payload, Value: answer}})
 	st.status = Running
 	r.st = st
 	return nil

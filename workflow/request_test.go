@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,9 +26,8 @@ func approver(id string) workflow.Executor {
 			_, err := workflow.RequestInput[Approval](c, "", "approve "+doc+"?")
 			return err
 		}),
-		workflow.On(func(c *workflow.Context, a workflow.Answer) error {
-			v := a.Value.(Approval)
-			return c.Yield(fmt.Sprintf("%v: ok=%v (%s)", a.Payload, v.OK, v.Reason))
+		workflow.On(func(c *workflow.Context, a workflow.Answer[Approval]) error {
+			return c.Yield(fmt.Sprintf("%v: ok=%v (%s)", a.Payload, a.Value.OK, a.Value.Reason))
 		}),
 	})
 }
@@ -35,7 +35,8 @@ func approver(id string) workflow.Executor {
 func TestRequest_RoundTripThroughCheckpoint(t *testing.T) {
 	build := func() *workflow.Workflow {
 		start := pass[string]("start")
-		return mustBuild(t, workflow.NewBuilder("hitl").SetStart(start).AddEdge(start, approver("ask"), nil).Outputs("ask"))
+		ask := approver("ask")
+		return mustBuild(t, workflow.NewBuilder("hitl").SetStart(start).AddEdge(start, ask).Outputs(ask))
 	}
 	run, rec, err := runAll(t, build(), "doc1")
 	if err != nil {
@@ -102,7 +103,7 @@ func TestRequest_IDsAreStableAndExplicitIDsChecked(t *testing.T) {
 			_, err := workflow.RequestInput[string](c, "fixed", s)
 			return err
 		}),
-		workflow.On(func(*workflow.Context, workflow.Answer) error { return nil }),
+		workflow.On(func(*workflow.Context, workflow.Answer[any]) error { return nil }),
 	})
 	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(ask))
 	if _, _, err := runAll(t, wf, "x"); err == nil {
@@ -127,15 +128,56 @@ func TestRequest_ExecutorMustHandleAnswer(t *testing.T) {
 	}
 }
 
+// An executor with a handler per answer type gets each answer in the
+// handler of its type, and cannot ask for a type it has no handler of.
+func TestRequest_TypedAnswers(t *testing.T) {
+	ex := workflow.Handlers("ask", []workflow.Handler{
+		workflow.On(func(c *workflow.Context, in string) error {
+			if in == "float" {
+				_, err := workflow.RequestInput[float64](c, "f", nil)
+				return err
+			}
+			_, err1 := workflow.RequestInput[int](c, "n", nil)
+			_, err2 := workflow.RequestInput[Approval](c, "a", "approve?")
+			return errors.Join(err1, err2)
+		}),
+		workflow.On(func(c *workflow.Context, a workflow.Answer[int]) error {
+			return c.Yield(fmt.Sprintf("%s: int %d", a.RequestID, a.Value+1))
+		}),
+		workflow.On(func(c *workflow.Context, a workflow.Answer[Approval]) error {
+			return c.Yield(fmt.Sprintf("%s: %v %s", a.RequestID, a.Value.OK, a.Payload))
+		}),
+	})
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(ex).Outputs(ex))
+	run, rec, err := runAll(t, wf, "x")
+	if err != nil || len(run.Pending()) != 2 {
+		t.Fatalf("%v, pending %v", err, run.Pending())
+	}
+	if err := errors.Join(run.Respond("a", Approval{OK: true}), run.Respond("n", 41)); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Run(t.Context(), rec.commit, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.outputs(); !slices.Equal(got, []any{"a: true approve?", "n: int 42"}) {
+		t.Fatalf("outputs %q", got)
+	}
+	run, _, err = runAll(t, wf, "float")
+	if !errors.Is(err, workflow.ErrExecutorFailed) || !strings.Contains(err.Error(), "no handler for its answer") {
+		t.Fatalf("request for a float64 without a handler: %v", err)
+	}
+}
+
 func TestSubWorkflow(t *testing.T) {
 	build := func() *workflow.Workflow {
 		innerStart := workflow.Func("double", func(c *workflow.Context, s string) error { return c.Send(s + s) })
+		ask := approver("ask")
 		inner := mustBuild(t, workflow.NewBuilder("inner").SetStart(innerStart).
-			AddEdge(innerStart, approver("ask"), nil).Outputs("ask"))
+			AddEdge(innerStart, ask).Outputs(ask))
 		sub := inner.AsExecutor("sub")
-		start := pass[string]("start")
+		start, after := pass[string]("start"), tagged("after")
 		return mustBuild(t, workflow.NewBuilder("outer").SetStart(start).
-			AddEdge(start, sub, nil).AddEdge(sub, tagged("after"), nil).Outputs("after"))
+			AddEdge(start, sub).AddEdge(sub, after).Outputs(after))
 	}
 	run, rec, err := runAll(t, build(), "ab")
 	if err != nil {
@@ -186,11 +228,11 @@ func TestRequest_SameExplicitIDFromTwoExecutors(t *testing.T) {
 				_, err := workflow.RequestInput[string](c, "same", s)
 				return err
 			}),
-			workflow.On(func(*workflow.Context, workflow.Answer) error { return nil }),
+			workflow.On(func(*workflow.Context, workflow.Answer[any]) error { return nil }),
 		})
 	}
 	start := pass[string]("start")
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).AddFanOut(start, []workflow.Executor{asker("a"), asker("b")}, nil))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).AddFanOut(start, []workflow.Executor{asker("a"), asker("b")}))
 	run, rec, err := runAll(t, wf, "x")
 	if !errors.Is(err, workflow.ErrRunFailed) || !strings.Contains(err.Error(), `request id "same" is already pending`) || run.Status() != workflow.Failed {
 		t.Fatalf("err = %v", err)
@@ -210,7 +252,7 @@ func TestSubWorkflow_InnerFailureFailsParentExecutor(t *testing.T) {
 	inner := mustBuild(t, workflow.NewBuilder("inner").SetStart(bad))
 	sub := inner.AsExecutor("sub", workflow.WithRetry(1, 0))
 	start := pass[string]("start")
-	wf := mustBuild(t, workflow.NewBuilder("outer").SetStart(start).AddEdge(start, sub, nil))
+	wf := mustBuild(t, workflow.NewBuilder("outer").SetStart(start).AddEdge(start, sub))
 	run, _, err := runAll(t, wf, "x")
 	if !errors.Is(err, workflow.ErrExecutorFailed) || !strings.Contains(err.Error(), `sub-workflow "sub"`) ||
 		!strings.Contains(err.Error(), "inner broke") || run.Status() != workflow.Failed {
@@ -224,11 +266,13 @@ func TestSubWorkflow_InnerFailureFailsParentExecutor(t *testing.T) {
 func TestSubWorkflow_FingerprintFollowsInnerGraph(t *testing.T) {
 	outer := func(inner *workflow.Workflow) *workflow.Workflow {
 		start := pass[string]("start")
-		return mustBuild(t, workflow.NewBuilder("outer").SetStart(start).AddEdge(start, inner.AsExecutor("sub"), nil))
+		return mustBuild(t, workflow.NewBuilder("outer").SetStart(start).AddEdge(start, inner.AsExecutor("sub")))
 	}
 	a := pass[string]("a")
-	in1 := mustBuild(t, workflow.NewBuilder("inner").SetStart(a).AddEdge(a, tagged("b"), nil).Outputs("b"))
-	in2 := mustBuild(t, workflow.NewBuilder("inner").SetStart(a).AddEdge(a, tagged("c"), nil).Outputs("c"))
+	b := tagged("b")
+	in1 := mustBuild(t, workflow.NewBuilder("inner").SetStart(a).AddEdge(a, b).Outputs(b))
+	cEx := tagged("c")
+	in2 := mustBuild(t, workflow.NewBuilder("inner").SetStart(a).AddEdge(a, cEx).Outputs(cEx))
 	if outer(in1).Fingerprint() == outer(in2).Fingerprint() {
 		t.Fatal("parent fingerprint ignores the sub-workflow's graph")
 	}

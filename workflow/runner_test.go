@@ -35,8 +35,8 @@ func TestRun_StateVisibleOnlyAfterBoundary(t *testing.T) {
 	})
 	start := pass[string]("start")
 	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).
-		AddFanOut(start, []workflow.Executor{a, b}, nil).
-		AddEdge(a, reader, nil).AddEdge(b, reader, nil).Outputs("reader"))
+		AddFanOut(start, []workflow.Executor{a, b}).
+		AddEdge(a, reader).AddEdge(b, reader).Outputs(reader))
 	run, rec, err := runAll(t, wf, "go")
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func TestRun_StateWrongTypeAndDelete(t *testing.T) {
 		_, stillThere := c.Get("gone")
 		return c.Yield(fmt.Sprint(n, ok, err, stillThere))
 	})
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(ex).AddEdge(ex, ex, func(m any) bool { return m == "again" }).Outputs("a"))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(ex).AddEdge(ex, ex, workflow.When(func(m string) bool { return m == "again" })).Outputs(ex))
 	run, rec, err := runAll(t, wf, "first")
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestRun_ExecutorMessagesInOrder(t *testing.T) {
 		seen = append(seen, v)
 		return nil
 	})
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(split).AddEdge(split, collect, nil))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(split).AddEdge(split, collect))
 	if _, _, err := runAll(t, wf, "1,2,3,4,5,6,7,8"); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestRun_ExecutorsRunConcurrently(t *testing.T) {
 	}
 	start := pass[string]("start")
 	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).
-		AddFanOut(start, []workflow.Executor{meet("a", aReady, bReady), meet("b", bReady, aReady)}, nil))
+		AddFanOut(start, []workflow.Executor{meet("a", aReady, bReady), meet("b", bReady, aReady)}))
 	run, _ := wf.NewRun("r", "x")
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -149,7 +149,7 @@ func TestRun_RetryRerunsOnlyThatExecutor(t *testing.T) {
 	})
 	start := pass[string]("start")
 	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).
-		AddFanOut(start, []workflow.Executor{flaky, steady}, nil).Outputs("flaky"))
+		AddFanOut(start, []workflow.Executor{flaky, steady}).Outputs(flaky))
 	run, rec, err := runAll(t, wf, "x")
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestRun_FailureAfterRetries(t *testing.T) {
 		return boom
 	}, workflow.WithRetry(1, 0))
 	start := pass[string]("start")
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).AddEdge(start, bad, nil).Outputs("bad"))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).AddEdge(start, bad).Outputs(bad))
 	run, rec, err := runAll(t, wf, "x")
 	if !errors.Is(err, boom) || !errors.Is(err, workflow.ErrExecutorFailed) || !errors.Is(err, workflow.ErrRunFailed) {
 		t.Fatalf("err = %v", err)
@@ -214,7 +214,7 @@ func TestRun_PanicIsAnExecutorFailure(t *testing.T) {
 
 func TestRun_MaxSupersteps(t *testing.T) {
 	loop := workflow.Func("loop", func(c *workflow.Context, n int) error { return c.Send(n + 1) })
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(loop).AddEdge(loop, loop, nil))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(loop).AddEdge(loop, loop))
 	run, _ := wf.NewRun("r", 0)
 	rec := &recorder{}
 	err := run.Run(t.Context(), rec.commit, &workflow.RunOptions{MaxSupersteps: 5})
@@ -233,7 +233,7 @@ func TestRun_MaxSupersteps(t *testing.T) {
 
 func TestRun_SilentSuperstepsAreCommitted(t *testing.T) {
 	a, b := pass[string]("a"), workflow.Func("b", func(*workflow.Context, string) error { return nil })
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, b, nil))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, b))
 	_, rec, err := runAll(t, wf, "x")
 	if err != nil || len(rec.steps) != 2 {
 		t.Fatalf("err %v, %d commits", err, len(rec.steps))
@@ -257,7 +257,7 @@ func TestRun_CommitErrorStopsAndRewinds(t *testing.T) {
 		}
 		return c.Yield(n)
 	})
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, a, nil).Outputs("a"))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, a).Outputs(a))
 	run, _ := wf.NewRun("r", 1)
 	diskFull := errors.New("disk full")
 	fail := func(_ context.Context, s *workflow.Step) error {
@@ -292,7 +292,7 @@ func TestRun_ContextValuesAndIdempotencyKey(t *testing.T) {
 		}
 		return c.Yield(fmt.Sprintf("%v %s %s %d", c.Context().Value(ctxKey{}), c.RunID(), c.ExecutorID(), c.Step()))
 	}, workflow.WithRetry(1, 0))
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).Outputs("a"))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).Outputs(a))
 	run, _ := wf.NewRun("run-9", 1)
 	rec := &recorder{}
 	ctx := context.WithValue(t.Context(), ctxKey{}, "carried")
@@ -318,7 +318,7 @@ func TestRun_Cancellation(t *testing.T) {
 		}
 		return c.Send(n + 1)
 	})
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(slow).AddEdge(slow, slow, nil))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(slow).AddEdge(slow, slow))
 	run, _ := wf.NewRun("r", 1)
 	rec := &recorder{}
 	go func() { <-started; cancel() }()
@@ -341,7 +341,7 @@ func TestRun_TypeErrors(t *testing.T) {
 			_ = c.Send(42) // ignored error still fails the attempt
 			return nil
 		})
-		wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, pass[string]("b"), nil))
+		wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, pass[string]("b")))
 		if _, _, err := runAll(t, wf, "x"); !errors.Is(err, workflow.ErrMessageType) {
 			t.Fatalf("err = %v", err)
 		}
@@ -350,7 +350,7 @@ func TestRun_TypeErrors(t *testing.T) {
 		type secret struct{ A int }
 		a := workflow.Func("a", func(c *workflow.Context, s string) error { return c.Send(secret{}) })
 		b := workflow.Func("b", func(c *workflow.Context, v any) error { return nil })
-		wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, b, nil))
+		wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, b))
 		if _, _, err := runAll(t, wf, "x"); !errors.Is(err, workflow.ErrUnregisteredType) {
 			t.Fatalf("err = %v", err)
 		}
@@ -376,7 +376,8 @@ func TestRun_IntermediateAndEventOrder(t *testing.T) {
 		_ = c.Yield("progress")
 		return c.Send(s)
 	})
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, tagged("b"), nil).Intermediate("a").Outputs("b"))
+	b := tagged("b")
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, b).Intermediate(a).Outputs(b))
 	_, rec, err := runAll(t, wf, "x")
 	if err != nil {
 		t.Fatal(err)
@@ -404,7 +405,7 @@ func TestRun_EventsIterator(t *testing.T) {
 		}
 		return nil
 	})
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, a, nil).Outputs("a"))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, a).Outputs(a))
 	run, _ := wf.NewRun("r", 1)
 	committed := 0
 	var outs []any
@@ -442,7 +443,7 @@ func TestRun_SendAfterCompletion(t *testing.T) {
 		}
 		return c.Yield(fmt.Sprintf("%s #%d", s, n+1))
 	})
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).Outputs("a"))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).Outputs(a))
 	run, rec, err := runAll(t, wf, "hi")
 	if err != nil || run.Status() != workflow.Completed {
 		t.Fatal(err, run.Status())
@@ -500,7 +501,7 @@ func TestRun_SameKeySetByTwoExecutors(t *testing.T) {
 	for range 20 { // executors finish in varying order; the result must not
 		start := pass[string]("start")
 		wf := mustBuild(t, workflow.NewBuilder("t").SetStart(start).
-			AddFanOut(start, []workflow.Executor{setter("first"), setter("second"), setter("third")}, nil))
+			AddFanOut(start, []workflow.Executor{setter("first"), setter("second"), setter("third")}))
 		run, _, err := runAll(t, wf, "x")
 		if err != nil {
 			t.Fatal(err)

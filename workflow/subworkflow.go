@@ -36,7 +36,12 @@ func (s *subExecutor) ID() string { return s.id }
 func (s *subExecutor) Retry() RetryPolicy { return s.retry }
 
 // fingerprintPart makes the inner graph part of the parent's fingerprint.
-func (s *subExecutor) fingerprintPart() string { return s.wf.fingerprint }
+func (s *subExecutor) fingerprintPart(legacy bool) string {
+	if legacy {
+		return s.wf.legacyFingerprint
+	}
+	return s.wf.fingerprint
+}
 
 // NewInstance returns the executor for one parent run, without an inner run yet.
 func (s *subExecutor) NewInstance() Executor { return &subExecutor{id: s.id, wf: s.wf, retry: s.retry} }
@@ -51,7 +56,7 @@ func (s *subExecutor) InputTypes() []reflect.Type {
 	if ts == nil {
 		return nil
 	}
-	return append(ts, reflect.TypeFor[Answer]())
+	return append(ts, anyAnswer)
 }
 
 // Snapshot is the inner run's checkpoint as one blob (empty before the
@@ -105,7 +110,7 @@ func (s *subExecutor) Handle(c *Context, msg any) error {
 
 // deliver hands msg to the inner run.
 func (s *subExecutor) deliver(c *Context, msg any) error {
-	if a, ok := msg.(Answer); ok {
+	if a, ok := msg.(Answer[any]); ok {
 		inner, found := strings.CutPrefix(a.RequestID, s.id+"/")
 		if !found || s.run == nil {
 			return fmt.Errorf("%w: sub-workflow %q got answer to %q", ErrUnknownRequest, s.id, a.RequestID)

@@ -18,20 +18,20 @@ const tracerName = "github.com/superstep/superstep/workflow"
 
 // Span attributes of the runner.
 const (
-	// AttrSuperstepNumber is the superstep's number (superstep spans, and
+	// attrSuperstepNumber is the superstep's number (superstep spans, and
 	// executor spans, whose superstep it is).
-	AttrSuperstepNumber = attribute.Key("superstep.number")
-	// AttrSuperstepCommitted is set on a superstep span when it ends: true
+	attrSuperstepNumber = attribute.Key("superstep.number")
+	// attrSuperstepCommitted is set on a superstep span when it ends: true
 	// once the commit hook returned nil, false when the superstep ended
 	// without being committed (abandoned, cancelled, or the hook failed);
 	// such a span also has status Error.
-	AttrSuperstepCommitted = attribute.Key("superstep.committed")
-	// AttrSuperstepStatus is the run's status after a committed superstep.
-	AttrSuperstepStatus = attribute.Key("superstep.status")
-	// AttrExecutorID and AttrExecutorAttempt describe an executor
+	attrSuperstepCommitted = attribute.Key("superstep.committed")
+	// attrSuperstepStatus is the run's status after a committed superstep.
+	attrSuperstepStatus = attribute.Key("superstep.status")
+	// attrExecutorID and attrExecutorAttempt describe an executor
 	// invocation span.
-	AttrExecutorID      = attribute.Key("workflow.executor.id")
-	AttrExecutorAttempt = attribute.Key("workflow.executor.attempt")
+	attrExecutorID      = attribute.Key("workflow.executor.id")
+	attrExecutorAttempt = attribute.Key("workflow.executor.attempt")
 )
 
 // startSpan starts a child span of ctx's span when that one records; else
@@ -51,7 +51,7 @@ func startStepSpan(ctx context.Context, n int64) (context.Context, trace.Span) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, nil
 	}
-	return startSpan(ctx, "superstep", AttrSuperstepNumber.Int64(n))
+	return startSpan(ctx, "superstep", attrSuperstepNumber.Int64(n))
 }
 
 // endStepSpan ends a superstep span: committed when err is nil (s is the
@@ -61,11 +61,11 @@ func endStepSpan(span trace.Span, s *Step, err error) {
 		return
 	}
 	if err != nil {
-		span.SetAttributes(AttrSuperstepCommitted.Bool(false))
+		span.SetAttributes(attrSuperstepCommitted.Bool(false))
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "superstep not committed")
 	} else {
-		span.SetAttributes(AttrSuperstepCommitted.Bool(true), AttrSuperstepStatus.String(string(s.Status)))
+		span.SetAttributes(attrSuperstepCommitted.Bool(true), attrSuperstepStatus.String(string(s.Status)))
 		if s.Err != nil {
 			span.SetStatus(codes.Error, s.Err.Error())
 		}
@@ -79,8 +79,8 @@ func startExecSpan(ctx context.Context, n int64, id string, attempt int) (contex
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, nil
 	}
-	return startSpan(ctx, "executor "+id, AttrExecutorID.String(id), AttrSuperstepNumber.Int64(n),
-		AttrExecutorAttempt.Int(attempt))
+	return startSpan(ctx, "executor "+id, attrExecutorID.String(id), attrSuperstepNumber.Int64(n),
+		attrExecutorAttempt.Int(attempt))
 }
 
 // endExecSpan ends an executor span with the attempt's error.

@@ -29,7 +29,7 @@ func spanAttr(s sdktrace.ReadOnlySpan, key attribute.Key) attribute.Value {
 // with status Error; without a recording span in ctx it makes none.
 func TestTrace_Spans(t *testing.T) {
 	a, b := annotating("a", 0), annotating("b", 0)
-	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, b, nil))
+	wf := mustBuild(t, workflow.NewBuilder("t").SetStart(a).AddEdge(a, b))
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	run := func(ctx context.Context, fail error) error {

@@ -13,8 +13,7 @@ var registry = struct {
 	sync.RWMutex
 	byName map[string]reflect.Type
 	byType map[reflect.Type]string
-	auto   map[reflect.Type]bool // byType holds the canonical name, not a chosen one
-}{byName: map[string]reflect.Type{}, byType: map[reflect.Type]string{}, auto: map[reflect.Type]bool{}}
+}{byName: map[string]reflect.Type{}, byType: map[reflect.Type]string{}}
 
 func init() {
 	RegisterType[string]("string")
@@ -29,18 +28,28 @@ func init() {
 	RegisterType[map[string]any]("map[string]any")
 	RegisterType[map[string]string]("map[string]string")
 	RegisterType[json.RawMessage]("json.RawMessage")
-	RegisterType[Answer]("workflow.Answer")
+	RegisterType[Answer[any]]("workflow.Answer")
 }
 
-// RegisterType registers T under name so that messages, shared-state values
-// and request payloads of type T can be checkpointed and restored. Values are
-// encoded with encoding/json, so T must round-trip through it (exported
-// fields; nested interface values come back as JSON's generic types).
+// RegisterType names T in checkpoints, so that messages, shared-state
+// values, request payloads and answers of type T can be checkpointed and
+// restored in another process as T. The name is what checkpoints store:
+// choose a stable one ("orders.Item", not derived from the package path),
+// so that moving T to another package or renaming it keeps its stored
+// runs restorable. Every type whose values reach a checkpoint must be
+// registered (common built-in types are): Build reports an executor whose
+// message types are not, and Send, Set, Yield and RequestInput fail on
+// such values. Values are encoded with encoding/json, so T must round-trip
+// through it (exported fields; nested interface values come back as JSON's
+// generic types).
 //
 // Registering the same name and type twice is a no-op; a type may have
-// several names (checkpoints use the first one registered with RegisterType,
-// and every name decodes). Registering a name already bound to another type
-// is a programmer error and panics, like gob.Register. Call it from init.
+// several names (checkpoints use the first, and every name decodes).
+// Registering a name already bound to another type is a programmer error
+// and panics, like gob.Register. Call it from init.
+//
+// Checkpoints made before names were explicit name T by its package path
+// and type name; that name decodes as T too, as long as T has not moved.
 func RegisterType[T any](name string) {
 	registerType(reflect.TypeFor[T](), name)
 }
@@ -52,40 +61,16 @@ func registerType(t reflect.Type, name string) {
 		panic(fmt.Sprintf("workflow: type name %q registered for %v and %v", name, old, t))
 	}
 	registry.byName[name] = t
-	if _, ok := registry.byType[t]; !ok || registry.auto[t] {
-		registry.byType[t] = name
-		delete(registry.auto, t)
-	}
-}
-
-// autoRegister registers t under its canonical name (package path and type
-// name), as an alias when t already has a name: Func, On and SendsType do
-// this when a workflow is built, so a process that builds the workflow can
-// decode the types its executors handle.
-func autoRegister(t reflect.Type) {
-	if t == nil || t.Kind() == reflect.Interface {
-		return
-	}
-	name := canonicalName(t)
-	registry.RLock()
-	known := registry.byName[name] == t
-	registry.RUnlock()
-	if known {
-		return
-	}
-	registry.Lock()
-	defer registry.Unlock()
-	if _, taken := registry.byName[name]; !taken {
-		registry.byName[name] = t
-	}
 	if _, ok := registry.byType[t]; !ok {
 		registry.byType[t] = name
-		registry.auto[t] = true
+	}
+	if legacy := canonicalName(t); registry.byName[legacy] == nil {
+		registry.byName[legacy] = t
 	}
 }
 
-// canonicalName is the name autoRegister gives t: its package path and name
-// for named types, its spelling otherwise.
+// canonicalName is the name types had in checkpoints before names were
+// explicit: package path and name for named types, the spelling otherwise.
 func canonicalName(t reflect.Type) string {
 	if t.Name() != "" && t.PkgPath() != "" {
 		return t.PkgPath() + "." + t.Name()
@@ -93,8 +78,13 @@ func canonicalName(t reflect.Type) string {
 	return t.String()
 }
 
+// errUnregistered describes a value of type t that cannot be checkpointed.
+func errUnregistered(t reflect.Type) error {
+	return fmt.Errorf("workflow: type %v has no checkpoint name (call workflow.RegisterType[%v](\"a stable name\")): %w", t, t, ErrUnregisteredType)
+}
+
 // TypeName returns the name t is registered under.
-func TypeName(t reflect.Type) (string, bool) {
+func registeredName(t reflect.Type) (string, bool) {
 	registry.RLock()
 	defer registry.RUnlock()
 	n, ok := registry.byType[t]
@@ -121,8 +111,8 @@ func checkEncodable(v any) error {
 	if v == nil {
 		return nil
 	}
-	if _, ok := TypeName(reflect.TypeOf(v)); !ok {
-		return fmt.Errorf("workflow: type %v is not registered (call workflow.RegisterType): %w", reflect.TypeOf(v), ErrUnregisteredType)
+	if _, ok := registeredName(reflect.TypeOf(v)); !ok {
+		return errUnregistered(reflect.TypeOf(v))
 	}
 	return nil
 }
@@ -132,9 +122,9 @@ func encodeValue(v any) (typedValue, error) {
 	if v == nil {
 		return typedValue{}, nil
 	}
-	name, ok := TypeName(reflect.TypeOf(v))
+	name, ok := registeredName(reflect.TypeOf(v))
 	if !ok {
-		return typedValue{}, fmt.Errorf("workflow: type %v is not registered (call workflow.RegisterType): %w", reflect.TypeOf(v), ErrUnregisteredType)
+		return typedValue{}, errUnregistered(reflect.TypeOf(v))
 	}
 	data, err := marshalJSON(v)
 	if err != nil {
@@ -163,15 +153,45 @@ func decodeValue(tv typedValue) (any, error) {
 // values give equal bytes.
 func marshalJSON(v any) ([]byte, error) { return json.Marshal(v) }
 
-// Answer is the message an executor receives in the superstep after
-// Run.Respond answered one of its requests for input.
-type Answer struct {
+// Answer is the message a requester receives in the superstep after
+// Run.Respond answered one of its requests for input (RequestInput[T]).
+// Handle it with On(func(c *Context, a Answer[T]) error): such a handler
+// receives the answers of type T only, so an executor that asks several
+// questions of different types has one handler per type; Answer[any]
+// receives every answer (an executor that implements Executor itself
+// receives Answer[any] values and lists its type among its InputTypes).
+type Answer[T any] struct {
 	// RequestID is the answered request's id.
 	RequestID string
 	// Payload is the payload the executor sent with the request.
 	Payload any
-	// Value is the answer; its type is the request's ResponseType.
-	Value any
+	// Value is the answer.
+	Value T
+}
+
+// anyAnswer is the type of the answer messages the runner queues.
+var anyAnswer = reflect.TypeFor[Answer[any]]()
+
+// answerOf returns T; On uses it to recognize an answer handler.
+func (Answer[T]) answerOf() reflect.Type { return reflect.TypeFor[T]() }
+
+// from converts a queued answer to an Answer[T], or reports false when its
+// value is not a T.
+func (Answer[T]) from(a Answer[any]) (any, bool) {
+	if a.Value == nil {
+		return Answer[T]{RequestID: a.RequestID, Payload: a.Payload}, true
+	}
+	v, ok := a.Value.(T)
+	if !ok {
+		return nil, false
+	}
+	return Answer[T]{RequestID: a.RequestID, Payload: a.Payload, Value: v}, true
+}
+
+// answerHandler is implemented by every Answer[T].
+type answerHandler interface {
+	answerOf() reflect.Type
+	from(a Answer[any]) (any, bool)
 }
 
 // answerJSON is Answer's checkpoint form: its interface fields keep their types.
@@ -181,8 +201,9 @@ type answerJSON struct {
 	Value     typedValue `json:"value"`
 }
 
-// MarshalJSON encodes the answer with the registered types of its payload and value.
-func (a Answer) MarshalJSON() ([]byte, error) {
+// MarshalJSON encodes the answer with the registered types of its payload
+// and value (the runner queues Answer[any], checkpointed this way).
+func (a Answer[T]) MarshalJSON() ([]byte, error) {
 	p, err := encodeValue(a.Payload)
 	if err != nil {
 		return nil, err
@@ -195,7 +216,7 @@ func (a Answer) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON decodes an answer encoded by MarshalJSON.
-func (a *Answer) UnmarshalJSON(data []byte) error {
+func (a *Answer[T]) UnmarshalJSON(data []byte) error {
 	var aj answerJSON
 	if err := json.Unmarshal(data, &aj); err != nil {
 		return err
@@ -208,6 +229,10 @@ func (a *Answer) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	*a = Answer{RequestID: aj.RequestID, Payload: p, Value: v}
+	tv, ok := v.(T)
+	if !ok && v != nil {
+		return fmt.Errorf("workflow: answer %q: value of type %T, want %v", aj.RequestID, v, reflect.TypeFor[T]())
+	}
+	*a = Answer[T]{RequestID: aj.RequestID, Payload: p, Value: tv}
 	return nil
 }

@@ -125,8 +125,8 @@ func newRig(tb testing.TB, kind string) *rig {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	wf, err := workflow.NewBuilder(modelName).SetStart(agent.Executor("writer", &stamper{a: chat, stamps: &r.stamps})).
-		Outputs("writer").Build()
+	writerEx := agent.Executor("writer", &stamper{a: chat, stamps: &r.stamps})
+	wf, err := workflow.NewBuilder(modelName).SetStart(writerEx).Outputs(writerEx).Build()
 	if err != nil {
 		tb.Fatal(err)
 	}

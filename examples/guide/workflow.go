@@ -28,27 +28,27 @@ func NewWorkflow(model agent.Options) (*workflow.Workflow, error) {
 			_, err := workflow.RequestInput[bool](c, "", map[string]string{"draft": draft})
 			return err
 		}),
-		workflow.On(func(c *workflow.Context, a workflow.Answer) error {
-			if !a.Value.(bool) {
+		workflow.On(func(c *workflow.Context, a workflow.Answer[bool]) error {
+			if !a.Value {
 				return c.Yield("not published")
 			}
 			return c.Send(a.Payload.(map[string]string)["draft"])
 		}),
-	}, workflow.SendsType[string]())
+	})
 
 	// 3. The fan-out: both channels get the approved draft, in one superstep.
-	blog := workflow.Func("blog", func(c *workflow.Context, draft string) error {
-		return c.Yield("blog: " + draft)
+	blog := workflow.Map("blog", func(c *workflow.Context, draft string) (string, error) {
+		return "blog: " + draft, nil
 	})
-	social := workflow.Func("social", func(c *workflow.Context, draft string) error {
+	social := workflow.Map("social", func(c *workflow.Context, draft string) (string, error) {
 		short, _, _ := strings.Cut(draft, ". ")
-		return c.Yield(fmt.Sprintf("social: %s. #announce", short))
+		return fmt.Sprintf("social: %s. #announce", short), nil
 	})
 
 	return workflow.NewBuilder("announce").
 		SetStart(writer).
-		AddEdge(writer, approval, nil).
-		AddFanOut(approval, []workflow.Executor{blog, social}, nil).
-		Outputs("approval", "blog", "social").
+		AddEdge(writer, approval).
+		AddFanOut(approval, []workflow.Executor{blog, social}).
+		Outputs(approval, blog, social).
 		Build()
 }
