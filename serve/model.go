@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	"github.com/superstep/superstep/agent"
+	"github.com/superstep/superstep/internal/dburl"
 	"github.com/superstep/superstep/localmodel"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/postgres"
@@ -17,7 +18,7 @@ import (
 // is a SQLite file path. noGroupCommit is PostgreSQL's
 // Options.NoGroupCommit.
 func openStore(ctx context.Context, db string, noGroupCommit bool) (store.Store, error) {
-	if isPostgresURL(db) {
+	if dburl.IsPostgres(db) {
 		return postgres.Open(ctx, db, &postgres.Options{NoGroupCommit: noGroupCommit})
 	}
 	return sqlite.Open(ctx, db, nil)

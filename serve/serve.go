@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +18,7 @@ import (
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/console"
 	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/internal/dburl"
 	"github.com/superstep/superstep/responses"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/webhook"
@@ -192,7 +192,7 @@ func Run(ctx context.Context, c *Config) error {
 	log := cfg.Logger
 	st, err := openStore(ctx, cfg.DB, cfg.NoGroupCommit)
 	if err != nil {
-		return classed(ErrStore, fmt.Errorf("serve: open %s: %w", redactURL(cfg.DB), err))
+		return classed(ErrStore, fmt.Errorf("serve: open %s: %w", dburl.Redact(cfg.DB), err))
 	}
 	defer st.Close()
 	model, closeModel, err := startModel(&cfg)
@@ -230,7 +230,7 @@ func Run(ctx context.Context, c *Config) error {
 		defer func() { _ = sender.Close() }() // after the host stopped, before the store closes
 	}
 	cfg.Listening(ln.Addr())
-	log.Info("superstep: serving", "addr", ln.Addr().String(), "db", redactURL(cfg.DB),
+	log.Info("superstep: serving", "addr", ln.Addr().String(), "db", dburl.Redact(cfg.DB),
 		"auth", len(cfg.APIKeys)+len(cfg.AdminKeys) > 0, "admin_keys", len(cfg.AdminKeys), "tracing", onOff(cfg.TracerProvider != nil),
 		"model_server", redactModelURL(model.BaseURL)) // after the address: tools take the first 127.0.0.1:port printed
 	return serveUntilDone(ctx, srv, limited, h, cfg.Grace, log)
@@ -450,27 +450,4 @@ func shutdown(srv *http.Server, h *host.Host, grace time.Duration, cancelBase co
 		errs = append(errs, fmt.Errorf("serve: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-// isPostgresURL reports whether db names a PostgreSQL database rather than
-// a SQLite file.
-func isPostgresURL(db string) bool {
-	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
-}
-
-// redactURL hides a password in a database URL for logs.
-func redactURL(db string) string {
-	if !isPostgresURL(db) {
-		return db
-	}
-	scheme, rest, _ := strings.Cut(db, "://")
-	userinfo, hostpart, ok := strings.Cut(rest, "@")
-	if !ok {
-		return db
-	}
-	user, _, hasPass := strings.Cut(userinfo, ":")
-	if !hasPass {
-		return db
-	}
-	return scheme + "://" + user + ":xxxxx@" + hostpart
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/superstep/superstep/internal/dburl"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/sqlite"
 )
@@ -21,10 +22,10 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	db := args[0]
 	var s store.Store
-	if isPostgresURL(db) {
+	if dburl.IsPostgres(db) {
 		var err error
 		if s, err = openStore(ctx, db); err != nil {
-			return fmt.Errorf("check %s: %w", redactURL(db), err)
+			return fmt.Errorf("check %s: %w", dburl.Redact(db), err)
 		}
 	} else {
 		// Read-only: a server may hold the file, and checking must change
@@ -44,12 +45,12 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	closeErr := s.Close()
 	if checkErr != nil {
-		return withCode(exitCheck, fmt.Errorf("check %s: %w", redactURL(db), checkErr))
+		return withCode(exitCheck, fmt.Errorf("check %s: %w", dburl.Redact(db), checkErr))
 	}
 	if closeErr != nil {
-		return fmt.Errorf("check %s: close: %w", redactURL(db), closeErr)
+		return fmt.Errorf("check %s: close: %w", dburl.Redact(db), closeErr)
 	}
-	fmt.Fprintf(stdout, "ok: %s\n", redactURL(db))
+	fmt.Fprintf(stdout, "ok: %s\n", dburl.Redact(db))
 	return nil
 }
 

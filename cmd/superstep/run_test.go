@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/superstep/superstep/internal/dburl"
 )
 
 // TestRun_ServeUntilCancelled runs serve in process: it prints its
@@ -139,8 +141,8 @@ func TestRedactURL(t *testing.T) {
 		"postgres://u@h/db":             "postgres://u@h/db",
 		"/tmp/x.db":                     "/tmp/x.db",
 	} {
-		if got := redactURL(in); got != want {
-			t.Errorf("redactURL(%q) = %q", in, got)
+		if got := dburl.Redact(in); got != want {
+			t.Errorf("dburl.Redact(%q) = %q", in, got)
 		}
 	}
 }

@@ -2,23 +2,17 @@ package main
 
 import (
 	"context"
-	"strings"
 
+	"github.com/superstep/superstep/internal/dburl"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/postgres"
 	"github.com/superstep/superstep/store/sqlite"
 )
 
-// isPostgresURL reports whether db names a PostgreSQL database rather than
-// a SQLite file.
-func isPostgresURL(db string) bool {
-	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
-}
-
 // openStore opens db: a postgres:// URL selects PostgreSQL, anything else
 // is a SQLite file path.
 func openStore(ctx context.Context, db string) (store.Store, error) {
-	if isPostgresURL(db) {
+	if dburl.IsPostgres(db) {
 		s, err := postgres.Open(ctx, db, nil)
 		if err != nil {
 			return nil, withCode(exitStoreOpen, err)
@@ -30,21 +24,4 @@ func openStore(ctx context.Context, db string) (store.Store, error) {
 		return nil, withCode(exitStoreOpen, err)
 	}
 	return s, nil
-}
-
-// redactURL hides a password in a database URL for logs.
-func redactURL(db string) string {
-	if !isPostgresURL(db) {
-		return db
-	}
-	scheme, rest, _ := strings.Cut(db, "://")
-	userinfo, hostpart, ok := strings.Cut(rest, "@")
-	if !ok {
-		return db
-	}
-	user, _, hasPass := strings.Cut(userinfo, ":")
-	if !hasPass {
-		return db
-	}
-	return scheme + "://" + user + ":xxxxx@" + hostpart
 }
