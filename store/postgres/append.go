@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/superstep/superstep/store"
@@ -155,6 +156,24 @@ func (a *appender) write(batch []*appendReq) {
 			return
 		}
 	}
+	var codes, details []string
+	// The batch is not cancelled by any one caller's ctx (see Store.write);
+	// the first call's ctx carries test-only values such as fault injectors.
+	err := a.s.write(batch[0].ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		var err error
+		codes, details, err = a.appendBatch(ctx, conn, batch)
+		return err
+	})
+	for i, r := range batch {
+		r.done <- a.result(r, i, codes, details, err)
+	}
+}
+
+// appendBatch runs appendBatchSQL for batch on q and returns each call's
+// code and detail, in batch order.
+func (a *appender) appendBatch(ctx context.Context, q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, batch []*appendReq) (codes, details []string, err error) {
 	n := len(batch)
 	runs, resps := make([]string, 0, n), make([]string, 0, n)
 	epochs, firsts, sizes := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
@@ -169,28 +188,20 @@ func (a *appender) write(batch []*appendReq) {
 		sizes, datas = append(sizes, ev.bytes), append(datas, ev.data)
 		nows = append(nows, r.at)
 	}
-	codes := make([]string, 0, len(batch))
-	details := make([]string, 0, len(batch))
-	// The batch is not cancelled by any one caller's ctx (see Store.write);
-	// the first call's ctx carries test-only values such as fault injectors.
-	err := a.s.write(batch[0].ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-		rows, err := conn.Query(ctx, appendBatchSQL, runs, epochs, resps, firsts, counts, sizes, datas, nows, a.s.txChannel())
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var code, detail string
-			if err := rows.Scan(&code, &detail); err != nil {
-				return err
-			}
-			codes, details = append(codes, code), append(details, detail)
-		}
-		return rows.Err()
-	})
-	for i, r := range batch {
-		r.done <- a.result(r, i, codes, details, err)
+	rows, err := q.Query(ctx, appendBatchSQL, runs, epochs, resps, firsts, counts, sizes, datas, nows, a.s.txChannel())
+	if err != nil {
+		return nil, nil, err
 	}
+	defer rows.Close()
+	codes, details = make([]string, 0, n), make([]string, 0, n)
+	for rows.Next() {
+		var code, detail string
+		if err := rows.Scan(&code, &detail); err != nil {
+			return nil, nil, err
+		}
+		codes, details = append(codes, code), append(details, detail)
+	}
+	return codes, details, rows.Err()
 }
 
 // result is call i's answer.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -31,38 +30,12 @@ var errBatchJournal = errors.New("store/postgres: journal entries refused")
 // entries are refused when its events were not aborts the transaction (a
 // caller's bug: ErrConflict for it, the others may try again).
 func (a *appender) writeWithJournal(batch []*appendReq) {
-	n := len(batch)
-	runs, resps := make([]string, 0, n), make([]string, 0, n)
-	epochs, firsts, sizes := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
-	counts := make([]int32, 0, n)
-	datas := make([][]byte, 0, n)
-	nows := make([]*time.Time, 0, n)
-	for _, r := range batch {
-		ev := encodeEvents(r.p.Events)
-		runs, epochs, resps = append(runs, r.p.RunID), append(epochs, r.p.Epoch), append(resps, r.p.ResponseID)
-		firsts, counts = append(firsts, ev.first), append(counts, int32(ev.count))
-		sizes, datas = append(sizes, ev.bytes), append(datas, ev.data)
-		nows = append(nows, r.at)
-	}
 	var codes, details []string
 	refused := -1 // the call whose journal entries were refused
 	err := a.s.write(batch[0].ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-		codes, details = codes[:0], details[:0]
 		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, appendBatchSQL, runs, epochs, resps, firsts, counts, sizes, datas, nows, a.s.txChannel())
-			if err != nil {
-				return err
-			}
-			for rows.Next() {
-				var code, detail string
-				if err := rows.Scan(&code, &detail); err != nil {
-					rows.Close()
-					return err
-				}
-				codes, details = append(codes, code), append(details, detail)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
+			var err error
+			if codes, details, err = a.appendBatch(ctx, tx, batch); err != nil {
 				return err
 			}
 			for i, r := range batch {
