@@ -13,7 +13,7 @@
 //
 // # LLM demos
 //
-// RegisterLLM hosts two demos built of agent.ChatAgents on an
+// RegisterLLM hosts three demos built of agent.ChatAgents on an
 // OpenAI-compatible model server (LLMOptions; `superstep serve` registers
 // them only when --model-server, OPENAI_BASE_URL or OPENAI_API_KEY names
 // one; --model-server local starts the deterministic localmodel server in
@@ -27,8 +27,12 @@
 //     its calculate tool (CalcArgs: a op b, exact) as it needs; each call is
 //     an mcp_call output item (name, arguments, output) before
 //     the answer: the server ran it, so no client answers it.
+//   - demo.orchestra: agent.Concurrent of four agents (analyst, planner,
+//     critic, scribe), each with its own calculate tool, run at once in one
+//     superstep, then their joined answer (the journal's crash tests use
+//     it for several executors in one superstep).
 //
-// Both are registered with live publication (tokens are published as they
+// All are registered with live publication (tokens are published as they
 // stream; metadata.publication=committed overrides it), honour
 // step_delay_ms and journal every agent invocation like the other demos.
 // The calculate tool also journals each call as
