@@ -197,29 +197,23 @@ func (j *runJournal) Record(ctx context.Context, call workflow.JournalCall, resu
 	p := &store.JournalAppendParams{RunID: j.r.id, Epoch: j.r.epoch, Step: call.Step,
 		Entries: []store.JournalInput{{Key: call.Key(), Hash: call.Hash, Data: result}}}
 	start := time.Now()
-	backoff := journalRecordBackoff
 	// In live mode the call's deltas are usually still queued: the entry
 	// goes with them, in their append (which retries transient failures
 	// itself), instead of a write of its own.
 	batched, err := j.h.batchJournal(j.r, call.Step, p.Entries[0])
-	if batched && err == nil {
+	switch {
+	case batched && err == nil:
 		j.h.metrics.journal.batched.Inc()
+	case !batched:
+		err = j.append(ctx, p)
 	}
-	for try := 1; !batched || err != nil; try++ {
-		if !batched {
-			if err = j.js.JournalAppend(ctx, p); err == nil {
-				break
-			}
+	if err != nil {
+		err = fmt.Errorf("%w: run %s step %d (%s %s): %w", errJournal, j.r.id, call.Step, call.Kind, call.Name, err)
+		if ctx.Err() == nil {
+			j.h.log.Warn("host: journal append failed; the superstep is abandoned", "run_id", j.r.id, "err", err)
+			j.r.cancel(err)
 		}
-		if batched || !errors.Is(err, store.ErrUnavailable) || try >= journalRecordTries || !wait.Sleep(ctx, backoff) {
-			err = fmt.Errorf("%w: run %s step %d (%s %s): %w", errJournal, j.r.id, call.Step, call.Kind, call.Name, err)
-			if ctx.Err() == nil {
-				j.h.log.Warn("host: journal append failed; the superstep is abandoned", "run_id", j.r.id, "err", err)
-				j.r.cancel(err)
-			}
-			return err
-		}
-		backoff *= 2
+		return err
 	}
 	j.h.metrics.journal.recorded.WithLabelValues(call.Kind).Inc()
 	j.h.metrics.journal.recordSeconds.Observe(time.Since(start).Seconds())
@@ -230,6 +224,18 @@ func (j *runJournal) Record(ctx context.Context, call workflow.JournalCall, resu
 		j.put(call.Key(), journalEntry{scope: call.Scope, pos: call.Pos, hash: call.Hash, data: result})
 	}
 	return nil
+}
+
+// append writes p in a write of its own, retrying a transient failure.
+func (j *runJournal) append(ctx context.Context, p *store.JournalAppendParams) error {
+	backoff := journalRecordBackoff
+	for try := 1; ; try++ {
+		err := j.js.JournalAppend(ctx, p)
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || try >= journalRecordTries || !wait.Sleep(ctx, backoff) {
+			return err
+		}
+		backoff *= 2
+	}
 }
 
 // prune reports whether the commit of step is to delete the run's
