@@ -306,15 +306,6 @@ type clientView map[int]viewItem
 
 type viewItem struct{ typ, text string }
 
-// chars returns the characters the view shows.
-func (v clientView) chars() int {
-	n := 0
-	for _, it := range v {
-		n += len(it.text)
-	}
-	return n
-}
-
 // apply applies one event to the view.
 func (v clientView) apply(e event) {
 	switch e.Type {
