@@ -27,10 +27,10 @@ import (
 // commit's own transaction (store.CommitParams.JournalPrune).
 //
 // Live mode: a replayed model call emits the deltas it streamed the first
-// time, in the same pieces, so the re-run's frames are the ones the log
-// holds already: they are matched, not appended again (livereplay.go), and
-// the new text of the call that was in flight follows them without a
-// reset unless it streams otherwise (docs/guarantees.md).
+// time, so the re-run streams the text the log holds already: it is
+// matched, not appended again (livereplay.go, protocol.LiveFromLog), and
+// the new text of the call that was in flight follows it without a reset
+// unless it answers otherwise (docs/guarantees.md).
 
 // journalRecordTries is how many times a journal append that failed
 // transiently (store.ErrUnavailable) is made before the run is handed

@@ -166,22 +166,23 @@ func (h *Host) publishLive(r *run, ev workflow.LiveEvent) error {
 	if !ok {
 		return nil
 	}
-	if r.replay != nil && !r.replay.diverged {
-		// A recovered superstep: frames the log holds already are not
-		// appended again.
-		if matched, err := h.replayLive(r, &in); matched || err != nil {
-			return err
-		}
-	}
 	next := r.st.NextSeq
 	if q.busy() {
 		next = q.next
 	}
 	frames, live, err := protocol.ProjectLive(r.st, next, r.live, &in)
-	if err != nil || len(frames) == 0 {
+	if err != nil {
 		return err
 	}
+	if r.replaying {
+		// A recovered superstep: what the log holds already is not
+		// appended again (protocol.LiveFromLog).
+		h.replayed(r, frames, live)
+	}
 	r.live = live
+	if len(frames) == 0 {
+		return nil
+	}
 	h.queueLive(r, frames)
 	q.recv = append(q.recv, start)
 	return nil

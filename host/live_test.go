@@ -284,25 +284,25 @@ func resets(evs []event) []event {
 // A recovery whose reset response.in_progress was appended, but whose
 // host died before it knew (the crash right after the store call), leaves
 // the reset and what it republished at the log's end: the next recovery,
-// diverging from the interrupted attempt at the same place, finds them
-// there, matches what followed them, and appends no second reset. The
-// executor streams "a ", "b ", "c", "d" the first time and "a ", "b ", "cd"
-// after.
+// diverging from the interrupted attempt at the same place, reads them
+// back, reproduces what followed them, and appends no second reset. The
+// executor streams "a ", "b ", "c", "d" the first time and "a ", "b ",
+// "X", "y" after (other text from the third token on).
 func TestHost_Recover_LiveResetAppliedOnce(t *testing.T) {
 	t.Parallel()
 	var attempts atomic.Int32
 	sc := newScenarioWith(t, host.Config{}, func(t *testing.T, h *host.Host) {
 		w := workflow.Func("writer", func(c *workflow.Context, _ string) error {
-			toks := []string{"a ", "b ", "c", "d"}
+			toks, text := []string{"a ", "b ", "c", "d"}, "a b cd"
 			if attempts.Add(1) > 1 {
-				toks = []string{"a ", "b ", "cd"}
+				toks, text = []string{"a ", "b ", "X", "y"}, "a b Xy"
 			}
 			for _, tok := range toks {
 				if err := c.EmitLive(tok); err != nil {
 					return err
 				}
 			}
-			return c.Yield("a b cd")
+			return c.Yield(text)
 		})
 		wf, err := workflow.NewBuilder("rechunk").SetStart(w).Outputs(w).Build()
 		if err != nil {
@@ -324,14 +324,14 @@ func TestHost_Recover_LiveResetAppliedOnce(t *testing.T) {
 	sc.restart(true)
 	sc.crashAtFault()
 	sc.waitDone(r.ID)
-	sc.check(map[string]verify.Outcome{r.ID: {Status: "completed", Output: []string{"a b cd"}}})
+	sc.check(map[string]verify.Outcome{r.ID: {Status: "completed", Output: []string{"a b Xy"}}})
 	evs := collect(t, sc.host(), r.ID, -1)
 	requireCoherent(t, evs)
 	if rs := resets(evs); len(rs) != 1 {
 		t.Fatalf("%d resets (events %s)", len(rs), types(evs))
 	}
 	// Before the crash; the reset's republication of "a b "; the rest.
-	if got := strings.Join(deltas(evs), "|"); got != "a |b |c|d|a b |cd" {
+	if got := strings.Join(deltas(evs), "|"); got != "a |b |c|d|a b |X|y" {
 		t.Fatalf("deltas %q", got)
 	}
 	if n := attempts.Load(); n != 3 {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -30,13 +32,16 @@ import (
 // content chunks until release (the model is mid-stream when the test
 // crashes the host), and, with rechunk, a request whose body it received
 // before gets its second and third content chunks as one (the same text,
-// cut otherwise: a remade call need not stream as the first one did).
+// cut otherwise: a remade call need not stream as the first one did), and
+// with reword, such a request gets its content chunks after the first in
+// upper case (other text: a model need not answer as it did).
 type chunkModel struct {
 	url       string
 	next      http.Handler
 	hold      int
 	holdAfter int
 	rechunk   bool
+	reword    bool
 	held      chan struct{}
 	release   chan struct{}
 
@@ -46,14 +51,14 @@ type chunkModel struct {
 	order  [][32]byte
 }
 
-func startChunkModel(t *testing.T, hold, holdAfter int, rechunk bool) *chunkModel {
+func startChunkModel(t *testing.T, hold, holdAfter int, rechunk, reword bool) *chunkModel {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := &chunkModel{url: "http://" + ln.Addr().String(), next: localmodel.NewHandler(&localmodel.Options{TokenDelay: -1}),
-		hold: hold, holdAfter: holdAfter, rechunk: rechunk, held: make(chan struct{}), release: make(chan struct{}),
+		hold: hold, holdAfter: holdAfter, rechunk: rechunk, reword: reword, held: make(chan struct{}), release: make(chan struct{}),
 		bodies: map[[32]byte]int{}}
 	srv := &http.Server{Handler: m, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
@@ -102,6 +107,9 @@ func (m *chunkModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return out
 		}
 		chunks++
+		if m.reword && repeat && chunks >= 2 {
+			setContent(chunk, strings.ToUpper(text))
+		}
 		if m.rechunk && repeat && !merged && chunks >= 2 {
 			if pending == nil {
 				pending = chunk
@@ -444,30 +452,34 @@ func toolAgent(m *chunkModel, mu *sync.Mutex, tools map[string]int) func(*testin
 // tool calls, then a text answer) runs live; the host crashes while the
 // third call is streaming (3 of its deltas durable and seen). The
 // recovering host answers the two finished calls from the journal, which
-// reproduces their live frames exactly, and makes the third again.
+// reproduces their live events, and makes the third again.
 //
 //   - Identical: the third call streams as before. Nothing the client saw
 //     is appended again and no reset is appended: a client resuming with
 //     starting_after from the last event it saw gets the rest of the text.
 //   - Rechunked: the remade call cuts its second and third chunks as one.
-//     A single reset takes back only the text that call streamed past its
-//     first chunk; the two tool call items and that chunk are published
-//     again right after it, and the text streams on.
+//     The same text: the same as Identical (the log is matched by text,
+//     not by frame).
+//   - Reworded: the remade call streams other text after its first chunk.
+//     A single reset takes back only the text the client saw past where
+//     the two agree; the two tool call items and the message up to there
+//     are published again right after it, and the new text streams on.
 //
-// Both end with the output of a crash-free run. Before the recovered
-// superstep was matched against the log, both cases got a reset taking
-// back every item of the superstep (the tool calls included), and the
-// whole superstep streamed again after it.
+// Identical and Rechunked end with the output of a crash-free run. Before
+// the recovered superstep was matched against the log, every case got a
+// reset taking back every item of the superstep (the tool calls included),
+// and the whole superstep streamed again after it; before it was matched
+// by text, Rechunked got a reset too.
 func TestHost_LiveReplay_AgentCrash(t *testing.T) {
 	t.Parallel()
 	for _, backend := range backends {
 		for _, tc := range []struct {
-			name    string
-			rechunk bool
-		}{{"Identical", false}, {"Rechunked", true}} {
+			name            string
+			rechunk, reword bool
+		}{{"Identical", false, false}, {"Rechunked", true, false}, {"Reworded", false, true}} {
 			t.Run(backend+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				m := startChunkModel(t, 3, 3, tc.rechunk)
+				m := startChunkModel(t, 3, 3, tc.rechunk, tc.reword)
 				var mu sync.Mutex
 				tools := map[string]int{}
 				g := newReplayRig(t, backend, toolAgent(m, &mu, tools))
@@ -501,13 +513,13 @@ func TestHost_LiveReplay_AgentCrash(t *testing.T) {
 				if got := metricSum(t, g.reg, "superstep_live_replay_resets_total"); got != float64(resets) {
 					t.Errorf("resets counted %v, in the log %d", got, resets)
 				}
-				if got := metricSum(t, g.reg, "superstep_live_replay_matched_total"); got < 7 {
-					t.Errorf("%v live events matched, want at least the 7 of the two tool call items and of the message up to its first chunk", got)
+				if got := metricSum(t, g.reg, "superstep_live_replay_matched_total"); got < 5 {
+					t.Errorf("%v live events matched, want at least the 5 of the two tool calls and their results and of the message's first chunk", got)
 				}
 				seenText := strings.Join(deltas(before), "")
 				out := snapshot(t, final).Output
 				text := out[len(out)-1].Content[0].Text
-				if !tc.rechunk {
+				if !tc.reword {
 					if resets != 0 {
 						t.Fatalf("%d resets after the crash: %s", resets, types(after))
 					}
@@ -517,8 +529,16 @@ func TestHost_LiveReplay_AgentCrash(t *testing.T) {
 					}
 				} else {
 					// The remade call streams its first chunk as before:
-					// what the client saw past it is taken back, no more.
-					want := len(seenText) - len(deltas(before)[0])
+					// what the client saw past where the texts agree is
+					// taken back, no more.
+					p := 0
+					for p < min(len(seenText), len(text)) && seenText[p] == text[p] {
+						p++
+					}
+					if p < len(deltas(before)[0]) || p == len(seenText) {
+						t.Fatalf("seen %q, final %q: the reworded call does not differ after its first chunk", seenText, text)
+					}
+					want := len(seenText) - p
 					if resets != 1 || taken != want {
 						t.Fatalf("%d resets taking back %d characters, want 1 taking back the %d the call in flight streamed past its first chunk: %s",
 							resets, taken, want, types(after))
@@ -555,7 +575,7 @@ func TestHost_LiveReplay_AgentCrash(t *testing.T) {
 				}
 				mu.Unlock()
 				ref := create(t, h2, "replay.tools", `calculate {"a":1}`, nil)
-				if got, want := itemTexts(snapshot(t, final)), itemTexts(snapshot(t, wait(t, h2, ref.ID))); !slices.Equal(got, want) {
+				if got, want := itemTexts(snapshot(t, final)), itemTexts(snapshot(t, wait(t, h2, ref.ID))); !tc.reword && !slices.Equal(got, want) {
 					t.Errorf("output after the crash %q, a crash-free run's %q", got, want)
 				}
 			})
@@ -655,6 +675,139 @@ func TestHost_LiveReplay_FewerFrames(t *testing.T) {
 			// The reset is written with the commit, before its frames.
 			if after[0].Type != "response.in_progress" || !terminal(after[len(after)-1].Type) {
 				t.Fatalf("events after the crash %s", types(after))
+			}
+		})
+	}
+}
+
+// TestHost_LiveReplay_Concurrent: three executors stream at once in one
+// live superstep, their tokens interleaved; two finish (their completions
+// journaled) and the host crashes while the third streams. On recovery the
+// two finished ones are re-applied from the journal and stream nothing;
+// the third runs again alone, streaming its tokens in another interleaving
+// than the log's (none of the others between them), then more. Nothing
+// the client saw is taken back: no reset, not even in the commit, which
+// closes all three items; only the new text is appended. Before the log
+// was matched item by item, the third executor's second token met another
+// executor's frame at its seq, and a reset took everything back.
+func TestHost_LiveReplay_Concurrent(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			// The first run's order of tokens: executor index, token.
+			order := []struct {
+				w   int
+				tok string
+			}{{0, "one "}, {1, "two "}, {2, "three "}, {0, "uno"}, {1, "dos"}, {2, "tres "}}
+			var (
+				mu    sync.Mutex
+				cond  = sync.NewCond(&mu)
+				turn  int
+				runs  [3]atomic.Int32
+				held  = make(chan struct{})
+				freed = make(chan struct{})
+			)
+			register := func(t *testing.T, h *host.Host) {
+				split := workflow.Map("split", func(c *workflow.Context, in string) (string, error) { return in, nil })
+				var workers []workflow.Executor
+				for i := range 3 {
+					workers = append(workers, workflow.Func(fmt.Sprintf("w%d", i), func(c *workflow.Context, _ string) error {
+						first := runs[i].Add(1) == 1
+						var text string
+						for k, o := range order {
+							if o.w != i {
+								continue
+							}
+							if first { // wait for this token's turn
+								mu.Lock()
+								for turn != k {
+									cond.Wait()
+								}
+								mu.Unlock()
+							}
+							if err := c.EmitLive(o.tok); err != nil {
+								return err
+							}
+							text += o.tok
+							if first {
+								mu.Lock()
+								turn++
+								cond.Broadcast()
+								mu.Unlock()
+							}
+						}
+						if i == 2 {
+							if first {
+								close(held)
+								<-freed
+								return errors.New("crashed")
+							}
+							if err := c.EmitLive("más"); err != nil {
+								return err
+							}
+							text += "más"
+						}
+						return c.Yield(text)
+					}, workflow.WithCompletionJournal()))
+				}
+				wf, err := workflow.NewBuilder("concurrent").SetStart(split).AddFanOut(split, workers).Outputs(workers...).Build()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := h.RegisterWorkflow("concurrent", wf, host.WithPublication(host.PublicationLive)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g := newReplayRig(t, backend, register)
+			h1 := g.start(nil)
+			r := create(t, h1, "concurrent", "go", nil)
+			select {
+			case <-held:
+			case <-testCtx(t).Done():
+				t.Fatal("the third executor never streamed its tokens")
+			}
+			// The two finished executors' completions are journaled.
+			js := g.cs.Store.(store.Journal)
+			for {
+				es, err := js.JournalList(testCtx(t), r.RunID, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(es) >= 2 {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			seen := waitLog(t, g.cs.Store, r.ID, len(order))
+			before := collectUpTo(t, g.cs.Store, r.ID, seen)
+			g.crash(func() { close(freed) })
+
+			h2 := g.start(nil)
+			final := wait(t, h2, r.ID)
+			if final.Status != store.StatusCompleted {
+				t.Fatalf("final status %s", final.Status)
+			}
+			all := collect(t, h2, r.ID, -1)
+			checkLog(t, all)
+			requireCoherent(t, all)
+			after := collect(t, h2, r.ID, seen)
+			resets, taken := takeBacks(t, g.cs.Store, r.ID, before, after)
+			t.Logf("resets after the crash %d, characters taken back %d; events after the crash %s", resets, taken, types(after))
+			if resets != 0 || taken != 0 {
+				t.Fatalf("%d resets taking back %d characters after the crash: %s", resets, taken, types(after))
+			}
+			if got := strings.Join(deltas(after), "|"); got != "más" {
+				t.Fatalf("deltas appended after the crash %q, want only the new text", got)
+			}
+			if got := outputs(all); !slices.Equal(got, []string{"one uno", "two dos", "three tres más"}) {
+				t.Fatalf("outputs %q", got)
+			}
+			if n0, n1, n2 := runs[0].Load(), runs[1].Load(), runs[2].Load(); n0 != 1 || n1 != 1 || n2 != 2 {
+				t.Fatalf("executors ran %d, %d, %d times, want 1, 1, 2", n0, n1, n2)
+			}
+			if got := metricSum(t, g.reg, "superstep_live_replay_resets_total"); got != 0 {
+				t.Errorf("resets counted %v", got)
 			}
 		})
 	}

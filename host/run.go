@@ -76,9 +76,10 @@ type run struct {
 	trace runTrace // tracing state (see trace.go)
 	// journal is the run's journal inside the superstep (nil: none).
 	journal *runJournal
-	// replay holds the live frames the log has past the last commit
-	// while a recovered superstep re-runs (nil: none; see liveReplay).
-	replay *liveReplay
+	// replaying: r.live holds items read back from the log of a
+	// recovered superstep (loadReplay) that it has not reproduced in full
+	// yet. Guarded by mu.
+	replaying bool
 }
 
 // runInfo is what a run's driver tells its executors about the response
@@ -312,17 +313,13 @@ func (h *Host) commitStep(ctx context.Context, r *run, s *workflow.Step) error {
 		h.log.Warn("host: run failed; the response shows what failed, the cause is here", "run_id", r.id,
 			"response_id", r.responseID(), "step", s.Number, "err", s.Err)
 	}
-	// A recovered superstep that did not reproduce every live frame the
-	// log holds voids the rest first.
-	void, live, err := h.voidUnmatched(r, r.live)
+	// Items a recovered superstep did not reproduce are closed with the
+	// step's outputs as the log shows them when they line up, and voided
+	// otherwise (protocol.LiveFromLog).
+	c, err := protocol.ProjectStep(r.st, r.live, &in)
 	if err != nil {
 		return err
 	}
-	c, err := protocol.ProjectStep(afterFrames(r.st, void), live, &in)
-	if err != nil {
-		return err
-	}
-	c.Frames = append(void, c.Frames...)
 	if err := h.commitLocked(r, toStoreParts(s.Checkpoint), &c); err != nil {
 		return h.cancelledByStore(r, err)
 	}
@@ -355,24 +352,11 @@ func (h *Host) finishLocked(r *run, status string, e *protocol.Error) error {
 	if r.finished {
 		return nil
 	}
-	void, live, err := h.voidUnmatched(r, r.liveQ.durable)
+	c, err := protocol.ProjectEnd(r.st, r.liveQ.durable, status, e, time.Now())
 	if err != nil {
 		return err
 	}
-	c, err := protocol.ProjectEnd(afterFrames(r.st, void), live, status, e, time.Now())
-	if err != nil {
-		return err
-	}
-	c.Frames = append(void, c.Frames...)
 	return h.commitLocked(r, r.lastParts, &c)
-}
-
-// afterFrames returns st with its next seq after frames (st when none).
-func afterFrames(st protocol.State, frames []protocol.Frame) protocol.State {
-	if len(frames) > 0 {
-		st.NextSeq = frames[len(frames)-1].Seq + 1
-	}
-	return st
 }
 
 // commitLocked commits c, one step of r with checkpoint parts, and on
@@ -405,7 +389,7 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 	r.st, r.lastParts = next, parts
 	r.journal.committed(next.Step)
 	r.live = protocol.Live{} // the step's live items are closed (or void)
-	r.replay = nil
+	r.replaying = false
 	r.finished = status.Terminal()
 	r.released = p.Release
 	h.webhooksEnqueued(p)

@@ -1,6 +1,9 @@
 package protocol
 
-import "strings"
+import (
+	"bytes"
+	"strings"
+)
 
 // LiveKind says what a live event carries.
 type LiveKind uint8
@@ -55,6 +58,9 @@ type LiveEvent struct {
 type Live struct {
 	step  int64
 	items []liveItem
+	// stale: the log holds live frames of this superstep that could not
+	// be read back (LiveFromLog); the next projection withdraws them.
+	stale bool
 }
 
 // liveItem is an output item published live by one executor attempt, not
@@ -70,7 +76,22 @@ type liveItem struct {
 	tool     bool     // a tool call item (else a message)
 	done     bool     // closed live: item is final
 	item     Item     // the final item, when done; a tool call's opened item before
+	// What a recovered superstep still owes an item read back from the log
+	// (LiveFromLog), which clients saw before the crash: stream is "" until
+	// a stream of the re-run claims the item; pend is how many bytes at the
+	// end of text that stream has not streamed again; pendDone says the log
+	// closed the item (a message) or holds its output (a tool call) and
+	// the stream has not yet. An item the re-run made itself owes nothing.
+	pend     int
+	pendDone bool
+	// follows is, for a tool call read back from the log, 1 + the index of
+	// the message whose close came right before it in the log (the same
+	// stream closed that message by this call), and 0 when none did.
+	follows int
 }
+
+// owed reports whether the re-run has not reproduced all the log shows of it.
+func (it *liveItem) owed() bool { return it.stream == "" || it.pend > 0 || it.pendDone }
 
 // liveText is a message's text streamed so far. Live values are copied on
 // every delta (ProjectLive leaves its argument as it was), so a string
@@ -112,6 +133,24 @@ func (t liveText) append(s string) liveText {
 	return t
 }
 
+// prefix returns the text's first n bytes (sharing the buffer).
+func (t liveText) prefix(n int) liveText {
+	if n == 0 {
+		return liveText{}
+	}
+	t.n = n
+	return t
+}
+
+// from returns the text from byte off on, without copying it; the caller
+// must not write to it.
+func (t liveText) from(off int) []byte {
+	if t.n <= off {
+		return nil
+	}
+	return t.buf.b[off:t.n]
+}
+
 // String returns the text (a copy).
 func (t liveText) String() string {
 	if t.n == 0 {
@@ -137,7 +176,9 @@ func within(stream, prefix string) bool {
 // number after every frame already appended or queued), on top of st (the
 // last commit) and live (what ev's superstep published so far), and the
 // Live after them. An event of another superstep than live's starts from
-// nothing. An event with no frames returns none and live unchanged.
+// nothing. An event with no frames returns none and the Live after it:
+// live itself, unless ev reproduced part of what the log of a recovered
+// superstep holds (see LiveFromLog).
 func ProjectLive(st State, next int64, live Live, ev *LiveEvent) ([]Frame, Live, error) {
 	if live.step != ev.Step {
 		live = Live{step: ev.Step}
@@ -146,13 +187,21 @@ func ProjectLive(st State, next int64, live Live, ev *LiveEvent) ([]Frame, Live,
 	seq := &Seq{Next: next}
 	resp := st.Response
 	var err error
+	if live.stale {
+		// The log holds live frames that could not be read back: withdraw
+		// them before anything else.
+		if err := appendReset(seq, resp); err != nil {
+			return nil, live, err
+		}
+		l.items = nil
+	}
 	switch ev.Kind {
 	case LiveTextDelta:
 		err = liveDelta(seq, resp, &l, ev)
 	case LiveToolCall:
 		err = liveToolCall(seq, resp, &l, ev)
 	case LiveToolResult:
-		err = liveToolResult(seq, &l, ev)
+		err = liveToolResult(seq, resp, &l, ev)
 	case LiveRetry:
 		open := l.open(ev.Stream)
 		err = voidLive(seq, resp, &l, func(it *liveItem) bool { return it == open })
@@ -163,18 +212,33 @@ func ProjectLive(st State, next int64, live Live, ev *LiveEvent) ([]Frame, Live,
 		return nil, live, err
 	}
 	if len(seq.Frames) == 0 {
-		return nil, live, nil
+		// Nothing to append; l differs from live only when ev reproduced
+		// what a recovered superstep's log holds (liveItem.pend).
+		return nil, l, nil
 	}
 	return seq.Frames, l, nil
 }
 
 // liveDelta appends a text delta to its stream's open message, opening one
-// when there is none.
+// when there is none. In a recovered superstep, a delta that is the text
+// the log already shows of the stream's message is reproduced, not
+// appended (reproduce).
 func liveDelta(seq *Seq, resp *Response, l *Live, ev *LiveEvent) error {
 	if err := beginLive(seq, resp); err != nil {
 		return err
 	}
+	x := ev.Text
 	it := l.open(ev.Stream)
+	if it == nil {
+		it = l.claim(ev, func(c *liveItem) bool { return !c.tool && c.continuedBy(x) })
+	}
+	if it != nil && it.owed() {
+		var err error
+		if x, err = reproduce(seq, resp, l, ev, it, x); err != nil || x == "" {
+			return err
+		}
+		it = l.open(ev.Stream)
+	}
 	if it == nil {
 		idx := len(resp.Output) + len(l.items)
 		l.items = append(l.items, liveItem{executor: ev.Executor, stream: ev.Stream, id: MessageID(resp.ID, idx), index: idx})
@@ -183,24 +247,176 @@ func liveDelta(seq *Seq, resp *Response, l *Live, ev *LiveEvent) error {
 			return err
 		}
 	}
-	it.text = it.text.append(ev.Text)
-	return seq.MessageDelta(it.id, it.index, ev.Text)
+	it.text = it.text.append(x)
+	return seq.MessageDelta(it.id, it.index, x)
+}
+
+// reproduce matches delta x of ev's stream against the text the log shows
+// of it, the stream's message read back from the log (LiveFromLog). It
+// returns what of x is new: "" when the log holds all of x already (only
+// it.pend shrinks), the rest of x when x goes on past the log's open
+// message. When x differs from the log's text (the call in flight at the
+// crash, made again, streamed something else) or the log closed the
+// message where x goes on, the message is taken back to where they agree
+// by a reset that publishes every item again as it stands (restate), and
+// the rest of x is returned to be appended after it.
+func reproduce(seq *Seq, resp *Response, l *Live, ev *LiveEvent, it *liveItem, x string) (string, error) {
+	it.stream, it.executor = ev.Stream, ev.Executor
+	off := it.text.n - it.pend
+	p := commonPrefix(it.text.from(off), x)
+	switch {
+	case p == len(x):
+		it.pend -= p
+		return "", nil
+	case p == it.pend && !it.pendDone:
+		// x goes on past the log's open message. Unless the log holds a
+		// message with all of it that another stream took (streams that
+		// began alike), the text continues from where clients were.
+		if c := l.reclaim(it, string(it.text.from(0)[:off])+x, fitWithin); c != nil {
+			return reproduce(seq, resp, l, ev, c, x)
+		}
+		it.pend = 0
+		return x[p:], nil
+	}
+	// Streams that began alike may have claimed each other's messages.
+	if c := l.reclaim(it, string(it.text.from(0)[:off])+x, fitPrefix); c != nil {
+		return reproduce(seq, resp, l, ev, c, x)
+	}
+	return x[p:], takeBack(seq, resp, l, it, off+p)
+}
+
+// fit is how a message read back from the log must fit a stream's text so
+// far for reclaim: be it exactly, begin with it, or either of those or (while
+// open) be begun by it.
+type fit uint8
+
+const (
+	fitPrefix fit = iota
+	fitExact
+	fitWithin
+)
+
+// reclaim finds another message that it's stream can be writing instead of
+// it, a message read back from the log that the stream claimed because it
+// began alike (two agents' replies that start with the same words): one
+// whose text fits the stream's text so far, want (see fit), and that
+// comes after the stream's item before it. The other message is
+// unclaimed, or open in a stream that has written no more of it than it's
+// text begins with, and whose item before it comes before it: the two
+// swap. It returns the stream's new message, or nil.
+func (l *Live) reclaim(it *liveItem, want string, how fit) *liveItem {
+	fits := func(c *liveItem, want string, how fit) bool {
+		t := string(c.text.from(0))
+		switch how {
+		case fitExact:
+			return t == want
+		case fitWithin:
+			return strings.HasPrefix(t, want)
+		}
+		return strings.HasPrefix(t, want) || (!c.done && strings.HasPrefix(want, t))
+	}
+	before := func(m *liveItem) int { // the index of m's stream's item before m
+		b := -1
+		for i := range l.items {
+			if c := &l.items[i]; c.index < m.index && c.stream == m.stream {
+				b = c.index
+			}
+		}
+		return b
+	}
+	from := before(it)
+	for i := range l.items {
+		c := &l.items[i]
+		if c == it || c.tool || c.index <= from || !fits(c, want, how) {
+			continue
+		}
+		got := it.text.n - it.pend // what it's stream reproduced of it
+		switch {
+		case c.stream == "":
+			c.stream, c.executor = it.stream, it.executor
+			c.pend, c.pendDone = c.text.n-got, c.done
+			it.stream, it.executor, it.pend, it.pendDone = "", "", it.text.n, it.done
+			return c
+		case l.open(c.stream) == c && it.index > before(c) &&
+			fits(it, string(c.text.from(0)[:c.text.n-c.pend]), fitPrefix):
+			cGot := c.text.n - c.pend
+			c.stream, it.stream = it.stream, c.stream
+			c.executor, it.executor = it.executor, c.executor
+			c.pend, it.pend = c.text.n-got, it.text.n-cGot
+			c.pendDone, it.pendDone = c.done, it.done
+			return c
+		}
+	}
+	return nil
+}
+
+// takeBack withdraws what the log shows of item it past cut bytes of its
+// text (and its close, for a message the log closed): a reset, then every
+// item again as it stands, it as an open message of its first cut bytes
+// that its stream goes on writing.
+func takeBack(seq *Seq, resp *Response, l *Live, it *liveItem, cut int) error {
+	keep := append([]liveItem(nil), l.items...)
+	k := &keep[it.index-len(resp.Output)]
+	k.text = k.text.prefix(cut)
+	k.pend, k.pendDone, k.done, k.item = 0, false, false, Item{}
+	return restate(seq, resp, l, keep)
+}
+
+// commonPrefix returns the length of the longest common prefix of a and b.
+func commonPrefix(a []byte, b string) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
 }
 
 // liveToolCall opens the tool call item of an agent's own tool call, after
 // closing the message the stream was writing: the call comes after that
 // text, and the text after the call is a new message. Its result closes it
-// (liveToolResult), or the commit does.
+// (liveToolResult), or the commit does. In a recovered superstep, a close
+// and a call the log holds already are reproduced, not appended.
 func liveToolCall(seq *Seq, resp *Response, l *Live, ev *LiveEvent) error {
 	if err := beginLive(seq, resp); err != nil {
 		return err
 	}
+	closed := 0 // 1 + the index of the message the call closes
 	if it := l.open(ev.Stream); it != nil {
-		item, err := seq.MessageFinish(it.id, it.index, it.text.String())
-		if err != nil {
-			return err
+		if it.pend > 0 {
+			// The log shows more text than the stream wrote before the
+			// call: another message than the one it claimed may be its.
+			if c := l.reclaim(it, string(it.text.from(0)[:it.text.n-it.pend]), fitExact); c != nil {
+				it = c
+			} else if err := takeBack(seq, resp, l, it, it.text.n-it.pend); err != nil {
+				return err
+			} else {
+				it = l.open(ev.Stream)
+			}
 		}
-		it.done, it.item = true, item
+		if it.pendDone { // the log closed it with this text already
+			it.pendDone = false
+		} else {
+			item, err := seq.MessageFinish(it.id, it.index, it.text.String())
+			if err != nil {
+				return err
+			}
+			it.done, it.item = true, item
+		}
+		closed = it.index + 1
+	}
+	// A call the log added right after closing a message is the call of
+	// that message's stream (one event made both), and a call added after
+	// no close is one of a stream that had no message open: calls alike
+	// (the same tool, arguments) of agents running at once are told apart.
+	if c := l.claim(ev, func(c *liveItem) bool {
+		return c.tool && c.follows == closed && c.item.Name == ev.Name && c.item.Arguments == ev.Arguments
+	}); c != nil {
+		// The log holds the call's item (and maybe its output: pendDone);
+		// its call id, which the wire does not carry, pairs the result.
+		c.item.CallID = ev.CallID
+		return nil
 	}
 	idx := len(resp.Output) + len(l.items)
 	id := ToolCallID(resp.ID, idx)
@@ -213,19 +429,36 @@ func liveToolCall(seq *Seq, resp *Response, l *Live, ev *LiveEvent) error {
 }
 
 // liveToolResult closes the open tool call item of call ev.CallID of the
-// stream with its output; a result of no open call adds nothing.
-func liveToolResult(seq *Seq, l *Live, ev *LiveEvent) error {
+// stream with its output; a result of no open call adds nothing. An output
+// the log holds already is reproduced; another one than the log's takes
+// the log's back (a reset) and closes the call with it.
+func liveToolResult(seq *Seq, resp *Response, l *Live, ev *LiveEvent) error {
 	for i := len(l.items) - 1; i >= 0; i-- {
 		it := &l.items[i]
-		if it.tool && !it.done && it.stream == ev.Stream && it.item.CallID == ev.CallID {
-			out := ev.Text
-			item, err := seq.ToolCallEnd(it.item, it.index, &out, ItemCompleted)
-			if err != nil {
+		if !it.tool || (it.done && !it.pendDone) || it.stream != ev.Stream || it.item.CallID != ev.CallID {
+			continue
+		}
+		out := ev.Text
+		if it.pendDone {
+			if *it.item.Output == out {
+				it.pendDone = false
+				return nil
+			}
+			start := it.item
+			start.Status, start.Output = ItemInProgress, nil
+			keep := append([]liveItem(nil), l.items...)
+			keep[i].done, keep[i].pendDone, keep[i].item = false, false, start
+			if err := restate(seq, resp, l, keep); err != nil {
 				return err
 			}
-			it.done, it.item = true, item
-			return nil
+			it = &l.items[i]
 		}
+		item, err := seq.ToolCallEnd(it.item, it.index, &out, ItemCompleted)
+		if err != nil {
+			return err
+		}
+		it.done, it.item = true, item
+		return nil
 	}
 	return nil
 }
@@ -242,18 +475,47 @@ func beginLive(seq *Seq, resp *Response) error {
 }
 
 // open returns the message item a stream is writing, if any: its last
-// item, unless that one is closed or a tool call.
+// item, unless that one is a tool call or closed (by the stream: a message
+// the log closed that the re-run's stream has not is still open to it).
 func (l *Live) open(stream string) *liveItem {
 	for i := len(l.items) - 1; i >= 0; i-- {
 		it := &l.items[i]
 		if it.stream == stream {
-			if it.done || it.tool {
+			if it.tool || (it.done && !it.pendDone) {
 				return nil
 			}
 			return it
 		}
 	}
 	return nil
+}
+
+// claim gives ev's stream the first item read back from the log that no
+// stream claimed yet, comes after the stream's own items (a stream's items
+// are in the order it made them), and that fits says is what ev makes; nil
+// when there is none. The claimed item is the stream's from then on.
+func (l *Live) claim(ev *LiveEvent, fits func(*liveItem) bool) *liveItem {
+	from := 0
+	for i := range l.items {
+		if l.items[i].stream == ev.Stream {
+			from = i + 1
+		}
+	}
+	for i := from; i < len(l.items); i++ {
+		if c := &l.items[i]; c.stream == "" && fits(c) {
+			c.stream, c.executor = ev.Stream, ev.Executor
+			return c
+		}
+	}
+	return nil
+}
+
+// continuedBy reports whether a message read back from the log can be the
+// one a stream writes starting with x: its text begins with x, or, while
+// open, x begins with its text.
+func (it *liveItem) continuedBy(x string) bool {
+	t := it.text.from(0)
+	return bytes.HasPrefix(t, []byte(x)) || (!it.done && strings.HasPrefix(x, string(t)))
 }
 
 // voidLive withdraws the live items void says are void. The log is
@@ -284,9 +546,12 @@ func restate(seq *Seq, resp *Response, l *Live, keep []liveItem) error {
 		return err
 	}
 	l.items = nil
+	moved := map[int]int{} // index before → after, for follows
 	for _, it := range keep {
 		idx := len(resp.Output) + len(l.items)
-		n := liveItem{executor: it.executor, stream: it.stream, index: idx, text: it.text, tool: it.tool, done: it.done}
+		moved[it.index+1] = idx + 1
+		n := liveItem{executor: it.executor, stream: it.stream, index: idx, text: it.text, tool: it.tool, done: it.done,
+			pend: it.pend, pendDone: it.pendDone, follows: moved[it.follows]}
 		var err error
 		switch {
 		case it.tool && it.done:
@@ -320,6 +585,17 @@ func restate(seq *Seq, resp *Response, l *Live, keep []liveItem) error {
 // are voided by a reset and the outputs added as complete items.
 func closeLiveWith(seq *Seq, resp *Response, outs []Output, live Live, cut int) error {
 	items := live.items
+	if live.Owes() && !linesUp(outs, items) {
+		// A recovered superstep whose outputs do not line up with what the
+		// log shows may with what it streamed again: keep that.
+		if again := live.reproduced(); linesUp(outs, again) {
+			l := Live{step: live.step}
+			if err := restate(seq, resp, &l, again); err != nil {
+				return err
+			}
+			items = l.items
+		}
+	}
 	if !linesUp(outs, items) {
 		l := Live{step: live.step, items: append([]liveItem(nil), items...)}
 		if err := voidLive(seq, resp, &l, func(*liveItem) bool { return true }); err != nil {
@@ -342,6 +618,9 @@ func closeLiveWith(seq *Seq, resp *Response, outs []Output, live Live, cut int) 
 		switch {
 		case it.done: // its events are all in the log already
 			item = it.item
+			if it.tool && it.stream == "" {
+				item.CallID = o.CallID // read back from the log, which does not carry it
+			}
 		case it.tool: // the commit has the call's output
 			out := o.Text
 			item, err = seq.ToolCallEnd(it.item, it.index, &out, ItemCompleted)
@@ -356,6 +635,26 @@ func closeLiveWith(seq *Seq, resp *Response, outs []Output, live Live, cut int) 
 	return nil
 }
 
+// reproduced returns the items as a recovered superstep streamed them
+// again: without what the log shows that it did not reproduce.
+func (l Live) reproduced() []liveItem {
+	var keep []liveItem
+	for _, it := range l.items {
+		if it.stream == "" {
+			continue
+		}
+		it.text, it.pend = it.text.prefix(it.text.n-it.pend), 0
+		if it.pendDone {
+			it.done, it.pendDone = false, false
+			if it.tool {
+				it.item.Status, it.item.Output = ItemInProgress, nil
+			}
+		}
+		keep = append(keep, it)
+	}
+	return keep
+}
+
 // linesUp reports whether the k-th live item is the k-th output: a text of
 // the same executor (for a message closed live, the same text), or the same
 // tool call of the same executor.
@@ -365,17 +664,22 @@ func linesUp(outs []Output, items []liveItem) bool {
 	}
 	for i, it := range items {
 		o := outs[i]
-		if o.Executor != it.executor {
+		// An item read back from the log that no stream of the re-run
+		// claimed (its executor's completion was replayed from the
+		// journal) has no executor: its content decides.
+		if it.stream != "" && o.Executor != it.executor {
 			return false
 		}
 		switch {
 		case it.tool:
-			if o.Kind != OutputToolCall || o.CallID != it.item.CallID || o.Name != it.item.Name ||
+			if o.Kind != OutputToolCall || (it.stream != "" && o.CallID != it.item.CallID) || o.Name != it.item.Name ||
 				o.Arguments != it.item.Arguments || (it.done && *it.item.Output != o.Text) {
 				return false
 			}
 		case !it.done:
-			if o.Kind != OutputMessage {
+			// What clients saw of a message the re-run did not write again
+			// must begin the text that closes it.
+			if o.Kind != OutputMessage || (it.owed() && !strings.HasPrefix(o.Text, string(it.text.from(0)))) {
 				return false
 			}
 		default:

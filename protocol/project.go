@@ -127,6 +127,13 @@ func ProjectStep(st State, live Live, s *Step) (Commit, error) {
 		cut = lastText(s.Outputs, inc.Executor)
 		resp.IncompleteDetails = &IncompleteDetails{Reason: inc.Reason}
 	}
+	if live.step == s.Number && live.stale {
+		// Live events of the step the log holds but could not be read
+		// back (LiveFromLog): withdrawn.
+		if err := appendReset(seq, resp); err != nil {
+			return Commit{}, err
+		}
+	}
 	var err error
 	if live.step == s.Number && len(live.items) > 0 {
 		err = closeLiveWith(seq, resp, s.Outputs, live, cut)
@@ -173,6 +180,11 @@ func ProjectEnd(st State, live Live, status string, e *Error, at time.Time) (Com
 	seq := &Seq{Next: st.NextSeq}
 	if status != StatusCancelled {
 		if err := begin(seq, resp); err != nil {
+			return Commit{}, err
+		}
+	}
+	if live.step == st.Step+1 && live.stale {
+		if err := appendReset(seq, resp); err != nil { // as in ProjectStep
 			return Commit{}, err
 		}
 	}

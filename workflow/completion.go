@@ -22,8 +22,9 @@ import (
 // restore), attempts that requested outside input (RequestInput), and
 // attempts whose results do not encode (an annotation of an unregistered
 // type). A replayed executor emits no live events: in live mode, what it
-// streamed before the crash is withdrawn by the recovery's reset, and its
-// outputs appear with the superstep's commit.
+// streamed before the crash stays as clients saw it, and the superstep's
+// commit closes it with the executor's outputs (a host reconciles the
+// re-run with its log; see protocol.LiveFromLog).
 
 // CompletionJournaler is implemented by executors that ask for their
 // completion inside a superstep to be journaled (see WithJournal).
