@@ -78,6 +78,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Lease", func(t *testing.T) { testLease(t, h) })
 	t.Run("LeaseClock", func(t *testing.T) { testLeaseClock(t, h) })
 	t.Run("LeaseBatch", func(t *testing.T) { testLeaseBatch(t, h) })
+	t.Run("LongSnapshot", func(t *testing.T) { testLongSnapshot(t, h) })
 	t.Run("Notices", func(t *testing.T) { testNotices(t, h) })
 	t.Run("Reopen", func(t *testing.T) { testReopen(t, h) })
 	t.Run("Response", func(t *testing.T) { testResponse(t, h) })

@@ -119,11 +119,11 @@ type Lister func(responseID string, seq int64) (*store.Event, error)
 // itself, or the bytes its reference names, read with list.
 func Read(id string, stored []byte, list Lister) ([]byte, error) {
 	r, ok, err := Parse(stored)
-	if !ok || err != nil {
-		if err != nil {
-			err = fmt.Errorf("response %s: %w", id, err)
-		}
-		return stored, err
+	if err != nil {
+		return nil, fmt.Errorf("response %s: %w", id, err)
+	}
+	if !ok {
+		return stored, nil
 	}
 	ev, err := list(id, r.Seq)
 	if err != nil {
