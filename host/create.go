@@ -361,9 +361,14 @@ func withStoredRequest(p *CreateParams) (*CreateParams, error) {
 		}
 		return nil, &InputError{Param: "input", Code: "invalid_value", Message: "the request cannot be read: " + err.Error()}
 	}
-	if len(p.Request) > 0 && !reflect.DeepEqual(in, p.Input) {
-		return nil, &InputError{Param: "input", Code: "invalid_value",
-			Message: "the input items do not match the input of the request to store"}
+	if len(p.Request) > 0 {
+		if !reflect.DeepEqual(in, p.Input) {
+			return nil, &InputError{Param: "input", Code: "invalid_value",
+				Message: "the input items do not match the input of the request to store"}
+		}
+		// Equal: the caller's items stay, and in (a second copy of every
+		// text in them) is garbage at once.
+		return &q, nil
 	}
 	q.Input = in
 	return &q, nil

@@ -60,6 +60,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("Crash", func(t *testing.T) { testCrash(t, h) })
 		return
 	}
+	t.Run("CancelRead", func(t *testing.T) { testCancelRead(t, h) })
 	t.Run("Check", func(t *testing.T) { testCheck(t, h) })
 	t.Run("Checkpoint", func(t *testing.T) { testCheckpoint(t, h) })
 	t.Run("Commit", func(t *testing.T) { testCommit(t, h) })
