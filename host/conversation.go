@@ -448,6 +448,9 @@ func (h *Host) createTurn(ctx context.Context, m *model, p *CreateParams) (*stor
 type convTurn struct {
 	id    string
 	input []byte
+	// request is the turn's stored request, whose input the turn's is
+	// when input is nil (storedInput).
+	request []byte
 }
 
 // turnOf returns the turn a response is, from its snapshot; nil for none.
@@ -455,7 +458,7 @@ func turnOf(rr *store.Response, snap *protocol.Response) *convTurn {
 	if snap.Conversation == nil {
 		return nil
 	}
-	return &convTurn{id: snap.Conversation.ID, input: rr.Input}
+	return &convTurn{id: snap.Conversation.ID, input: rr.Input, request: rr.Request}
 }
 
 // conversationAppend returns the conversation append of the terminal
@@ -470,11 +473,9 @@ func (h *Host) conversationAppend(r *run, status store.Status, resp *protocol.Re
 	if status != store.StatusCompleted && status != store.StatusIncomplete {
 		return a, nil
 	}
-	var in []InputItem
-	if len(r.conv.input) > 0 {
-		if err := json.Unmarshal(r.conv.input, &in); err != nil {
-			return nil, fmt.Errorf("host: the input of turn %s cannot be read for conversation %s: %w", resp.ID, r.conv.id, err)
-		}
+	in, err := storedInput(&store.Response{ID: resp.ID, Input: r.conv.input, Request: r.conv.request})
+	if err != nil {
+		return nil, fmt.Errorf("host: the input of turn %s cannot be read for conversation %s: %w", resp.ID, r.conv.id, err)
 	}
 	items, err := inputConversationItems(in)
 	if err != nil {

@@ -87,6 +87,10 @@ func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, er
 	// References to earlier output items become those items: what is
 	// recorded (store.Response.Input) and run is the resolved input; the
 	// stored request keeps the references as the client sent them.
+	// Without references, the input is the request's as withStoredRequest
+	// read it; a long one is not recorded a second time (inputInRequest).
+	p.inputInRequest = len(p.Request) >= InputInRequestMin &&
+		!slices.ContainsFunc(p.Input, func(it InputItem) bool { return it.Type == protocol.InputItemReference })
 	in, err := h.resolveReferences(ctx, p.Owner, p.Input)
 	if err != nil {
 		return nil, err
@@ -110,6 +114,16 @@ func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, er
 	}
 	return h.createWorkflowRun(ctx, m, p)
 }
+
+// InputInRequestMin is the size of a stored request from which the
+// response records no input of its own when its input is the request's as
+// it reads (no item_reference resolved): store.Response.Input stays nil and
+// recovery reads the input from the request, with the one reader the HTTP
+// parser uses, instead of holding its text twice. A smaller request's
+// input is recorded, so that recovery never depends on the reader of a
+// later build (the durable fact); a long one's is not, as its record would
+// double the bytes stored for it (an 8 MiB text, 8 MiB more).
+const InputInRequestMin = 64 << 10
 
 // createWorkflowRun starts a new run of m's workflow with p's input.
 func (h *Host) createWorkflowRun(ctx context.Context, m *model, p *CreateParams) (*store.Response, error) {
@@ -278,10 +292,15 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 	}
 	// The durable facts recovery reads instead of re-deriving them: the
 	// publication mode decided by create (the model's default may change
-	// before a recovery) and the input as read now (the reader may change).
-	input, err := json.Marshal(p.Input)
-	if err != nil {
-		return nil, fmt.Errorf("host: encode input: %w", err)
+	// before a recovery) and the input as read now (the reader may change),
+	// unless it is the request's input as it reads (storedInput reads it
+	// from the request then): the request is stored anyway, and the input
+	// would be its text a second time, in another encoding.
+	var input []byte
+	if !p.inputInRequest {
+		if input, err = json.Marshal(p.Input); err != nil {
+			return nil, fmt.Errorf("host: encode input: %w", err)
+		}
 	}
 	span, tc := h.startResponseSpan(ctx, snap.ID, sp.runID, m.ID, p.Background)
 	res, err := h.store.ResponseCreate(ctx, &store.ResponseCreateParams{
@@ -342,9 +361,14 @@ func withStoredRequest(p *CreateParams) (*CreateParams, error) {
 		}
 		return nil, &InputError{Param: "input", Code: "invalid_value", Message: "the request cannot be read: " + err.Error()}
 	}
-	if len(p.Request) > 0 && !reflect.DeepEqual(in, p.Input) {
-		return nil, &InputError{Param: "input", Code: "invalid_value",
-			Message: "the input items do not match the input of the request to store"}
+	if len(p.Request) > 0 {
+		if !reflect.DeepEqual(in, p.Input) {
+			return nil, &InputError{Param: "input", Code: "invalid_value",
+				Message: "the input items do not match the input of the request to store"}
+		}
+		// Equal: the caller's items stay, and in (a second copy of every
+		// text in them) is garbage at once.
+		return &q, nil
 	}
 	q.Input = in
 	return &q, nil
@@ -500,9 +524,10 @@ func (h *Host) applyAnswers(ctx context.Context, runID string, wr *workflow.Run,
 // storedInput returns the input items of a stored response as the host
 // read them at create (store.Response.Input), so that recovery redoes
 // exactly the work the request asked for: re-deliver answers or a
-// conversation's input. A response stored before the record kept them is
-// read from its request by the one reader the HTTP parser uses. Input the
-// host cannot read is an error, never a guess.
+// conversation's input. A response that recorded none (its input is its
+// request's, see CreateParams.inputInRequest, or it was stored before the
+// record kept them) is read from its request by the one reader the HTTP
+// parser uses. Input the host cannot read is an error, never a guess.
 func storedInput(resp *store.Response) ([]InputItem, error) {
 	if resp.Input != nil {
 		var in []InputItem

@@ -224,6 +224,11 @@ type CreateParams struct {
 	// the conversation version they were read at (createTurn).
 	history []InputItem
 	turn    *store.ConversationTurn
+	// inputInRequest says that Input is what the stored request's input
+	// reads as (no item_reference was resolved): the response then records
+	// no Input of its own (store.Response.Input nil), which would be the
+	// request's text a second time.
+	inputInRequest bool
 }
 
 // InputItem is one normalised input item. It is the type the one reader

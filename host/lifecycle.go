@@ -373,13 +373,27 @@ func (h *Host) checkRemoteCancel(ctx context.Context, r *run) {
 	if r.cancelled.Load() {
 		return
 	}
-	resp, err := h.store.ResponseGet(ctx, r.responseID())
-	if err != nil || !resp.CancelRequested || !r.cancelled.CompareAndSwap(false, true) {
+	requested, err := h.cancelRequested(ctx, r.responseID())
+	if err != nil || !requested || !r.cancelled.CompareAndSwap(false, true) {
 		return
 	}
 	h.metrics.cancelsSeen.Inc()
 	h.log.Info("host: cancel recorded through another host", "run_id", r.id, "response_id", r.responseID())
 	r.cancel(errRunCancelled)
+}
+
+// cancelRequested reports whether the cancel of response id is recorded:
+// from that column alone when the store can (store.ResponseCancelReader),
+// not the whole row with its request and snapshot, every poll.
+func (h *Host) cancelRequested(ctx context.Context, id string) (bool, error) {
+	if cr, ok := h.store.(store.ResponseCancelReader); ok {
+		return cr.ResponseCancelRequested(ctx, id)
+	}
+	resp, err := h.store.ResponseGet(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	return resp.CancelRequested, nil
 }
 
 // leaseEnded logs and counts why r stopped fenced, from the run as the

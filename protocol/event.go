@@ -114,6 +114,10 @@ type Seq struct {
 
 // add marshals ev (which must carry seq) into a frame.
 func (s *Seq) add(typ string, ev any) error {
+	ev, err := wireEvent(ev)
+	if err != nil {
+		return fmt.Errorf("protocol: encode %s: %w", typ, err)
+	}
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("protocol: encode %s: %w", typ, err)

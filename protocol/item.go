@@ -79,22 +79,11 @@ type functionCallJSON struct {
 // MarshalJSON emits the fields of the item's type ("content": [] for an
 // empty message, "arguments": "" for a function call being opened).
 func (it Item) MarshalJSON() ([]byte, error) {
-	switch it.Type {
-	case ItemMessage:
-		c := it.Content
-		if c == nil {
-			c = []ContentPart{}
-		}
-		return json.Marshal(messageJSON{it.ID, it.Type, it.Status, it.Role, c})
-	case ItemFunctionCall:
-		return json.Marshal(functionCallJSON{it.ID, it.Type, it.Status, it.CallID, it.Name, it.Arguments})
-	case ItemToolCall:
-		// The model's call id stays in the host (live items pair by it); an
-		// mcp_call has none on the wire.
-		return json.Marshal(toolCallJSON{ID: it.ID, Type: it.Type, Status: it.Status, ServerLabel: ToolServerLabel,
-			Name: it.Name, Arguments: it.Arguments, Output: it.Output})
+	w, err := it.wire()
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("protocol: unknown item type %q", it.Type)
+	return json.Marshal(w)
 }
 
 // ContentPart is an output_text content part.
@@ -107,15 +96,7 @@ type ContentPart struct {
 
 // MarshalJSON emits annotations and logprobs as [] when empty.
 func (c ContentPart) MarshalJSON() ([]byte, error) {
-	type plain ContentPart
-	p := plain(c)
-	if p.Annotations == nil {
-		p.Annotations = []json.RawMessage{}
-	}
-	if p.Logprobs == nil {
-		p.Logprobs = []json.RawMessage{}
-	}
-	return json.Marshal(p)
+	return json.Marshal(c.wire())
 }
 
 // OutputText returns an output_text part holding text.

@@ -16,7 +16,27 @@ func readBody(w http.ResponseWriter, r *http.Request, maxBytes int64) ([]byte, e
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+	rd := http.MaxBytesReader(w, r.Body, maxBytes)
+	if n := r.ContentLength; n > 0 && n <= maxBytes {
+		// The length is known: one buffer of that size (then a read to
+		// see the end), where io.ReadAll grows by doubling, allocating
+		// about twice the body and returning it with up to that much
+		// spare capacity, which lives as long as the request (it is the
+		// stored request).
+		body := make([]byte, n)
+		if _, err := io.ReadFull(rd, body); err != nil {
+			return nil, fmt.Errorf("responses: read body: %w", err)
+		}
+		var one [1]byte
+		if m, err := rd.Read(one[:]); m > 0 || (err != nil && err != io.EOF) {
+			if err == nil {
+				err = errors.New("the body is longer than its Content-Length")
+			}
+			return nil, fmt.Errorf("responses: read body: %w", err)
+		}
+		return body, nil
+	}
+	body, err := io.ReadAll(rd)
 	if err != nil {
 		return nil, fmt.Errorf("responses: read body: %w", err)
 	}

@@ -54,7 +54,10 @@ type Response struct {
 	// Request is the create request as received (opaque JSON).
 	Request []byte
 	// Snapshot is the Response object at the last commit (opaque JSON),
-	// written by ResponseCreate and replaced by every Commit.
+	// written by ResponseCreate and replaced by every Commit. A backend
+	// may store a long one as a reference to the event of the same write
+	// whose payload holds it (store/internal/snapref); it reads back as
+	// written.
 	Snapshot []byte
 	// Error and Usage are opaque JSON copies of the snapshot's fields, kept
 	// apart for inspection tools; nil when absent.
@@ -81,8 +84,10 @@ type Response struct {
 	Publication string
 	// Input is the response's normalised input items as the host read them
 	// from the request at create (opaque JSON; nil when absent, also for
-	// responses created before the store kept it). It is what recovery
-	// re-delivers to the workflow, so the host never re-parses Request.
+	// responses created before the store kept it, and for a long request
+	// whose input is the request's as it reads: the host then reads it
+	// from Request rather than store its text twice). It is what recovery
+	// re-delivers to the workflow, so the host need not re-parse Request.
 	// Written by ResponseCreate, never changed; nil stays nil.
 	Input []byte
 	// CancelRequested is set by ResponseCancel. From then on the response

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/internal/snapref"
 )
 
 // Group commit. Commits of different runs made at once through one Store
@@ -286,7 +287,7 @@ func commitArgs(p *store.CommitParams, ev *encodedEvents, enc *encodedParts, cha
 	return []any{p.RunID, p.Epoch, p.Step, p.ResponseID,
 		ev.first, ev.count, ev.bytes, ev.data,
 		enc.names, enc.hashes, enc.blobHashes, enc.blobData, enc.refHashes, enc.size,
-		string(p.Status), p.Snapshot, p.Error, p.Usage, callTime(p.Now), p.Status.Terminal(), channel, failAt,
+		string(p.Status), snapref.Encode(p.Snapshot, p.Events), p.Error, p.Usage, callTime(p.Now), p.Status.Terminal(), channel, failAt,
 		p.Release && p.Status.Terminal()}
 }
 

@@ -294,3 +294,84 @@ func requireEvents(t *testing.T, got, want []store.Event, what string) {
 		}
 	}
 }
+
+// TestMigrateLongSnapshot builds a version-13 schema holding a response as
+// that version wrote it (a long snapshot inline, next to the terminal event
+// that carries it; the recorded input; the event record with its shared
+// strings), opens it with this build, which migrates it to the version
+// that stores long snapshots by reference, and requires the response and
+// its events to read back byte for byte.
+func TestMigrateLongSnapshot(t *testing.T) {
+	t.Parallel()
+	requireDB(t)
+	ctx := t.Context()
+	schema := newSchemaName(t)
+	pool := migrateSchemaTo(t, schema, 13)
+	text := fmt.Sprintf("%q", strings.Repeat("an old <long> \"reply\" & more\n", 700))
+	snap := []byte(`{"id":"resp_old","object":"response","status":"completed","output":[{"content":[{"text":` + text + `}]}]}`)
+	at := func(us int64) time.Time { return time.UnixMicro(us).UTC() }
+	done := at(1_700_000_000_300_003)
+	want := &store.Response{ID: "resp_old", RunID: "run_old", Model: "m", Status: store.StatusCompleted,
+		Request: []byte(`{"model":"m","input":` + text + `}`), Snapshot: snap, Usage: []byte(`{"total_tokens":3}`),
+		NextSeq: 3, CommitStep: 1, StartStep: 0, Publication: "committed", Input: []byte(`[{"type":"message","text":` + text + `}]`),
+		CreatedAt: at(1_700_000_000_100_001), UpdatedAt: at(1_700_000_000_200_002), CompletedAt: &done}
+	events := []store.EventInput{
+		{Seq: 0, Type: "response.created", Payload: []byte(`{"type":"response.created","sequence_number":0}`)},
+		{Seq: 1, Type: "response.output_text.done", Payload: []byte(`{"type":"response.output_text.done","text":` + text + `}`)},
+		{Seq: 2, Type: "response.completed", Payload: []byte(`{"type":"response.completed","sequence_number":2,"response":` + string(snap) + `}`)},
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO runs (id, model, head_response_id, last_step, active, created_at, updated_at)
+		VALUES ('run_old', 'm', 'resp_old', 1, false, now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	r := want
+	if _, err := pool.Exec(ctx, `INSERT INTO responses (id, run_id, previous_response_id, model, owner, status, request,
+		snapshot, error, usage, next_seq, commit_step, start_step, publication, input, cancel_requested, created_at, updated_at,
+		completed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
+		r.ID, r.RunID, r.PreviousResponseID, r.Model, r.Owner, string(r.Status), r.Request, r.Snapshot, r.Error, r.Usage,
+		r.NextSeq, r.CommitStep, r.StartStep, r.Publication, r.Input, r.CancelRequested, r.CreatedAt, r.UpdatedAt,
+		r.CompletedAt); err != nil {
+		t.Fatal(err)
+	}
+	size := 0
+	for _, ev := range events {
+		size += len(ev.Payload)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO event_records (response_id, first_seq, last_seq, step, bytes, data)
+		VALUES ($1, 0, 2, 1, $2, $3)`, r.ID, size, eventrec.Encode(events)); err != nil {
+		t.Fatal(err)
+	}
+	pool.Close()
+
+	s := openStore(t, schema, nil)
+	if v := schemaVersionOf(t, s); v < 15 || v != latestVersion(t) {
+		t.Fatalf("schema version %d after Open, want the latest, %d (at least 15)", v, latestVersion(t))
+	}
+	got, err := s.ResponseGet(ctx, want.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := s.ResponseListByRun(ctx, want.RunID)
+	if err != nil || len(listed) != 1 {
+		t.Fatalf("ResponseListByRun: %d responses (%v), want 1", len(listed), err)
+	}
+	for what, g := range map[string]*store.Response{"ResponseGet": got, "ResponseListByRun": listed[0]} {
+		if !g.CreatedAt.Equal(want.CreatedAt) || !g.UpdatedAt.Equal(want.UpdatedAt) || g.CompletedAt == nil || !g.CompletedAt.Equal(done) {
+			t.Fatalf("%s: times %v %v %v", what, g.CreatedAt, g.UpdatedAt, g.CompletedAt)
+		}
+		c := *g
+		c.CreatedAt, c.UpdatedAt, c.CompletedAt = want.CreatedAt, want.UpdatedAt, want.CompletedAt
+		if !reflect.DeepEqual(&c, want) {
+			t.Fatalf("%s after migration:\n got  %.300q\n want %.300q", what, fmt.Sprint(c), fmt.Sprint(*want))
+		}
+	}
+	evs, err := s.EventList(ctx, &store.EventListParams{ResponseID: want.ID, After: -1})
+	if err != nil || len(evs) != len(events) {
+		t.Fatalf("events after migration: %d (%v), want %d", len(evs), err, len(events))
+	}
+	for i, ev := range events {
+		if evs[i].Seq != ev.Seq || evs[i].Type != ev.Type || !bytes.Equal(evs[i].Payload, ev.Payload) {
+			t.Fatalf("event %d after migration: %s %d bytes, want %s %d bytes", i, evs[i].Type, len(evs[i].Payload), ev.Type, len(ev.Payload))
+		}
+	}
+}

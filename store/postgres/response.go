@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/internal/snapref"
 )
 
 // ResponseCreate durably creates a response (and its run, for a new run)
@@ -184,7 +185,10 @@ func continueRefused(ctx context.Context, tx pgx.Tx, runID, prev string) error {
 	return fmt.Errorf("store/postgres: %w", ce)
 }
 
-// insertResponse inserts the response and its first events.
+// insertResponse inserts the response and its first events. Its snapshot
+// is stored by reference to response.created when long (snapref). Only
+// the columns the database fills are read back: the request, snapshot and
+// input the caller has are not sent back to it.
 func insertResponse(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParams, run *store.Run, now *time.Time) (*store.Response, error) {
 	r := p.Response
 	var created *time.Time // the response's own, else the call's
@@ -192,16 +196,23 @@ func insertResponse(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParam
 		c := normTime(r.CreatedAt)
 		created = &c
 	}
-	resp, err := scanResponse(tx.QueryRow(ctx, `INSERT INTO responses (id, run_id, previous_response_id,
+	resp := *r
+	resp.RunID, resp.NextSeq, resp.CommitStep, resp.StartStep = p.RunID, int64(len(p.Events)), run.LastStep, run.LastStep
+	err := tx.QueryRow(ctx, `INSERT INTO responses (id, run_id, previous_response_id,
 			model, owner, status, request, snapshot, error, usage, next_seq, commit_step, start_step,
 			publication, input, cancel_requested, created_at, updated_at, completed_at, trace_context)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $17, $18, $13,
 			coalesce($14::timestamptz, $15::timestamptz, now()), coalesce($15::timestamptz, now()),
 			CASE WHEN $16 THEN coalesce($15::timestamptz, now()) END, $19)
-		RETURNING `+responseColumns,
-		r.ID, p.RunID, r.PreviousResponseID, r.Model, r.Owner, string(r.Status), r.Request, r.Snapshot,
+		RETURNING created_at, updated_at, completed_at`,
+		r.ID, p.RunID, r.PreviousResponseID, r.Model, r.Owner, string(r.Status), r.Request, snapref.Encode(r.Snapshot, p.Events),
 		r.Error, r.Usage, int64(len(p.Events)), run.LastStep, r.CancelRequested, created, now, r.Status.Terminal(),
-		r.Publication, r.Input, r.TraceContext))
+		r.Publication, r.Input, r.TraceContext).Scan(&resp.CreatedAt, &resp.UpdatedAt, &resp.CompletedAt)
+	resp.CreatedAt, resp.UpdatedAt = resp.CreatedAt.UTC(), resp.UpdatedAt.UTC()
+	if resp.CompletedAt != nil {
+		t := resp.CompletedAt.UTC()
+		resp.CompletedAt = &t
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +221,7 @@ func insertResponse(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParam
 		_, err = tx.Exec(ctx, `INSERT INTO event_records (response_id, first_seq, last_seq, step, bytes, data)
 			VALUES ($1, $2::bigint, $2::bigint + $3::bigint - 1, 0, $4, $5)`, r.ID, ev.first, ev.count, ev.bytes, ev.data)
 	}
-	return resp, err
+	return &resp, err
 }
 
 // insertInitialCheckpoint writes the step-0 checkpoint of a new run.
@@ -233,7 +244,24 @@ func (s *Store) ResponseGet(ctx context.Context, id string) (*store.Response, er
 		return nil, err
 	}
 	r, err := scanResponse(s.pool.QueryRow(ctx, "SELECT "+responseColumns+" FROM responses WHERE id = $1", id))
+	if err == nil {
+		err = s.readSnapshot(ctx, r)
+	}
 	return r, mapError("get response "+id, "", 0, err)
+}
+
+// readSnapshot replaces r.Snapshot, as stored, by the snapshot it stands
+// for (snapref: a reference to the event that carries it).
+func (s *Store) readSnapshot(ctx context.Context, r *store.Response) error {
+	snap, err := snapref.Read(r.ID, r.Snapshot, func(id string, seq int64) (*store.Event, error) {
+		evs, err := s.EventList(ctx, &store.EventListParams{ResponseID: id, After: seq - 1, Limit: 1})
+		if err != nil || len(evs) == 0 {
+			return nil, err
+		}
+		return &evs[0], nil
+	})
+	r.Snapshot = snap
+	return err
 }
 
 // ResponseListByRun returns the responses of a run, oldest first.
@@ -246,6 +274,12 @@ func (s *Store) ResponseListByRun(ctx context.Context, runID string) ([]*store.R
 		return nil, mapError("list responses of run "+runID, runID, 0, err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Response, error) { return scanResponse(row) })
+	for _, r := range out {
+		if err != nil {
+			break
+		}
+		err = s.readSnapshot(ctx, r)
+	}
 	return out, mapError("list responses of run "+runID, runID, 0, err)
 }
 
@@ -270,6 +304,9 @@ func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s.ResponseGet(ctx, id) // terminal already (or unknown: ErrNotFound)
+	}
+	if err == nil {
+		err = s.readSnapshot(ctx, r)
 	}
 	if err != nil {
 		return nil, mapError("cancel response "+id, "", 0, err)

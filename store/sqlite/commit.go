@@ -9,6 +9,7 @@ import (
 
 	"github.com/superstep/superstep/internal/fault"
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/internal/snapref"
 )
 
 // Commit atomically writes one superstep: the checkpoint (parts unchanged
@@ -92,7 +93,7 @@ func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []ha
 	}
 	_, err = tx.ExecContext(ctx, `UPDATE responses SET status = ?, snapshot = coalesce(?, snapshot), error = ?, usage = ?, next_seq = ?,
 		commit_step = ?, updated_at = ?, completed_at = ? WHERE id = ?`,
-		p.Status, p.Snapshot, p.Error, p.Usage, res.NextSeq, p.Step, now.UnixNano(), completed, p.ResponseID)
+		p.Status, snapref.Encode(p.Snapshot, p.Events), p.Error, p.Usage, res.NextSeq, p.Step, now.UnixNano(), completed, p.ResponseID)
 	if err != nil {
 		return mapError("update response", err)
 	}

@@ -289,3 +289,93 @@ func requireEvents(t *testing.T, got, want []store.Event, what string) {
 		}
 	}
 }
+
+// TestMigrateLongSnapshot builds a version-13 database holding a response
+// as that version wrote it (a long snapshot inline, next to the terminal
+// event that carries it; the recorded input; the event record with its
+// shared strings), opens it with this build, which migrates it to the
+// version that stores long snapshots by reference, and requires the
+// response and its events to read back byte for byte. (The run has no
+// checkpoints, so that its rows stay few.)
+func TestMigrateLongSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v13.db")
+	if err := sqlite.MigrateTo(ctx, path, 13); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := fmt.Sprintf("%q", strings.Repeat("an old <long> \"reply\" & more\n", 700))
+	snap := []byte(`{"id":"resp_old","object":"response","status":"completed","output":[{"content":[{"text":` + text + `}]}]}`)
+	ns := func(n int64) time.Time { return time.Unix(0, n).UTC() }
+	done := ns(1_700_000_000_300_000_003)
+	want := &store.Response{ID: "resp_old", RunID: "run_old", Model: "m", Status: store.StatusCompleted,
+		Request: []byte(`{"model":"m","input":` + text + `}`), Snapshot: snap, Usage: []byte(`{"total_tokens":3}`),
+		NextSeq: 3, CommitStep: 1, StartStep: 0, Publication: "committed", Input: []byte(`[{"type":"message","text":` + text + `}]`),
+		CreatedAt: ns(1_700_000_000_100_000_001), UpdatedAt: ns(1_700_000_000_200_000_002), CompletedAt: &done}
+	events := []store.EventInput{
+		{Seq: 0, Type: "response.created", Payload: []byte(`{"type":"response.created","sequence_number":0}`)},
+		{Seq: 1, Type: "response.output_text.done", Payload: []byte(`{"type":"response.output_text.done","text":` + text + `}`)},
+		{Seq: 2, Type: "response.completed", Payload: []byte(`{"type":"response.completed","sequence_number":2,"response":` + string(snap) + `}`)},
+	}
+	if _, err := db.Exec(`INSERT INTO runs (id, num, model, head_response_id, last_step, checkpoint_step, lease_owner,
+		lease_epoch, lease_expires_at, active, created_at, updated_at, resume_failures, resume_error, resume_not_before)
+		VALUES ('run_old', 1, 'm', 'resp_old', 1, -1, '', 1, 0, 0, 1, 1, 0, '', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	r := want
+	if _, err := db.Exec(`INSERT INTO responses (num, id, run_id, previous_response_id, model, owner, status, request,
+		snapshot, error, usage, next_seq, commit_step, start_step, publication, input, cancel_requested, created_at, updated_at,
+		completed_at, trace_context) VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '')`,
+		r.ID, r.RunID, r.PreviousResponseID, r.Model, r.Owner, r.Status, r.Request, r.Snapshot, r.Error, r.Usage,
+		r.NextSeq, r.CommitStep, r.StartStep, r.Publication, r.Input, r.CancelRequested, r.CreatedAt.UnixNano(),
+		r.UpdatedAt.UnixNano(), r.CompletedAt.UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO event_records (k, last_seq, step, data) VALUES (?, 2, 1, ?)", int64(1)<<32,
+		eventrec.Encode(events)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := sqlite.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatalf("open a version-13 database: %v", err)
+	}
+	defer s.Close()
+	if v := userVersion(t, path); v < 15 || v != sqlite.SchemaVersion() {
+		t.Fatalf("user_version %d after Open, want this build's %d (at least 15)", v, sqlite.SchemaVersion())
+	}
+	got, err := s.ResponseGet(ctx, want.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := s.ResponseListByRun(ctx, want.RunID)
+	if err != nil || len(listed) != 1 {
+		t.Fatalf("ResponseListByRun: %d responses (%v), want 1", len(listed), err)
+	}
+	for what, g := range map[string]*store.Response{"ResponseGet": got, "ResponseListByRun": listed[0]} {
+		if !g.CreatedAt.Equal(want.CreatedAt) || !g.UpdatedAt.Equal(want.UpdatedAt) || g.CompletedAt == nil || !g.CompletedAt.Equal(done) {
+			t.Fatalf("%s: times %v %v %v", what, g.CreatedAt, g.UpdatedAt, g.CompletedAt)
+		}
+		c := *g
+		c.CreatedAt, c.UpdatedAt, c.CompletedAt = want.CreatedAt, want.UpdatedAt, want.CompletedAt
+		if !reflect.DeepEqual(&c, want) {
+			t.Fatalf("%s after migration:\n got  %.300q\n want %.300q", what, fmt.Sprint(c), fmt.Sprint(*want))
+		}
+	}
+	evs, err := s.EventList(ctx, &store.EventListParams{ResponseID: want.ID, After: -1})
+	if err != nil || len(evs) != len(events) {
+		t.Fatalf("events after migration: %d (%v), want %d", len(evs), err, len(events))
+	}
+	for i, ev := range events {
+		if evs[i].Seq != ev.Seq || evs[i].Type != ev.Type || !bytes.Equal(evs[i].Payload, ev.Payload) {
+			t.Fatalf("event %d after migration: %s %d bytes, want %s %d bytes", i, evs[i].Type, len(evs[i].Payload), ev.Type, len(ev.Payload))
+		}
+	}
+}

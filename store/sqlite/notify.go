@@ -82,11 +82,16 @@ func (s *Store) EventWait(ctx context.Context, responseID string, after int64) e
 	defer release()
 	// Subscribed before reading, so a commit between the read and the wait
 	// still wakes us.
-	resp, err := s.ResponseGet(ctx, responseID)
-	if err != nil {
+	// Only next_seq: the whole row may hold a long request and snapshot.
+	if err := s.checkOpen("event wait"); err != nil {
 		return err
 	}
-	if resp.NextSeq-1 > after {
+	var next int64
+	err := s.rdb.QueryRowContext(ctx, "SELECT next_seq FROM responses WHERE id = ?", responseID).Scan(&next)
+	if err != nil {
+		return mapError("event wait "+responseID, err)
+	}
+	if next-1 > after {
 		return nil
 	}
 	select {

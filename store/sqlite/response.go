@@ -9,6 +9,7 @@ import (
 
 	"github.com/superstep/superstep/internal/fault"
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/internal/snapref"
 )
 
 const responseColumns = `id, run_id, previous_response_id, model, owner, status, request, snapshot, error, usage,
@@ -137,7 +138,7 @@ func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, re
 	if err := fault.Point(ctx, "create.run_written"); err != nil {
 		return nil, err
 	}
-	num, err := insertResponse(ctx, tx, resp)
+	num, err := insertResponse(ctx, tx, resp, snapref.Encode(resp.Snapshot, p.Events))
 	if err != nil {
 		return nil, err
 	}
@@ -249,11 +250,12 @@ func claimLease(run *store.Run, owner string, d time.Duration, now time.Time) {
 	run.Lease = store.Lease{Owner: owner, Epoch: run.Lease.Epoch + 1, ExpiresAt: now.Add(d)}
 }
 
-// insertResponse inserts resp and returns its number (for event keys).
-func insertResponse(ctx context.Context, tx *sql.Tx, r *store.Response) (int64, error) {
+// insertResponse inserts resp, with snapshot stored for its snapshot
+// (snapref.Encode), and returns its number (for event keys).
+func insertResponse(ctx context.Context, tx *sql.Tx, r *store.Response, snapshot []byte) (int64, error) {
 	r.StartStep = r.CommitStep // the run's step now
 	res, err := tx.ExecContext(ctx, `INSERT INTO responses (`+responseColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.ID, r.RunID, r.PreviousResponseID, r.Model, r.Owner, r.Status, r.Request, r.Snapshot, r.Error, r.Usage,
+		r.ID, r.RunID, r.PreviousResponseID, r.Model, r.Owner, r.Status, r.Request, snapshot, r.Error, r.Usage,
 		r.NextSeq, r.CommitStep, r.CommitStep, r.Publication, r.Input, r.CancelRequested, r.CreatedAt.UnixNano(), r.UpdatedAt.UnixNano(), nullNanos(r.CompletedAt),
 		r.TraceContext)
 	if err != nil {
@@ -269,7 +271,24 @@ func (s *Store) ResponseGet(ctx context.Context, id string) (*store.Response, er
 		return nil, err
 	}
 	r, err := scanResponse(s.rdb.QueryRowContext(ctx, "SELECT "+responseColumns+" FROM responses WHERE id = ?", id))
+	if err == nil {
+		err = s.readSnapshot(ctx, r)
+	}
 	return r, mapError("response get "+id, err)
+}
+
+// readSnapshot replaces r.Snapshot, as stored, by the snapshot it stands
+// for (snapref: a reference to the event that carries it).
+func (s *Store) readSnapshot(ctx context.Context, r *store.Response) error {
+	snap, err := snapref.Read(r.ID, r.Snapshot, func(id string, seq int64) (*store.Event, error) {
+		evs, err := s.EventList(ctx, &store.EventListParams{ResponseID: id, After: seq - 1, Limit: 1})
+		if err != nil || len(evs) == 0 {
+			return nil, err
+		}
+		return &evs[0], nil
+	})
+	r.Snapshot = snap
+	return err
 }
 
 // ResponseListByRun returns the responses of a run, oldest first (an empty
@@ -291,7 +310,16 @@ func (s *Store) ResponseListByRun(ctx context.Context, runID string) ([]*store.R
 		}
 		out = append(out, r)
 	}
-	return out, mapError("response list", rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, mapError("response list", err)
+	}
+	rows.Close()
+	for _, r := range out {
+		if err := s.readSnapshot(ctx, r); err != nil {
+			return nil, mapError("response list", err)
+		}
+	}
+	return out, nil
 }
 
 // ResponseCancel records the cancel of a response that is not terminal:

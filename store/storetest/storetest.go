@@ -60,6 +60,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("Crash", func(t *testing.T) { testCrash(t, h) })
 		return
 	}
+	t.Run("CancelRead", func(t *testing.T) { testCancelRead(t, h) })
 	t.Run("Check", func(t *testing.T) { testCheck(t, h) })
 	t.Run("Checkpoint", func(t *testing.T) { testCheckpoint(t, h) })
 	t.Run("Commit", func(t *testing.T) { testCommit(t, h) })
@@ -78,6 +79,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Lease", func(t *testing.T) { testLease(t, h) })
 	t.Run("LeaseClock", func(t *testing.T) { testLeaseClock(t, h) })
 	t.Run("LeaseBatch", func(t *testing.T) { testLeaseBatch(t, h) })
+	t.Run("LongSnapshot", func(t *testing.T) { testLongSnapshot(t, h) })
 	t.Run("Notices", func(t *testing.T) { testNotices(t, h) })
 	t.Run("Reopen", func(t *testing.T) { testReopen(t, h) })
 	t.Run("Response", func(t *testing.T) { testResponse(t, h) })

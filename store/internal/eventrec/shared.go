@@ -33,11 +33,16 @@ func Encode(events []store.EventInput) []byte {
 	// (all of W1's and W3's, a short reply's final commit with its 1 KB
 	// response.completed) are not scanned.
 	size, long, double := 0, 0, false
+	short, longest := 0, 0 // the sizes of the events not scanned, and of the longest
 	for _, ev := range events {
-		size += Size(ev.Type, ev.Payload)
+		n := Size(ev.Type, ev.Payload)
+		size += n
 		if len(ev.Payload) >= MinShared {
 			long++
 			double = double || len(ev.Payload) >= 2*MinShared
+			longest = max(longest, n)
+		} else {
+			short += n
 		}
 	}
 	if long == 0 || (long == 1 && !double) {
@@ -49,9 +54,14 @@ func Encode(events []store.EventInput) []byte {
 	}
 	// Room for the header in front: the marker and the indexes of at most
 	// long events, so that a record that needs none is returned without a
-	// copy.
+	// copy. The first guess at the record's size is the short events and
+	// the longest one (a reply's text, stored once, in a few short
+	// references elsewhere), not the plain record's: that of an 8 MiB reply
+	// is five times its text, which the record holds once. A record that
+	// shares less grows as appends grow.
 	reserve := len(sharedMarker) + uvarintLen(uint64(long)) + long*uvarintLen(uint64(len(events)))
-	e := &encoder{buf: make([]byte, reserve, reserve+size), base: reserve}
+	guess := min(size, short+longest+long*64)
+	e := &encoder{buf: make([]byte, reserve, reserve+guess), base: reserve}
 	for i, ev := range events {
 		if len(ev.Payload) < MinShared {
 			e.buf = Append(e.buf, ev.Type, ev.Payload)
