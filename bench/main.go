@@ -65,6 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the measuring process to this file")
 	fs.DurationVar(&gowPollInterval, "gow-poll", gowPollInterval, "go-workflows polling interval (workflow and activity workers)")
 	fs.BoolVar(&pgGroupCommit, "pg-group-commit", pgGroupCommit, "superstep on PostgreSQL: group commit (the store's default); false writes each commit alone")
+	fs.StringVar(&pgSuffix, "pg-suffix", "", "appended to the name of every PostgreSQL database the bench creates and drops (benches sharing a server)")
 	fs.IntVar(&pgCommitInFlight, "pg-commit-inflight", 0, "superstep on PostgreSQL: group-commit batches in flight at once (0: the store's default)")
 	fs.BoolVar(&pgCommitStats, "pg-commit-stats", pgCommitStats, "superstep on PostgreSQL: print the group-commit batch sizes of each run to stderr")
 	fs.BoolVar(&c.render, "render", false, "re-render the section and plot from results.json and "+analysisFile+" without measuring")

@@ -44,8 +44,8 @@ func entries() []entry {
 		{key: "limit-sqlite-modernc", cells: limitCells, make: func(dir, _ string) system {
 			return &sqliteLimit{driver: "sqlite", path: filepath.Join(dir, "limit-modernc.db"), sync: "FULL"}
 		}},
-		{key: "limit-pg", pgDB: "bench_limit", cells: limitCells, make: func(_, url string) system {
-			return &pgLimit{url: url, db: "bench_limit"}
+		{key: "limit-pg", pgDB: pgName("bench_limit"), cells: limitCells, make: func(_, url string) system {
+			return &pgLimit{url: url, db: pgName("bench_limit")}
 		}},
 		{key: "superstep-sqlite", cells: workflowCells, make: func(dir, _ string) system {
 			return newSuperstepSQLite(filepath.Join(dir, "superstep-full.db"), sqlite.SynchronousFull)
@@ -53,17 +53,20 @@ func entries() []entry {
 		{key: "superstep-sqlite-normal", cells: workflowCells[1:2], make: func(dir, _ string) system {
 			return newSuperstepSQLite(filepath.Join(dir, "superstep-normal.db"), sqlite.SynchronousNormal)
 		}},
-		{key: "superstep-pg", pgDB: "bench_superstep", cells: workflowCells, make: func(_, url string) system {
-			return newSuperstepPostgres(url, "bench_superstep", 0)
+		{key: "superstep-pg", pgDB: pgName("bench_superstep"), cells: workflowCells, make: func(_, url string) system {
+			return newSuperstepPostgres(url, pgName("bench_superstep"), 0)
 		}},
-		{key: "superstep-pg-pool20", pgDB: "bench_superstep20", cells: workflowCells[1:3], make: func(_, url string) system {
-			return newSuperstepPostgres(url, "bench_superstep20", 20) // DBOS's pool size
+		{key: "superstep-pg-pool20", pgDB: pgName("bench_superstep20"), cells: workflowCells[1:3], make: func(_, url string) system {
+			return newSuperstepPostgres(url, pgName("bench_superstep20"), 20) // DBOS's pool size
 		}},
 		{key: "superstep-http", cells: []cell{{w1Chain, 1}, {w1Chain, 8}, {w3Events, 8}}, make: func(dir, _ string) system {
 			return newSuperstepHTTP(filepath.Join(dir, "superstep-http.db"))
 		}},
-		{key: "dbos-pg", pgDB: "bench_dbos", cells: workflowCells, make: func(_, url string) system {
-			return newDBOSPostgres(url, "bench_dbos")
+		{key: "superstep-http-pg", pgDB: pgName("bench_superstep_http"), cells: []cell{{w1Chain, 1}, {w1Chain, 8}}, make: func(_, url string) system {
+			return newSuperstepHTTPPostgres(url, pgName("bench_superstep_http"))
+		}},
+		{key: "dbos-pg", pgDB: pgName("bench_dbos"), cells: workflowCells, make: func(_, url string) system {
+			return newDBOSPostgres(url, pgName("bench_dbos"))
 		}},
 		{key: "dbos-sqlite", cells: workflowCells, make: func(dir, _ string) system {
 			return newDBOSSQLite(filepath.Join(dir, "dbos-full.db"), "FULL")
@@ -79,6 +82,12 @@ func entries() []entry {
 		}},
 	}
 }
+
+// pgSuffix is appended to the name of every PostgreSQL database the bench
+// creates and drops (-pg-suffix), so that two benches can share a server.
+var pgSuffix string
+
+func pgName(db string) string { return db + pgSuffix }
 
 func allKeys() string {
 	var ks []string

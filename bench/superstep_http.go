@@ -17,9 +17,10 @@ import (
 	"github.com/superstep/superstep/store/sqlite"
 )
 
-// superstepHTTP is superstep on SQLite (FULL) behind its Responses API
-// (a real HTTP server on loopback), driven by the official openai-go
-// client: W1 and W2 as plain (blocking) creates, W3 streamed over SSE.
+// superstepHTTP is superstep on SQLite (FULL) or PostgreSQL behind its
+// Responses API (a real HTTP server on loopback), driven by the official
+// openai-go client: W1 and W2 as plain (blocking) creates, W3 streamed
+// over SSE.
 type superstepHTTP struct {
 	inner  *superstepSys
 	srv    *httptest.Server
@@ -30,10 +31,16 @@ func newSuperstepHTTP(path string) *superstepHTTP {
 	return &superstepHTTP{inner: newSuperstepSQLite(path, sqlite.SynchronousFull)}
 }
 
+// newSuperstepHTTPPostgres is superstepHTTP over superstep's PostgreSQL
+// store (default pool, group commit as -pg-group-commit says).
+func newSuperstepHTTPPostgres(url, db string) *superstepHTTP {
+	return &superstepHTTP{inner: newSuperstepPostgres(url, db, 0)}
+}
+
 func (s *superstepHTTP) name() string           { return "superstep HTTP+openai-go" }
 func (s *superstepHTTP) storage() string        { return s.inner.storage() }
 func (s *superstepHTTP) supports(workload) bool { return true }
-func (s *superstepHTTP) pgDatabase() string     { return "" }
+func (s *superstepHTTP) pgDatabase() string     { return s.inner.pgDatabase() }
 
 func (s *superstepHTTP) open(ctx context.Context) error {
 	if err := s.inner.open(ctx); err != nil {

@@ -335,6 +335,13 @@ func (h *Host) Wait(ctx context.Context, id, owner string) (*store.Response, err
 	return h.wait(ctx, id, owner)
 }
 
+// WaitStarted is Wait for a response the caller has just been given by
+// Create or Fork (resp, owned by resp.Owner): while its run is driven
+// here it does not read the response back from the store first.
+func (h *Host) WaitStarted(ctx context.Context, resp *store.Response) (*store.Response, error) {
+	return h.waitStarted(ctx, resp)
+}
+
 // Events yields the response's events with Seq > after from the durable
 // log, then follows it live until the terminal event (response.completed,
 // .failed, .incomplete or .cancelled), which is the last one yielded. An

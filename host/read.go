@@ -56,6 +56,27 @@ func (h *Host) wait(ctx context.Context, id, owner string) (*store.Response, err
 	}
 }
 
+// waitStarted is wait starting from resp, as Create or Fork returned it:
+// a run driven here is waited for in memory at once; a response already
+// finished, or whose run is not (or no longer) here, takes wait's path,
+// which reads the store. What Create returned is what wait's first read
+// would find, but for a cancel recorded since, which the run's terminal
+// commit shows either way.
+func (h *Host) waitStarted(ctx context.Context, resp *store.Response) (*store.Response, error) {
+	if !resp.Finished() {
+		if lr := h.lookupRun(resp.RunID, resp.ID); lr != nil {
+			final, err := lr.feed.awaitFinal(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if final != nil {
+				return final.apply(resp), nil
+			}
+		}
+	}
+	return h.wait(ctx, resp.ID, resp.Owner)
+}
+
 func (h *Host) events(ctx context.Context, id, owner string, after int64) iter.Seq2[store.Event, error] {
 	return func(yield func(store.Event, error) bool) {
 		resp, err := h.get(ctx, id, owner)

@@ -60,7 +60,9 @@ func (s *server) replyStarted(w http.ResponseWriter, r *http.Request, resp *stor
 	case background:
 		writeRawJSON(w, http.StatusOK, resp.Snapshot)
 	default:
-		final, err := s.host.Wait(r.Context(), resp.ID, owner)
+		// resp is the response just started: its owner's, and its
+		// run is waited for without reading it back first.
+		final, err := s.host.WaitStarted(r.Context(), resp)
 		if err != nil {
 			s.writeError(w, r, mapNotFound(err, resp.ID))
 			return

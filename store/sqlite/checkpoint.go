@@ -126,17 +126,21 @@ func readInline(r *bytes.Reader, size uint64) ([]byte, error) {
 
 // writeCheckpoint stores the checkpoint at step with the given parent:
 // the blobs of parts not in the parent's manifest (unless the run already
-// has them), then the manifest row. It returns the blob bytes written.
-func writeCheckpoint(ctx context.Context, tx querier, runID string, runNum, step, parent int64, parts []hashedPart, now time.Time) (int64, error) {
+// has them), then the manifest row. parentManifest is the parent's
+// manifest when the caller read it already (nil: read here). It returns
+// the blob bytes written.
+func writeCheckpoint(ctx context.Context, tx querier, runID string, runNum, step, parent int64, parentManifest []byte, parts []hashedPart, now time.Time) (int64, error) {
 	if err := checkLow("checkpoint", "step", step); err != nil {
 		return 0, err
 	}
 	have := map[[sha256.Size]byte]bool{}
 	if parent >= 0 {
-		var m []byte
-		err := tx.QueryRowContext(ctx, "SELECT manifest FROM checkpoints WHERE k = ?", logKey(runNum, parent)).Scan(&m)
-		if err != nil {
-			return 0, mapError("read parent checkpoint", err)
+		m := parentManifest
+		if m == nil {
+			err := tx.QueryRowContext(ctx, "SELECT manifest FROM checkpoints WHERE k = ?", logKey(runNum, parent)).Scan(&m)
+			if err != nil {
+				return 0, mapError("read parent checkpoint", err)
+			}
 		}
 		es, err := decodeManifest(m)
 		if err != nil {

@@ -183,7 +183,7 @@ func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, r
 	cpStep := int64(-1)
 	if p.Checkpoint != nil {
 		cpStep = base
-		if _, err := writeCheckpoint(ctx, tx, run.ID, num, base, -1, parts, now); err != nil {
+		if _, err := writeCheckpoint(ctx, tx, run.ID, num, base, -1, nil, parts, now); err != nil {
 			return nil, err
 		}
 		if err := fault.Point(ctx, "create.checkpoint_inserted"); err != nil {

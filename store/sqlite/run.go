@@ -14,6 +14,9 @@ type runRow struct {
 	store.Run
 	checkpointStep int64 // step of the newest checkpoint, -1 for none
 	num            int64 // the run's number in checkpoint keys (logKey)
+	// checkpointManifest is the manifest of the checkpoint at
+	// checkpointStep when the query read it (checkWrite for a commit).
+	checkpointManifest []byte
 }
 
 // scanRun scans a row of runColumns followed by extra columns.
