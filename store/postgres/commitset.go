@@ -23,7 +23,7 @@ import (
 // parameters.
 const commitSetSQL = `SELECT o_code, o_message, o_detail, o_next_seq, o_bytes, o_pruned FROM superstep_commit_batch(
 	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-	$21, $22, $23, $24, $25, $26, $27)`
+	$21, $22, $23, $24, $25, $26, $27, $28, $29, $30)`
 
 // setEligible reports whether r can be a member of superstep_commit_batch:
 // what it writes besides the superstep is a checkpoint or journal prune at
@@ -107,41 +107,43 @@ func (s *Store) commitSet(ctx context.Context, order []*commitReq, errs map[*com
 func setArgs(rs []*commitReq, channel string) []any {
 	n := len(rs)
 	var (
-		runs, responses, statuses               = make([]string, n), make([]string, n), make([]string, n)
-		epochs, steps, firsts, counts, bytes    = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		sizes                                   = make([]int64, n)
-		datas, snapshots, errs, usages          = make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
-		nows                                    = make([]*time.Time, n)
-		terminals, releases, journals           = make([]bool, n), make([]bool, n), make([]bool, n)
-		keeps                                   = make([]int32, n)
-		partMembers, blobMembers, refMembers    = []int32{}, []int32{}, []int32{}
-		partNames                               = []string{}
-		partHashes, blobHashes, blobDatas, refs = [][]byte{}, [][]byte{}, [][]byte{}, [][]byte{}
+		runs, responses, statuses            = make([]string, n), make([]string, n), make([]string, n)
+		epochs, steps, firsts, counts, bytes = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		sizes                                = make([]int64, n)
+		datas, snapshots, errs, usages       = make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+		nows                                 = make([]*time.Time, n)
+		terminals, releases, journals        = make([]bool, n), make([]bool, n), make([]bool, n)
+		keeps                                = make([]int32, n)
+		partLo, partHi                       = make([]int32, n), make([]int32, n)
+		blobLo, blobHi                       = make([]int32, n), make([]int32, n)
+		refLo, refHi                         = make([]int32, n), make([]int32, n)
+		partNames                            = []string{}
+		partHashes, blobHashes, blobDatas    = [][]byte{}, [][]byte{}, [][]byte{}
+		refs                                 = [][]byte{}
 	)
 	for i, r := range rs {
-		p, m := r.p, int32(i+1)
+		p := r.p
 		runs[i], epochs[i], steps[i], responses[i] = p.RunID, p.Epoch, p.Step, p.ResponseID
 		firsts[i], counts[i], bytes[i], datas[i] = r.ev.first, r.ev.count, r.ev.bytes, r.ev.data
 		sizes[i], statuses[i], snapshots[i], errs[i], usages[i] = r.enc.size, string(p.Status), p.Snapshot, p.Error, p.Usage
 		nows[i], terminals[i] = callTime(p.Now), p.Status.Terminal()
 		releases[i] = p.Release && p.Status.Terminal()
 		keeps[i], journals[i] = int32(max(p.PruneKeep, 0)), p.JournalPrune
-		for k := range r.enc.names {
-			partMembers = append(partMembers, m)
-			partNames = append(partNames, r.enc.names[k])
-			partHashes = append(partHashes, r.enc.hashes[k])
-		}
-		for k := range r.enc.blobHashes {
-			blobMembers = append(blobMembers, m)
-			blobHashes = append(blobHashes, r.enc.blobHashes[k])
-			blobDatas = append(blobDatas, r.enc.blobData[k])
-		}
-		for _, h := range r.enc.refHashes {
-			refMembers = append(refMembers, m)
-			refs = append(refs, h)
-		}
+		// Member i's elements are [lo, hi] (1-based, inclusive; empty when
+		// hi < lo) of the concatenated arrays.
+		partLo[i] = int32(len(partNames) + 1)
+		partNames = append(partNames, r.enc.names...)
+		partHashes = append(partHashes, r.enc.hashes...)
+		partHi[i] = int32(len(partNames))
+		blobLo[i] = int32(len(blobHashes) + 1)
+		blobHashes = append(blobHashes, r.enc.blobHashes...)
+		blobDatas = append(blobDatas, r.enc.blobData...)
+		blobHi[i] = int32(len(blobHashes))
+		refLo[i] = int32(len(refs) + 1)
+		refs = append(refs, r.enc.refHashes...)
+		refHi[i] = int32(len(refs))
 	}
 	return []any{runs, epochs, steps, responses, firsts, counts, bytes, datas,
 		sizes, statuses, snapshots, errs, usages, nows, terminals, releases, keeps, journals,
-		partMembers, partNames, partHashes, blobMembers, blobHashes, blobDatas, refMembers, refs, channel}
+		partLo, partHi, partNames, partHashes, blobLo, blobHi, blobHashes, blobDatas, refLo, refHi, refs, channel}
 }

@@ -5,10 +5,11 @@
 --
 -- Member i is run p_runs[i] at epoch p_epochs[i], step p_steps[i],
 -- response p_responses[i]: superstep_commit's parameters, one array
--- element per member. Checkpoint parts are flattened over the batch:
--- part k belongs to member p_part_members[k] (in the member's order), and
--- so do the new blobs (p_blob_members) and the parts sent by reference
--- (p_ref_members). A NULL p_nows[i] is the statement's time;
+-- element per member. Checkpoint parts are concatenated over the batch:
+-- member i's are p_part_names[p_part_lo[i]:p_part_hi[i]] (and hashes),
+-- its new blobs p_blob_hashes[p_blob_lo[i]:p_blob_hi[i]] (and data), the
+-- parts it sends by reference p_ref_hashes[p_ref_lo[i]:p_ref_hi[i]] (an
+-- empty range when hi < lo). A NULL p_nows[i] is the statement's time;
 -- p_prune_keeps[i] > 0 also prunes the run's checkpoints as
 -- CheckpointPrune (store.CommitParams.PruneKeep) and p_journal_prunes[i]
 -- deletes the run's journal up to the step (CommitParams.JournalPrune),
@@ -20,6 +21,10 @@
 -- epoch as o_detail, SSC01) with its message, and nothing of it is
 -- written; the others are. o_code '' is written, with o_next_seq,
 -- o_bytes (blob bytes stored) and o_pruned (checkpoints pruned).
+--
+-- Each member is written by the statements superstep_commit runs, in a
+-- loop (statements per table over the whole batch cost more to start than
+-- they save at the batch sizes group commit sees).
 --
 -- Rarer refusals, found after the member's run row was written (its
 -- response final or its events not continuing the log; a part sent by
@@ -39,34 +44,30 @@ CREATE FUNCTION superstep_commit_batch(p_runs text[], p_epochs bigint[], p_steps
     p_firsts bigint[], p_counts bigint[], p_bytes bigint[], p_datas bytea[],
     p_sizes bigint[], p_statuses text[], p_snapshots bytea[], p_errors bytea[], p_usages bytea[],
     p_nows timestamptz[], p_terminals boolean[], p_releases boolean[], p_prune_keeps int[], p_journal_prunes boolean[],
-    p_part_members int[], p_part_names text[], p_part_hashes bytea[],
-    p_blob_members int[], p_blob_hashes bytea[], p_blob_datas bytea[],
-    p_ref_members int[], p_ref_hashes bytea[], p_channel text)
-RETURNS TABLE (o_code text, o_message text, o_detail text, o_next_seq bigint, o_bytes bigint, o_pruned bigint)
+    p_part_lo int[], p_part_hi int[], p_part_names text[], p_part_hashes bytea[],
+    p_blob_lo int[], p_blob_hi int[], p_blob_hashes bytea[], p_blob_datas bytea[],
+    p_ref_lo int[], p_ref_hi int[], p_ref_hashes bytea[], p_channel text,
+    OUT o_code text, OUT o_message text, OUT o_detail text, OUT o_next_seq bigint, OUT o_bytes bigint, OUT o_pruned bigint)
+RETURNS SETOF record
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    v_m int := coalesce(cardinality(p_runs), 0);
     v_stmt timestamptz := statement_timestamp();
-    v_ok boolean[] := array_fill(false, ARRAY[v_m]);
-    v_codes text[] := array_fill(''::text, ARRAY[v_m]);
-    v_msgs text[] := array_fill(''::text, ARRAY[v_m]);
-    v_details text[] := array_fill(''::text, ARRAY[v_m]);
-    v_next bigint[] := array_fill(0::bigint, ARRAY[v_m]);
-    v_stored bigint[];
-    v_pruned bigint[] := array_fill(0::bigint, ARRAY[v_m]);
-    v_any boolean := false;
-    v_refs boolean := coalesce(cardinality(p_ref_members), 0) > 0;
     v_now timestamptz;
     v_n bigint;
-    v_seq bigint;
+    v_parent bigint;
     v_have bigint;
-    v_want bigint;
     v_cnt bigint;
     r runs%ROWTYPE;
 BEGIN
-    FOR i IN 1 .. v_m LOOP
+    FOR i IN 1 .. coalesce(cardinality(p_runs), 0) LOOP
+        o_code := '';
+        o_message := '';
+        o_detail := '';
+        o_next_seq := 0;
+        o_bytes := 0;
+        o_pruned := 0;
         v_now := coalesce(p_nows[i], v_stmt);
         v_n := coalesce(p_counts[i], 0);
         UPDATE runs SET last_step = p_steps[i], active = NOT p_terminals[i], updated_at = v_now,
@@ -78,22 +79,23 @@ BEGIN
             -- superstep_fence's cases, as a code instead of an exception.
             SELECT * INTO r FROM runs WHERE id = p_runs[i];
             IF NOT FOUND THEN
-                v_codes[i] := 'SSN01';
-                v_msgs[i] := format('run %s not found', p_runs[i]);
+                o_code := 'SSN01';
+                o_message := format('run %s not found', p_runs[i]);
             ELSIF r.lease_epoch <> p_epochs[i] OR r.lease_owner = '' OR r.lease_expires_at <= v_now THEN
-                v_codes[i] := 'SSF01';
-                v_msgs[i] := format('run %s fenced', p_runs[i]);
-                v_details[i] := r.lease_epoch::text;
+                o_code := 'SSF01';
+                o_message := format('run %s fenced', p_runs[i]);
+                o_detail := r.lease_epoch::text;
             ELSIF r.last_step <> p_steps[i] - 1 THEN
-                v_codes[i] := 'SSC01';
-                v_msgs[i] := format('run %s: step %s is not the next step (last step %s)', p_runs[i], p_steps[i], r.last_step);
+                o_code := 'SSC01';
+                o_message := format('run %s: step %s is not the next step (last step %s)', p_runs[i], p_steps[i], r.last_step);
             ELSIF r.head_response_id <> p_responses[i] THEN
-                v_codes[i] := 'SSC01';
-                v_msgs[i] := format('run %s: response %s is not the head (head %s)', p_runs[i], p_responses[i], r.head_response_id);
+                o_code := 'SSC01';
+                o_message := format('run %s: response %s is not the head (head %s)', p_runs[i], p_responses[i], r.head_response_id);
             ELSE
-                v_codes[i] := 'SSC01';
-                v_msgs[i] := format('run %s: concurrent update', p_runs[i]);
+                o_code := 'SSC01';
+                o_message := format('run %s: concurrent update', p_runs[i]);
             END IF;
+            RETURN NEXT;
             CONTINUE;
         END IF;
         UPDATE responses SET next_seq = next_seq + v_n, commit_step = p_steps[i], status = p_statuses[i],
@@ -101,85 +103,63 @@ BEGIN
             completed_at = CASE WHEN p_terminals[i] THEN coalesce(completed_at, v_now) END, updated_at = v_now
         WHERE id = p_responses[i] AND status NOT IN ('completed', 'failed', 'cancelled', 'incomplete')
           AND (v_n = 0 OR next_seq = p_firsts[i])
-        RETURNING next_seq INTO v_seq;
+        RETURNING next_seq INTO o_next_seq;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'response %: events do not continue the log, or the response is final', p_responses[i]
                 USING ERRCODE = 'SSC01';
         END IF;
-        v_next[i] := v_seq;
-        IF v_refs THEN
-            SELECT count(*), count(x.one) INTO v_want, v_have
-            FROM unnest(p_ref_members, p_ref_hashes) AS u(m, h)
-                LEFT JOIN LATERAL (SELECT 1 AS one FROM blobs b WHERE b.run_id = p_runs[i] AND b.hash = u.h LIMIT 1) AS x ON true
-            WHERE u.m = i;
-            IF v_have <> v_want THEN
+        IF p_ref_hi[i] >= p_ref_lo[i] THEN
+            -- One probe of the (run_id, hash) key per part.
+            SELECT count(*) INTO v_have FROM unnest(p_ref_hashes[p_ref_lo[i]:p_ref_hi[i]]) AS u(h),
+                LATERAL (SELECT 1 FROM blobs b WHERE b.run_id = p_runs[i] AND b.hash = u.h LIMIT 1) AS x;
+            IF v_have <> p_ref_hi[i] - p_ref_lo[i] + 1 THEN
                 RAISE EXCEPTION 'run %: referenced checkpoint part missing', p_runs[i] USING ERRCODE = 'SSB01';
             END IF;
         END IF;
-        v_ok[i] := true;
-        v_any := true;
-    END LOOP;
-
-    IF v_any THEN
-        -- The written members' event records, new blobs and checkpoint
-        -- rows, and their journals, each table in one statement.
-        WITH ok AS (SELECT i FROM generate_subscripts(p_runs, 1) AS g(i) WHERE v_ok[i]),
-        ev AS (
+        -- The previous step always has a checkpoint (commits write one,
+        -- prune keeps the last) except step 0 of a run created without one.
+        v_parent := p_steps[i] - 1;
+        IF p_steps[i] = 1 AND NOT EXISTS (SELECT 1 FROM checkpoints WHERE run_id = p_runs[i] AND step = 0) THEN
+            v_parent := -1;
+        END IF;
+        IF v_n > 0 THEN
             INSERT INTO event_records (response_id, first_seq, last_seq, step, bytes, data)
-            SELECT p_responses[i], p_firsts[i], p_firsts[i] + p_counts[i] - 1, p_steps[i], p_bytes[i], p_datas[i]
-            FROM ok WHERE coalesce(p_counts[i], 0) > 0),
-        bl AS (
-            INSERT INTO blobs (run_id, hash, size, data)
-            SELECT p_runs[u.m], u.h, octet_length(u.d), u.d
-            FROM unnest(p_blob_members, p_blob_hashes, p_blob_datas) AS u(m, h, d)
-            WHERE v_ok[u.m] AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.run_id = p_runs[u.m] AND b.hash = u.h)
-            RETURNING run_id, size),
-        cp AS (
-            INSERT INTO checkpoints (run_id, step, parent_step, part_names, part_hashes, size, created_at)
-            SELECT p_runs[i], p_steps[i],
-                -- The previous step always has a checkpoint (commits write
-                -- one, prune keeps the last) except step 0 of a run created
-                -- without one.
-                CASE WHEN p_steps[i] = 1 AND NOT EXISTS (
-                    SELECT 1 FROM checkpoints c WHERE c.run_id = p_runs[i] AND c.step = 0) THEN -1
-                ELSE p_steps[i] - 1 END,
-                coalesce((SELECT array_agg(u.n ORDER BY u.k) FROM unnest(p_part_members, p_part_names)
-                    WITH ORDINALITY AS u(m, n, k) WHERE u.m = ok.i), '{}'),
-                coalesce((SELECT array_agg(u.h ORDER BY u.k) FROM unnest(p_part_members, p_part_hashes)
-                    WITH ORDINALITY AS u(m, h, k) WHERE u.m = ok.i), '{}'),
-                p_sizes[i], coalesce(p_nows[i], v_stmt)
-            FROM ok),
-        jp AS (
-            DELETE FROM journal j USING ok
-            WHERE p_journal_prunes[ok.i] AND j.run_id = p_runs[ok.i] AND j.step <= p_steps[ok.i])
-        SELECT array_agg((SELECT coalesce(sum(b.size), 0) FROM bl b WHERE b.run_id = p_runs[g.i]) ORDER BY g.i)
-        INTO v_stored
-        FROM generate_subscripts(p_runs, 1) AS g(i);
-
-        FOR i IN 1 .. v_m LOOP
-            CONTINUE WHEN NOT v_ok[i];
-            IF coalesce(p_prune_keeps[i], 0) > 0 THEN
-                -- CheckpointPrune with KeepLast p_prune_keeps[i], after
-                -- the commit (the new checkpoint is the run's last step).
-                DELETE FROM checkpoints WHERE run_id = p_runs[i] AND step <> p_steps[i]
-                    AND step NOT IN (SELECT c.step FROM checkpoints c WHERE c.run_id = p_runs[i]
-                        ORDER BY c.step DESC LIMIT p_prune_keeps[i])
-                    AND step NOT IN (SELECT commit_step FROM responses WHERE run_id = p_runs[i]);
-                GET DIAGNOSTICS v_cnt = ROW_COUNT;
-                v_pruned[i] := v_cnt;
-                IF v_cnt > 0 THEN
-                    DELETE FROM blobs b WHERE b.run_id = p_runs[i] AND NOT EXISTS (
-                        SELECT 1 FROM checkpoints c WHERE c.run_id = p_runs[i] AND b.hash = ANY (c.part_hashes));
-                END IF;
+            VALUES (p_responses[i], p_firsts[i], p_firsts[i] + v_n - 1, p_steps[i], p_bytes[i], p_datas[i]);
+        END IF;
+        IF p_blob_hi[i] >= p_blob_lo[i] THEN
+            WITH bl AS (
+                INSERT INTO blobs (run_id, hash, size, data)
+                SELECT p_runs[i], u.h, octet_length(u.d), u.d
+                FROM unnest(p_blob_hashes[p_blob_lo[i]:p_blob_hi[i]], p_blob_datas[p_blob_lo[i]:p_blob_hi[i]]) AS u(h, d)
+                    LEFT JOIN LATERAL (SELECT 1 AS one FROM blobs b
+                        WHERE b.run_id = p_runs[i] AND b.hash = u.h LIMIT 1) AS x ON true
+                WHERE x.one IS NULL
+                RETURNING size)
+            SELECT coalesce(sum(size), 0) INTO o_bytes FROM bl;
+        END IF;
+        INSERT INTO checkpoints (run_id, step, parent_step, part_names, part_hashes, size, created_at)
+        VALUES (p_runs[i], p_steps[i], v_parent, coalesce(p_part_names[p_part_lo[i]:p_part_hi[i]], '{}'),
+            coalesce(p_part_hashes[p_part_lo[i]:p_part_hi[i]], '{}'), p_sizes[i], v_now);
+        IF p_journal_prunes[i] THEN
+            DELETE FROM journal WHERE run_id = p_runs[i] AND step <= p_steps[i];
+        END IF;
+        IF coalesce(p_prune_keeps[i], 0) > 0 THEN
+            -- CheckpointPrune with KeepLast p_prune_keeps[i], after the
+            -- commit (the new checkpoint is the run's last step).
+            DELETE FROM checkpoints WHERE run_id = p_runs[i] AND step <> p_steps[i]
+                AND step NOT IN (SELECT c.step FROM checkpoints c WHERE c.run_id = p_runs[i]
+                    ORDER BY c.step DESC LIMIT p_prune_keeps[i])
+                AND step NOT IN (SELECT commit_step FROM responses WHERE run_id = p_runs[i]);
+            GET DIAGNOSTICS v_cnt = ROW_COUNT;
+            o_pruned := v_cnt;
+            IF v_cnt > 0 THEN
+                DELETE FROM blobs b WHERE b.run_id = p_runs[i] AND NOT EXISTS (
+                    SELECT 1 FROM checkpoints c WHERE c.run_id = p_runs[i] AND b.hash = ANY (c.part_hashes));
             END IF;
-            IF p_channel <> '' AND (coalesce(p_counts[i], 0) > 0 OR p_terminals[i]) THEN
-                PERFORM pg_notify(p_channel, p_responses[i]);
-            END IF;
-        END LOOP;
-    ELSE
-        v_stored := array_fill(0::bigint, ARRAY[v_m]);
-    END IF;
-
-    RETURN QUERY SELECT v_codes[g.i], v_msgs[g.i], v_details[g.i], v_next[g.i], v_stored[g.i], v_pruned[g.i]
-        FROM generate_subscripts(p_runs, 1) AS g(i) ORDER BY g.i;
+        END IF;
+        IF p_channel <> '' AND (v_n > 0 OR p_terminals[i]) THEN
+            PERFORM pg_notify(p_channel, p_responses[i]);
+        END IF;
+        RETURN NEXT;
+    END LOOP;
 END $$;
