@@ -22,7 +22,8 @@ import (
 // step), written by superstep_commit_batch (path=set) or by the savepoint
 // path (path=savepoint: BEGIN, a SAVEPOINT and a superstep_commit per
 // member, COMMIT, pipelined), on one connection, the two paths alternating
-// in rounds. wal-B/commit is the WAL position's advance per commit
+// in rounds; wall-µs/commit is the client's time per commit (round trips
+// included, WAL flushes too). wal-B/commit is the WAL position's advance per commit
 // (cluster-wide: other sessions' writes count too; run it on a quiet
 // server or read it as an upper bound).
 func BenchmarkBatchServerCPU(b *testing.B) {
@@ -96,16 +97,18 @@ func benchBatchServerCPU(b *testing.B, k int) {
 		}
 	}
 	b.ResetTimer()
-	cpu := map[string]time.Duration{}
+	cpu, wall := map[string]time.Duration{}, map[string]time.Duration{}
 	wal := map[string]int64{}
 	const rounds = 10
 	n := max(b.N/k/rounds, 1)
 	for range rounds {
 		for _, path := range paths {
 			c0, w0 := procCPU(b, pid), walPos(ctx, b, s)
+			t0 := time.Now()
 			for range n {
 				batch(path)
 			}
+			wall[path] += time.Since(t0)
 			cpu[path] += procCPU(b, pid) - c0
 			wal[path] += walPos(ctx, b, s) - w0
 		}
@@ -114,6 +117,7 @@ func benchBatchServerCPU(b *testing.B, k int) {
 	for _, path := range paths {
 		b.ReportMetric(float64(cpu[path].Microseconds())/commits, path+"-cpu-µs/commit")
 		b.ReportMetric(float64(wal[path])/commits, path+"-wal-B/commit")
+		b.ReportMetric(float64(wall[path].Microseconds())/commits, path+"-wall-µs/commit")
 	}
 	if os.Getenv("SUPERSTEP_BENCH_VERBOSE") != "" {
 		b.Logf("k=%d: %d batches per path", k, n*rounds)
