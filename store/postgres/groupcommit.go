@@ -67,6 +67,7 @@ type committer struct {
 
 	commits, batches atomic.Int64
 	sizes            [len(batchSizeBounds) + 1]atomic.Int64
+	sets             atomic.Int64 // batches written by superstep_commit_batch
 }
 
 // batchSizeBounds are the upper bounds of CommitStats.Sizes' buckets.
@@ -82,6 +83,9 @@ type CommitStats struct {
 	// than the bound before); the last element counts larger ones.
 	Sizes      []int64
 	SizeBounds []int
+	// SetBatches counts the batches (of several commits) written by one
+	// superstep_commit_batch statement, without savepoints.
+	SetBatches int64
 }
 
 // MeanBatch is the mean number of commits per batch (0 with none).
@@ -95,7 +99,8 @@ func (c CommitStats) MeanBatch() float64 {
 // CommitStats returns the commit counters since Open.
 func (s *Store) CommitStats() CommitStats {
 	c := s.commits
-	st := CommitStats{Commits: c.commits.Load(), Batches: c.batches.Load(), SizeBounds: batchSizeBounds[:]}
+	st := CommitStats{Commits: c.commits.Load(), Batches: c.batches.Load(), SizeBounds: batchSizeBounds[:],
+		SetBatches: c.sets.Load()}
 	for i := range c.sizes {
 		st.Sizes = append(st.Sizes, c.sizes[i].Load())
 	}
@@ -235,12 +240,24 @@ func (c *committer) closeQueue() {
 // a cancelled response, resets failed resumes or prunes checkpoints.
 func (s *Store) commitAlone(r *commitReq) error {
 	var err error
-	if r.complex() {
+	declined := true
+	if r.complex() && r.setEligible() {
+		// A commit that also prunes checkpoints (the one that finishes a
+		// response, for one) is one statement as a batch of one, instead
+		// of a transaction of five round trips.
+		errs := map[*commitReq]error{}
+		if declined, err = s.commitSet(r.ctx, []*commitReq{r}, errs); !declined && err == nil {
+			err = errs[r]
+		}
+	}
+	switch {
+	case !declined:
+	case r.complex():
 		// One transaction, so one WAL flush: the commit, then the prune.
 		err = s.writeTx(r.ctx, func(ctx context.Context, tx pgx.Tx) error {
 			return s.commitSteps(ctx, tx, r, false)
 		})
-	} else {
+	default:
 		err = s.write(r.ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 			return r.commitRow(ctx, conn, false, s.txChannel())
 		})
@@ -391,12 +408,21 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	// awaited and the batch run under Options.WriteTimeout.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), s.opts.WriteTimeout)
 	defer cancel()
-	var err error
-	if !slices.ContainsFunc(order, (*commitReq).complex) {
+	declined, err := true, error(nil)
+	if setBatch(order) {
+		// One statement for all (commitset.go); declined when one member
+		// needs the savepoint path to fail alone.
+		if declined, err = s.commitSet(ctx, order, errs); !declined && err == nil {
+			s.commits.sets.Add(1)
+		}
+	}
+	switch {
+	case !declined:
+	case !slices.ContainsFunc(order, (*commitReq).complex):
 		err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 			return s.commitPlain(ctx, conn.Conn(), order, errs)
 		})
-	} else {
+	default:
 		err = s.commitMixed(ctx, order, errs)
 	}
 	for _, r := range batch {

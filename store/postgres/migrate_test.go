@@ -15,8 +15,11 @@ import (
 	"github.com/superstep/superstep/store/internal/eventrec"
 )
 
-// undoJournal undoes the journal migration (the newest).
-const undoJournal = "DROP TABLE journal; "
+// undoCommitBatch undoes the commit-batch migration (the newest).
+const undoCommitBatch = "DROP FUNCTION superstep_commit_batch; "
+
+// undoJournal undoes the journal migration and the ones after it.
+const undoJournal = undoCommitBatch + "DROP TABLE journal; "
 
 // undoRunLineage undoes the run-lineage migration and the ones after it.
 const undoRunLineage = undoJournal + "DROP TABLE lease_claims; DROP INDEX runs_created; ALTER TABLE runs DROP COLUMN forked_from_run, DROP COLUMN forked_from_step; "
