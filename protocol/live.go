@@ -325,12 +325,13 @@ func (l *Live) reclaim(it *liveItem, want string, how fit) *liveItem {
 		return b
 	}
 	from := before(it)
+	got := it.text.n - it.pend // what it's stream reproduced of it
 	for i := range l.items {
 		c := &l.items[i]
-		if c == it || c.tool || c.index <= from || !fits(c, want, how) {
+		// c must hold all the stream reproduced (want begins with it).
+		if c == it || c.tool || c.index <= from || c.text.n < got || !fits(c, want, how) {
 			continue
 		}
-		got := it.text.n - it.pend // what it's stream reproduced of it
 		switch {
 		case c.stream == "":
 			c.stream, c.executor = it.stream, it.executor
@@ -338,7 +339,7 @@ func (l *Live) reclaim(it *liveItem, want string, how fit) *liveItem {
 			it.stream, it.executor, it.pend, it.pendDone = "", "", it.text.n, it.done
 			return c
 		case l.open(c.stream) == c && it.index > before(c) &&
-			fits(it, string(c.text.from(0)[:c.text.n-c.pend]), fitPrefix):
+			fits(it, string(c.text.from(0)[:c.text.n-c.pend]), fitWithin):
 			cGot := c.text.n - c.pend
 			c.stream, it.stream = it.stream, c.stream
 			c.executor, it.executor = it.executor, c.executor
@@ -440,7 +441,7 @@ func liveToolResult(seq *Seq, resp *Response, l *Live, ev *LiveEvent) error {
 		}
 		out := ev.Text
 		if it.pendDone {
-			if *it.item.Output == out {
+			if it.item.Output != nil && *it.item.Output == out {
 				it.pendDone = false
 				return nil
 			}
