@@ -28,10 +28,30 @@ func (h *Host) get(ctx context.Context, id, owner string) (*store.Response, erro
 }
 
 func (h *Host) wait(ctx context.Context, id, owner string) (*store.Response, error) {
+	return h.waitFrom(ctx, id, owner, nil)
+}
+
+// waitStarted is wait starting from resp, as Create or Fork returned it
+// (what wait's first read would find, but for a cancel recorded since,
+// which the run's terminal commit shows either way): a run driven here is
+// waited for in memory without reading the response back first. A
+// response already finished is read as wait reads it.
+func (h *Host) waitStarted(ctx context.Context, resp *store.Response) (*store.Response, error) {
+	if resp.Finished() {
+		return h.wait(ctx, resp.ID, resp.Owner)
+	}
+	return h.waitFrom(ctx, resp.ID, resp.Owner, resp)
+}
+
+// waitFrom waits until response id is finished, starting from r, the
+// response as last read (nil: read it first).
+func (h *Host) waitFrom(ctx context.Context, id, owner string, r *store.Response) (*store.Response, error) {
 	for {
-		r, err := h.get(ctx, id, owner)
-		if err != nil {
-			return nil, err
+		if r == nil {
+			var err error
+			if r, err = h.get(ctx, id, owner); err != nil {
+				return nil, err
+			}
 		}
 		if r.Finished() {
 			return r, nil // a recorded cancel is waited for until committed
@@ -48,33 +68,14 @@ func (h *Host) wait(ctx context.Context, id, owner string) (*store.Response, err
 			if final != nil {
 				return final.apply(r), nil
 			}
-			continue // stopped here unfinished (and forgotten): read the store
+			r = nil // stopped here unfinished (and forgotten): read the store
+			continue
 		}
 		if err := h.store.EventWait(ctx, id, r.NextSeq-1); err != nil {
 			return nil, fmt.Errorf("host: wait for response %s: %w", id, err)
 		}
+		r = nil
 	}
-}
-
-// waitStarted is wait starting from resp, as Create or Fork returned it:
-// a run driven here is waited for in memory at once; a response already
-// finished, or whose run is not (or no longer) here, takes wait's path,
-// which reads the store. What Create returned is what wait's first read
-// would find, but for a cancel recorded since, which the run's terminal
-// commit shows either way.
-func (h *Host) waitStarted(ctx context.Context, resp *store.Response) (*store.Response, error) {
-	if !resp.Finished() {
-		if lr := h.lookupRun(resp.RunID, resp.ID); lr != nil {
-			final, err := lr.feed.awaitFinal(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if final != nil {
-				return final.apply(resp), nil
-			}
-		}
-	}
-	return h.wait(ctx, resp.ID, resp.Owner)
 }
 
 func (h *Host) events(ctx context.Context, id, owner string, after int64) iter.Seq2[store.Event, error] {
