@@ -133,8 +133,8 @@ func TestGroupCommit_SetDeclined(t *testing.T) {
 			t.Errorf("member %s: %v", r.p.RunID, r.err)
 		}
 	}
-	if got := s.CommitStats(); got.SetBatches != before.SetBatches {
-		t.Errorf("commit stats %+v: a declined batch counted as a set batch", got)
+	if got := s.CommitStats(); got.SetBatches != before.SetBatches || got.SetDeclined <= before.SetDeclined {
+		t.Errorf("commit stats %+v: a declined batch counted as a set batch, or not counted as declined", got)
 	}
 	for _, p := range ps {
 		st := storetest.ReadRunState(ctx, t, s, p.RunID)

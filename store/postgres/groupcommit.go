@@ -68,6 +68,7 @@ type committer struct {
 	commits, batches atomic.Int64
 	sizes            [len(batchSizeBounds) + 1]atomic.Int64
 	sets             atomic.Int64 // batches written by superstep_commit_batch
+	declined         atomic.Int64 // batches superstep_commit_batch refused, written again in savepoints
 }
 
 // batchSizeBounds are the upper bounds of CommitStats.Sizes' buckets.
@@ -86,6 +87,11 @@ type CommitStats struct {
 	// SetBatches counts the batches (of several commits) written by one
 	// superstep_commit_batch statement, without savepoints.
 	SetBatches int64
+	// SetDeclined counts the batches that statement refused (a member that
+	// must fail alone by an exception), each then written again member by
+	// member in savepoints: the set statement's work done twice. It stays
+	// near zero; a count that follows SetBatches means the statement fails.
+	SetDeclined int64
 }
 
 // MeanBatch is the mean number of commits per batch (0 with none).
@@ -100,7 +106,7 @@ func (c CommitStats) MeanBatch() float64 {
 func (s *Store) CommitStats() CommitStats {
 	c := s.commits
 	st := CommitStats{Commits: c.commits.Load(), Batches: c.batches.Load(), SizeBounds: batchSizeBounds[:],
-		SetBatches: c.sets.Load()}
+		SetBatches: c.sets.Load(), SetDeclined: c.declined.Load()}
 	for i := range c.sizes {
 		st.Sizes = append(st.Sizes, c.sizes[i].Load())
 	}
@@ -412,7 +418,10 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	if setBatch(order) {
 		// One statement for all (commitset.go); declined when one member
 		// needs the savepoint path to fail alone.
-		if declined, err = s.commitSet(ctx, order, errs); !declined && err == nil {
+		switch declined, err = s.commitSet(ctx, order, errs); {
+		case declined:
+			s.commits.declined.Add(1)
+		case err == nil:
 			s.commits.sets.Add(1)
 		}
 	}
