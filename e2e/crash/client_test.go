@@ -11,8 +11,8 @@ import (
 	"github.com/superstep/superstep/internal/testkit/resumeclient"
 )
 
-// apiKey is the key the test's clients send.
-const apiKey = "crash-test"
+// keyOwner owns every cluster's key (see cluster.key).
+const keyOwner = "crash-test"
 
 // config is one kind of request the test sends: a demo workflow and its
 // metadata. Its name goes into metadata.workload so the reference outcome
@@ -53,15 +53,16 @@ var configs = []config{
 // newStream returns a client of the cluster's server that counts the text
 // deltas it receives.
 func newStream(cl *cluster, name string) *resumeclient.Stream {
-	return &resumeclient.Stream{Name: name, APIKey: apiKey, Host: cl.host, OnEvent: func(typ string) {
+	return &resumeclient.Stream{Name: name, APIKey: cl.key, Host: cl.host, OnEvent: func(typ string) {
 		if typ == "response.output_text.delta" {
 			cl.deltas.Add(1)
 		}
 	}}
 }
 
-// newClient returns an openai-go client for base with retries off.
-func newClient(base string) openai.Client { return resumeclient.NewClient(base, apiKey) }
+// newClient returns an openai-go client of cl's server at base with
+// retries off.
+func newClient(cl *cluster, base string) openai.Client { return resumeclient.NewClient(base, cl.key) }
 
 // sleep waits d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) { resumeclient.Sleep(ctx, d) }
@@ -75,7 +76,7 @@ func cancelAfter(ctx context.Context, cl *cluster, id string, d time.Duration) (
 		if err != nil {
 			break
 		}
-		c := newClient(base)
+		c := newClient(cl, base)
 		resp, err := c.Responses.Cancel(ctx, id)
 		if err == nil {
 			return string(resp.Status), nil

@@ -446,12 +446,12 @@ func (cr *convRun) client(ctx context.Context) openai.Client {
 	if err != nil {
 		cr.t.Fatalf("%s: no server: %v", cr.name, err)
 	}
-	return newClient(base)
+	return newClient(cr.cl, base)
 }
 
 // newTurnStream returns a client stream of turn i counting events.
 func (cr *convRun) newTurnStream(ctx context.Context, ts *turnState, name string) *resumeclient.Stream {
-	st := &resumeclient.Stream{Name: name, APIKey: apiKey, Host: cr.cl.host, OnEvent: func(typ string) { ts.onEvent(ctx, typ) }}
+	st := &resumeclient.Stream{Name: name, APIKey: cr.cl.key, Host: cr.cl.host, OnEvent: func(typ string) { ts.onEvent(ctx, typ) }}
 	cr.streams = append(cr.streams, st)
 	return st
 }
@@ -464,7 +464,7 @@ func (cr *convRun) post(ctx context.Context, st *resumeclient.Stream, i int, par
 		cr.t.Fatalf("%s: no server: %v", cr.name, err)
 	}
 	st.Base = base
-	c := newClient(base)
+	c := newClient(cr.cl, base)
 	err = st.Read(c.Responses.NewStreaming(ctx, params, option.WithHeader("Idempotency-Key", cr.key(i))))
 	st.LastErr = err
 	if fatal := resumeclient.FatalHTTP(err); fatal != nil {
@@ -578,7 +578,7 @@ func isDone(status string) bool {
 // client that lost the reply would, and records the id it gets.
 func (cr *convRun) resend(ctx context.Context, i int, params responses.ResponseNewParams) {
 	if turnModeOf(i) == modeStream {
-		st := &resumeclient.Stream{Name: fmt.Sprintf("%s-turn%02d-resend", cr.name, i), APIKey: apiKey, Host: cr.cl.host}
+		st := &resumeclient.Stream{Name: fmt.Sprintf("%s-turn%02d-resend", cr.name, i), APIKey: cr.cl.key, Host: cr.cl.host}
 		cr.streams = append(cr.streams, st)
 		cr.post(ctx, st, i, params)
 		if !st.Terminal {

@@ -247,7 +247,7 @@ func (ch *chaos) checkResumeAtEnd(ctx context.Context) {
 		st := newStream(ch.cl, "at-end")
 		st.ID = w.Primary.ID
 		st.View.StartAt = w.Primary.Last() + 1
-		c := newClient(base)
+		c := newClient(ch.cl, base)
 		err = st.Read(c.Responses.GetStreaming(ctx, st.ID, responses.ResponseGetParams{StartingAfter: openai.Int(w.Primary.Last())}))
 		if err != nil || len(st.View.Events) > 0 {
 			ch.t.Errorf("GET %s stream starting_after=%d (its terminal event): got %d events, err %v; want a clean end ([DONE])",

@@ -31,7 +31,7 @@ func TestCrash_SQLite_ResumesAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(base)
+	c := newClient(cl, base)
 	resp, err := c.Responses.New(ctx, responses.ResponseNewParams{
 		Model: "demo.silent", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")},
 		Background: openai.Bool(true), Store: openai.Bool(true),

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -24,7 +26,14 @@ var addrPattern = regexp.MustCompile(`listening on http://(127\.0\.0\.1:[1-9][0-
 type cluster struct {
 	bin, db, journal, dir string
 	extraArgs             []string
-	mu                    struct {
+	// key is the only API key the cluster's servers accept, made for this
+	// cluster: a client holding the address of a killed server may reach
+	// another test's server that took its port meanwhile, which then
+	// refuses it with 401 (resumeclient retries it elsewhere) instead of
+	// serving it from the wrong database.
+	key     string
+	keysErr error // writing the key file failed: start reports it
+	mu      struct {
 		sync.Mutex
 		proc     *proctest.Proc
 		up       chan struct{} // closed when proc is up
@@ -43,7 +52,10 @@ type cluster struct {
 
 // newCluster returns a cluster for db writing its journal and logs in dir.
 func newCluster(bin, db, dir string, extraArgs ...string) *cluster {
-	c := &cluster{bin: bin, db: db, journal: filepath.Join(dir, "journal"), dir: dir, extraArgs: extraArgs}
+	c := &cluster{bin: bin, db: db, journal: filepath.Join(dir, "journal"), dir: dir, key: fmt.Sprintf("crash-%016x", rand.Uint64())}
+	keys := filepath.Join(dir, "api-keys")
+	c.extraArgs = append(slices.Clone(extraArgs), "--api-keys", keys, "--max-streams-per-key", "0")
+	c.keysErr = os.WriteFile(keys, []byte(c.key+" "+keyOwner+"\n"), 0o600)
 	c.mu.up = make(chan struct{})
 	return c
 }
@@ -51,6 +63,9 @@ func newCluster(bin, db, dir string, extraArgs ...string) *cluster {
 // start runs a fresh server process on the database and returns once it
 // serves /healthz.
 func (c *cluster) start(ctx context.Context) error {
+	if c.keysErr != nil {
+		return fmt.Errorf("crash: api keys: %w", c.keysErr)
+	}
 	began := time.Now()
 	c.mu.Lock()
 	c.mu.starts++

@@ -245,7 +245,7 @@ func (ch *hookChaos) client(ctx context.Context) (*responsesClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := newClient(base)
+	c := newClient(ch.cl, base)
 	return &responsesClient{c.Responses}, nil
 }
 

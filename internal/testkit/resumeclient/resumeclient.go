@@ -64,14 +64,24 @@ func NewParams(workload, model, input string, meta map[string]string, delayMS in
 }
 
 // FatalHTTP returns err when it is an HTTP error a dying or restarting
-// server cannot explain (4xx), and nil otherwise: connection errors and
-// 5xx are what a kill looks like to a client.
+// server cannot explain (4xx but 401), and nil otherwise: connection
+// errors and 5xx are what a kill looks like to a client, and so is 401
+// (see WrongServer).
 func FatalHTTP(err error) error {
 	var apiErr *openai.Error
-	if errors.As(err, &apiErr) && apiErr.StatusCode >= 400 && apiErr.StatusCode < 500 {
+	if errors.As(err, &apiErr) && apiErr.StatusCode >= 400 && apiErr.StatusCode < 500 && !WrongServer(err) {
 		return err
 	}
 	return nil
+}
+
+// WrongServer reports whether err is a 401: the tests give each cluster a
+// key of its own, so a 401 is another test's server that took the port of
+// one of ours after it was killed, reached with an address read before
+// the kill. It refused the request unread: ask Host again.
+func WrongServer(err error) bool {
+	var apiErr *openai.Error
+	return errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized
 }
 
 // Sleep waits d or until ctx ends.
@@ -195,15 +205,23 @@ func (st *Stream) Last() int64 {
 // ends (ID is set once response.created arrived). Only a 4xx reply is an
 // error: a kill may cut the request at any point.
 func (st *Stream) Create(ctx context.Context, params responses.ResponseNewParams) error {
-	base, err := st.Host(ctx, "")
-	if err != nil {
-		return err
+	avoid := ""
+	for {
+		base, err := st.Host(ctx, avoid)
+		if err != nil {
+			return err
+		}
+		st.Base = base
+		c := st.client(base)
+		err = st.Read(c.Responses.NewStreaming(ctx, params))
+		st.LastErr = err
+		if !WrongServer(err) {
+			return FatalHTTP(err)
+		}
+		// Refused unread by a server not ours: nothing was created.
+		avoid = base
+		Sleep(ctx, retryDelay)
 	}
-	st.Base = base
-	c := st.client(base)
-	err = st.Read(c.Responses.NewStreaming(ctx, params))
-	st.LastErr = err
-	return FatalHTTP(err)
 }
 
 // Run creates the response with params and follows it to its terminal

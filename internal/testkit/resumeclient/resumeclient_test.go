@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,6 +175,43 @@ func TestStream_Follow_EndsAndFails(t *testing.T) {
 	}
 }
 
+// A 401 is another test's server on a port one of ours had: the create
+// and the follow ask Host for another server instead of failing.
+func TestStream_WrongServerRetried(t *testing.T) {
+	var posts, gets atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			posts.Add(1)
+		} else {
+			gets.Add(1)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"error":{"message":"invalid API key","type":"invalid_request_error","code":"invalid_api_key"}}`)
+	}))
+	t.Cleanup(other.Close)
+	ours := fakeServer(t, 3, -1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := &resumeclient.Stream{Name: "c", Host: hosts(other.URL, ours.URL)}
+	if err := st.Run(ctx, resumeclient.NewParams("w", "m", "", nil, 0)); err != nil {
+		t.Fatalf("Run with a wrong server first: %v", err)
+	}
+	if got := seqs(st); got != "0 1 2 3 4 5 6 7" || !st.Terminal {
+		t.Fatalf("received %s, terminal %v", got, st.Terminal)
+	}
+	if posts.Load() != 1 {
+		t.Errorf("the wrong server saw %d creates; want 1 (then the create went elsewhere)", posts.Load())
+	}
+	// Follow, first sent to the wrong server, goes on elsewhere (Run's
+	// follow after the cut create did too: its Host avoided ours).
+	gets.Store(0)
+	follow := &resumeclient.Stream{Name: "f", ID: "resp_1", Host: hosts(other.URL, ours.URL)}
+	if err := follow.Follow(ctx); err != nil || !follow.Terminal || gets.Load() != 1 {
+		t.Fatalf("Follow: %v, terminal %v, %d GETs on the wrong server", err, follow.Terminal, gets.Load())
+	}
+}
+
 // A pair's reader joins where the primary's cut stream ended; with the
 // primary at the terminal event it joins one before, and also runs.
 func TestPair_Run(t *testing.T) {
@@ -225,7 +263,7 @@ func TestNewParams(t *testing.T) {
 }
 
 func TestFatalHTTP(t *testing.T) {
-	for code, fatal := range map[int]bool{400: true, 404: true, 499: true, 500: false, 503: false} {
+	for code, fatal := range map[int]bool{400: true, 401: false, 404: true, 499: true, 500: false, 503: false} {
 		err := &openai.Error{StatusCode: code}
 		if got := resumeclient.FatalHTTP(fmt.Errorf("wrapped: %w", err)) != nil; got != fatal {
 			t.Errorf("status %d: fatal %v", code, got)
