@@ -3,6 +3,7 @@ package multihost
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -13,8 +14,13 @@ import (
 	"github.com/superstep/superstep/verify"
 )
 
-// apiKey is the key the tests' clients send.
-const apiKey = "multihost-test"
+// apiKey is the only key the hosts accept (an admin key: GET
+// /v1/hosts needs one), made for this test process: a client holding the
+// address of a killed host may reach another test's server that took its
+// port meanwhile, which then refuses it with 401 (resumeclient retries it
+// elsewhere) instead of serving it from the wrong database. The crash
+// tests' servers have keys of their own likewise.
+var apiKey = fmt.Sprintf("multihost-%016x", rand.Uint64())
 
 // config is one kind of request: a demo workflow and its metadata. Its
 // name goes into metadata.workload so the reference outcome can be found

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -137,7 +138,12 @@ func (c *cluster) startOnce(ctx context.Context, i int) (*hostProc, error) {
 	n := c.mu.starts
 	c.mu.Unlock()
 	h := &hostProc{slot: i, gen: n, addr: fmt.Sprintf("127.0.0.1:%d", port)}
-	args := append([]string{"serve", "--db", c.db, "--addr", h.addr, "--log-format", "json"}, c.args...)
+	keys := filepath.Join(c.dir, "api-keys")
+	if err := os.WriteFile(keys, []byte(apiKey+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("multihost: api keys: %w", err)
+	}
+	args := append([]string{"serve", "--db", c.db, "--addr", h.addr, "--log-format", "json",
+		"--admin-keys", keys, "--max-streams-per-key", "0"}, c.args...)
 	h.proc, err = proctest.Start(ctx, &proctest.Options{Bin: binary, Args: args,
 		Env:     append([]string{"SUPERSTEP_DEMO_JOURNAL=" + c.journal}, c.env...),
 		LogPath: filepath.Join(c.dir, fmt.Sprintf("host%d-start%03d.log", i, n))})
@@ -165,6 +171,7 @@ func getHosts(ctx context.Context, base string) (*protocol.HostList, error) {
 	if err != nil {
 		return nil, err
 	}
+	req.Header.Set("Authorization", "Bearer "+apiKey)
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("multihost: GET %s/v1/hosts: %w", base, err)

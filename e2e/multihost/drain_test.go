@@ -179,7 +179,7 @@ func checkListing(ctx context.Context, t *testing.T, cl *cluster, gone *hostProc
 			sleep(ctx, 50*time.Millisecond)
 		}
 	}
-	out, err := exec.CommandContext(ctx, binary, "hosts", "--addr", up[0].addr).CombinedOutput()
+	out, err := exec.CommandContext(ctx, binary, "hosts", "--addr", up[0].addr, "--api-key", apiKey).CombinedOutput()
 	if err != nil {
 		t.Fatalf("superstep hosts --addr %s: %v\n%s", up[0].addr, err, out)
 	}

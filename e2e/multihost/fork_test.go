@@ -133,6 +133,7 @@ func fork(ctx context.Context, t *testing.T, base, runID, body string) []byte {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+apiKey)
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +153,7 @@ func get(ctx context.Context, t *testing.T, base, path string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Authorization", "Bearer "+apiKey)
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
