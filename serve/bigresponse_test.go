@@ -167,7 +167,7 @@ func checkBigResponse(t *testing.T, db string, responseBytes func() int64) {
 }
 
 // httpDo makes a request and returns the body of its 200 reply.
-func httpDo(t *testing.T, method, url string, body []byte) []byte {
+func httpDo(t testing.TB, method, url string, body []byte) []byte {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, url, bytes.NewReader(body))
 	if err != nil {
