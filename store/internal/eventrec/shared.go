@@ -26,8 +26,13 @@ var seed = maphash.MakeSeed()
 // occurs again in the record (the text of a reply repeats in its delta,
 // its done events and the completed response) is stored once: later
 // occurrences refer to the bytes of the first. A record with no repeated
-// long string is the plain format, as Append writes it.
-func Encode(events []store.EventInput) []byte {
+// long string is the plain format, as Append writes it. A record of
+// MinCompressed bytes or more is then compressed when that makes it
+// shorter by an eighth (see compress.go).
+func Encode(events []store.EventInput) []byte { return compress(encode(events)) }
+
+// encode is Encode without the compression.
+func encode(events []store.EventInput) []byte {
 	// A repeat takes two strings of MinShared bytes: in two payloads of at
 	// least that size, or in one of twice that. Records without either
 	// (all of W1's and W3's, a short reply's final commit with its 1 KB

@@ -68,7 +68,7 @@ func TestEncodeShares(t *testing.T) {
 		`{"type":"response.completed","response":{"output":[{"content":[{"text":`+text+`}]}],"copy":`+text+`}}`,
 	)
 	evs = append(evs, store.EventInput{Type: "nil"})
-	data := Encode(evs)
+	data := encode(evs)
 	if len(data) > len(text)+2000 {
 		t.Fatalf("record of 6 copies of a %d-byte string is %d bytes", len(text), len(data))
 	}
@@ -97,7 +97,7 @@ func TestEncodePlain(t *testing.T) {
 			for _, ev := range evs {
 				want = Append(want, ev.Type, ev.Payload)
 			}
-			if got := Encode(evs); !bytes.Equal(got, want) {
+			if got := encode(evs); !bytes.Equal(got, want) {
 				t.Fatalf("Encode differs from the plain format (%d vs %d bytes)", len(got), len(want))
 			}
 		})
@@ -112,7 +112,7 @@ func TestEncodeStringBounds(t *testing.T) {
 	s1 := `"` + body + `\\\"tail1\\"`
 	s2 := `"` + body + `\\\"tail2\\"`
 	evs := events(`{"a":`+s1+`}`, `{"b":`+s2+`}`, `{"c":`+s1+`,"d":`+s1+`}`)
-	data := Encode(evs)
+	data := encode(evs)
 	decodeAll(t, data, evs)
 	// s1 stored once, s2 once (not shared with s1), the third event's two
 	// copies refer to the first.
@@ -129,7 +129,7 @@ func TestEncodeStringBounds(t *testing.T) {
 func TestEncodeRepeatInOnePayload(t *testing.T) {
 	s := quoted(strings.Repeat("r", 3000))
 	evs := events(`[`+s+`,`+s+`,`+s+`]`, `{}`)
-	data := Encode(evs)
+	data := encode(evs)
 	if len(data) > len(s)+100 {
 		t.Fatalf("record is %d bytes for a %d-byte string three times", len(data), len(s))
 	}
@@ -190,7 +190,7 @@ func randomEvents(r *rand.Rand) []store.EventInput {
 func TestDecodeRejectsBadReferences(t *testing.T) {
 	s := quoted(strings.Repeat("q", 2000))
 	evs := events(`[`+s+`]`, `[`+s+`]`)
-	good := Encode(evs)
+	good := encode(evs)
 	if !bytes.HasPrefix(good, []byte{0x80, 0x00, 1, 1}) {
 		t.Fatalf("header % x, want marker, 1 event, index 1", good[:4])
 	}
@@ -222,6 +222,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(events(`[`+s+`]`, `{"a":`+s+`}`)), int64(2))
 	f.Add(Encode(events(`x`, `y`)), int64(2))
 	f.Add([]byte{0x80, 0x00, 1, 0, 1, 't', 5, 2, 'a', 0, 0}, int64(1))
+	f.Add(Encode(benchRecords()["W3"][:100]), int64(100))
 	f.Fuzz(func(t *testing.T, data []byte, count int64) {
 		evs, err := Decode(data, min(max(count, 0), 64))
 		if err != nil && !errors.Is(err, ErrCorrupt) {
