@@ -47,43 +47,10 @@ type Item struct {
 	Output *string `json:"output,omitempty"`
 }
 
-type messageJSON struct {
-	ID      string        `json:"id"`
-	Type    string        `json:"type"`
-	Status  string        `json:"status"`
-	Role    string        `json:"role"`
-	Content []ContentPart `json:"content"`
-}
-
-type toolCallJSON struct {
-	ID                string  `json:"id"`
-	Type              string  `json:"type"`
-	Status            string  `json:"status"`
-	ServerLabel       string  `json:"server_label"`
-	Name              string  `json:"name"`
-	Arguments         string  `json:"arguments"`
-	Output            *string `json:"output"`
-	Error             *string `json:"error"`
-	ApprovalRequestID *string `json:"approval_request_id"`
-}
-
-type functionCallJSON struct {
-	ID        string `json:"id"`
-	Type      string `json:"type"`
-	Status    string `json:"status"`
-	CallID    string `json:"call_id"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
 // MarshalJSON emits the fields of the item's type ("content": [] for an
 // empty message, "arguments": "" for a function call being opened).
 func (it Item) MarshalJSON() ([]byte, error) {
-	w, err := it.wire()
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(w)
+	return it.appendJSON(nil)
 }
 
 // ContentPart is an output_text content part.
@@ -96,7 +63,7 @@ type ContentPart struct {
 
 // MarshalJSON emits annotations and logprobs as [] when empty.
 func (c ContentPart) MarshalJSON() ([]byte, error) {
-	return json.Marshal(c.wire())
+	return c.appendJSON(nil)
 }
 
 // OutputText returns an output_text part holding text.

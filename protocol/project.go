@@ -117,8 +117,8 @@ func Create(p *NewResponseParams) (Commit, error) {
 // closed by the step's outputs when they line up, and voided by a reset
 // when they do not.
 func ProjectStep(st State, live Live, s *Step) (Commit, error) {
-	resp := st.Response.Clone()
-	seq := &Seq{Next: st.NextSeq}
+	resp := st.Response.clone(len(s.Outputs))
+	seq := &Seq{Next: st.NextSeq, Frames: make([]Frame, 0, frameCount(s.Outputs))}
 	if err := begin(seq, resp); err != nil {
 		return Commit{}, err
 	}
@@ -156,6 +156,23 @@ func ProjectStep(st State, live Live, s *Step) (Commit, error) {
 	}
 	next := State{Response: resp, NextSeq: seq.Next, Step: s.Number, Usage: usage}
 	return seal(seq, next, usage != Usage{}, !sameShape(st.Response, resp))
+}
+
+// frameCount is about how many frames a step with outs appends: each
+// output's item, the step's lifecycle events and some slack.
+func frameCount(outs []Output) int {
+	n := 4
+	for _, o := range outs {
+		switch o.Kind {
+		case OutputMessage:
+			n += 6
+		case OutputRequest:
+			n += 4
+		default:
+			n += 2
+		}
+	}
+	return n
 }
 
 // sameShape reports whether next reads as prev does: same status, output
@@ -223,24 +240,26 @@ func finish(seq *Seq, resp *Response, status string, at time.Time, e *Error, usa
 }
 
 // seal makes the Commit of seq's frames, leading to next; the snapshot is
-// encoded when it changed.
+// encoded when it changed. A snapshot that the last frame carries (a
+// terminal or created event of next.Response, the last thing encoded) is
+// that frame's bytes, not a second encoding: the store keeps it by
+// reference to them (store/internal/snapref) in any case.
 func seal(seq *Seq, next State, withUsage, snapshot bool) (Commit, error) {
 	c := Commit{Frames: seq.Frames, Next: next}
 	var err error
 	if snapshot {
-		if c.Snapshot, err = json.Marshal(next.Response); err != nil {
+		if n := len(seq.Frames); n > 0 && seq.resp == next.Response {
+			p := seq.Frames[n-1].Payload
+			c.Snapshot = p[seq.respAt : len(p)-1 : len(p)-1]
+		} else if c.Snapshot, err = next.Response.appendJSON(make([]byte, 0, next.Response.sizeHint())); err != nil {
 			return Commit{}, fmt.Errorf("protocol: encode response snapshot: %w", err)
 		}
 	}
 	if next.Response.Error != nil {
-		if c.Error, err = json.Marshal(next.Response.Error); err != nil {
-			return Commit{}, fmt.Errorf("protocol: encode response error: %w", err)
-		}
+		c.Error = next.Response.Error.appendJSON(nil)
 	}
 	if withUsage || next.Response.Usage != nil {
-		if c.Usage, err = json.Marshal(next.Usage); err != nil {
-			return Commit{}, fmt.Errorf("protocol: encode usage: %w", err)
-		}
+		c.Usage = next.Usage.appendJSON(nil)
 	}
 	return c, nil
 }
