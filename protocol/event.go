@@ -121,6 +121,9 @@ type Seq struct {
 	// there).
 	resp   *Response
 	respAt int
+	// parts backs the content of the messages MessageEnd closes, a
+	// one-part slice each, capped (the items of a step share a few arrays).
+	parts []ContentPart
 }
 
 // maxChunk bounds the buffers frames are encoded into (bigger for a frame
@@ -132,7 +135,7 @@ const maxChunk = 64 << 10
 // the next payload starts in s.buf.
 func (s *Seq) reserve(n int) int {
 	if cap(s.buf)-len(s.buf) < n {
-		s.buf = make([]byte, 0, max(n, min(2*cap(s.buf), maxChunk), 512))
+		s.buf = make([]byte, 0, max(n, min(2*cap(s.buf), maxChunk)))
 	}
 	return len(s.buf)
 }
@@ -269,8 +272,12 @@ func (s *Seq) MessageEnd(id string, outputIndex int, text, status string) (Item,
 	if err := s.addPart(EventContentPartDone, id, outputIndex, text); err != nil {
 		return Item{}, err
 	}
-	item := Item{ID: id, Type: ItemMessage, Status: status, Role: "assistant",
-		Content: []ContentPart{OutputText(text)}}
+	if len(s.parts) == cap(s.parts) {
+		s.parts = make([]ContentPart, 0, min(max(2*cap(s.parts), 4), 256))
+	}
+	s.parts = append(s.parts, OutputText(text))
+	n := len(s.parts)
+	item := Item{ID: id, Type: ItemMessage, Status: status, Role: "assistant", Content: s.parts[n-1 : n : n]}
 	return item, s.addItem(EventOutputItemDone, outputIndex, &item)
 }
 

@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 )
@@ -74,19 +73,28 @@ func OutputText(text string) ContentPart {
 // MessageID is the deterministic id of the message at outputIndex of the
 // response: recovery and replay give the same ids.
 func MessageID(responseID string, outputIndex int) string {
-	return fmt.Sprintf("msg_%s_%d", idSuffix(responseID), outputIndex)
+	return string(appendOutputID(nil, "msg_", responseID, outputIndex))
 }
 
 // ToolCallID is the deterministic id of the tool call item (ItemToolCall)
 // at outputIndex of the response.
 func ToolCallID(responseID string, outputIndex int) string {
-	return fmt.Sprintf("mcp_%s_%d", idSuffix(responseID), outputIndex)
+	return string(appendOutputID(nil, "mcp_", responseID, outputIndex))
 }
 
 // FunctionCallID is the deterministic id of the function_call item at
 // outputIndex of the response.
 func FunctionCallID(responseID string, outputIndex int) string {
-	return fmt.Sprintf("fc_%s_%d", idSuffix(responseID), outputIndex)
+	return string(appendOutputID(nil, "fc_", responseID, outputIndex))
+}
+
+// appendOutputID appends the id of the output item at outputIndex of the
+// response, of kind prefix ("msg_", "mcp_", "fc_").
+func appendOutputID(dst []byte, prefix, responseID string, outputIndex int) []byte {
+	dst = append(dst, prefix...)
+	dst = append(dst, idSuffix(responseID)...)
+	dst = append(dst, '_')
+	return strconv.AppendInt(dst, int64(outputIndex), 10)
 }
 
 // ParseOutputItemID reads an output item id made by MessageID,

@@ -256,10 +256,10 @@ func seal(seq *Seq, next State, withUsage, snapshot bool) (Commit, error) {
 		}
 	}
 	if next.Response.Error != nil {
-		c.Error = next.Response.Error.appendJSON(nil)
+		c.Error = next.Response.Error.appendJSON(make([]byte, 0, 64+len(next.Response.Error.Message)))
 	}
 	if withUsage || next.Response.Usage != nil {
-		c.Usage = next.Usage.appendJSON(nil)
+		c.Usage = next.Usage.appendJSON(make([]byte, 0, 192))
 	}
 	return c, nil
 }
@@ -294,20 +294,45 @@ func itemStatus(i, cut int) string {
 }
 
 // appendOutputs appends one complete item per output; the cut-th (-1:
-// none) ends incomplete.
+// none) ends incomplete. The items' ids are made at once, substrings of
+// one string rather than a string each (a step of 200 outputs: 200
+// allocations).
 func appendOutputs(seq *Seq, resp *Response, outs []Output, cut int) error {
+	var (
+		bufA  [256]byte
+		endsA [16]int
+		buf   = bufA[:0]
+		ends  = endsA[:0]
+	)
 	for i, o := range outs {
-		if err := appendItem(seq, resp, o, itemStatus(i, cut)); err != nil {
+		buf = appendOutputID(buf, idPrefix(o.Kind), resp.ID, len(resp.Output)+i)
+		ends = append(ends, len(buf))
+	}
+	ids, start := string(buf), 0
+	for i, o := range outs {
+		if err := appendItem(seq, resp, o, ids[start:ends[i]], itemStatus(i, cut)); err != nil {
 			return err
 		}
+		start = ends[i]
 	}
 	return nil
 }
 
-// appendItem appends one complete output item for o: a message for text,
-// a function_call for a request (call_id = the request id) or for an
+// idPrefix is the prefix of the ids of the items of outputs of kind k.
+func idPrefix(k OutputKind) string {
+	switch k {
+	case OutputRequest:
+		return "fc_"
+	case OutputToolCall:
+		return "mcp_"
+	}
+	return "msg_"
+}
+
+// appendItem appends one complete output item for o, of id: a message for
+// text, a function_call for a request (call_id = the request id) or for an
 // agent's own tool call (call_id = the model's).
-func appendItem(seq *Seq, resp *Response, o Output, status string) error {
+func appendItem(seq *Seq, resp *Response, o Output, id, status string) error {
 	var (
 		item Item
 		err  error
@@ -315,11 +340,11 @@ func appendItem(seq *Seq, resp *Response, o Output, status string) error {
 	idx := len(resp.Output)
 	switch o.Kind {
 	case OutputMessage:
-		item, err = seq.MessageWithStatus(MessageID(resp.ID, idx), idx, o.Text, status)
+		item, err = seq.MessageWithStatus(id, idx, o.Text, status)
 	case OutputRequest:
-		item, err = seq.FunctionCall(FunctionCallID(resp.ID, idx), idx, o.CallID, o.Name, o.Arguments)
+		item, err = seq.FunctionCall(id, idx, o.CallID, o.Name, o.Arguments)
 	case OutputToolCall:
-		item, err = seq.ToolCall(ToolCallID(resp.ID, idx), idx, o.CallID, o.Name, o.Arguments, o.Text)
+		item, err = seq.ToolCall(id, idx, o.CallID, o.Name, o.Arguments, o.Text)
 	default:
 		return fmt.Errorf("protocol: output %d has no kind", idx)
 	}
