@@ -73,19 +73,26 @@ func OutputText(text string) ContentPart {
 // MessageID is the deterministic id of the message at outputIndex of the
 // response: recovery and replay give the same ids.
 func MessageID(responseID string, outputIndex int) string {
-	return string(appendOutputID(nil, "msg_", responseID, outputIndex))
+	return outputID("msg_", responseID, outputIndex)
 }
 
 // ToolCallID is the deterministic id of the tool call item (ItemToolCall)
 // at outputIndex of the response.
 func ToolCallID(responseID string, outputIndex int) string {
-	return string(appendOutputID(nil, "mcp_", responseID, outputIndex))
+	return outputID("mcp_", responseID, outputIndex)
 }
 
 // FunctionCallID is the deterministic id of the function_call item at
 // outputIndex of the response.
 func FunctionCallID(responseID string, outputIndex int) string {
-	return string(appendOutputID(nil, "fc_", responseID, outputIndex))
+	return outputID("fc_", responseID, outputIndex)
+}
+
+// outputID returns the id of the output item at outputIndex of the
+// response, of kind prefix ("msg_", "mcp_", "fc_").
+func outputID(prefix, responseID string, outputIndex int) string {
+	var a [64]byte
+	return string(appendOutputID(a[:0], prefix, responseID, outputIndex))
 }
 
 // appendOutputID appends the id of the output item at outputIndex of the

@@ -15,7 +15,7 @@ import (
 // into one buffer with them instead of a Marshal call per event, which
 // cost a reflective walk, a scratch buffer and a copy per event and, for
 // every value with a MarshalJSON of its own, a second buffer and a
-// validating copy (the fuzz test in jsonenc_test.go compares them).
+// validating copy (FuzzWireEncoding compares them).
 
 const hexDigits = "0123456789abcdef"
 

@@ -606,7 +606,7 @@ func closeLiveWith(seq *Seq, resp *Response, outs []Output, live Live, cut int) 
 	}
 	for i, o := range outs {
 		if i >= len(items) {
-			id := string(appendOutputID(nil, idPrefix(o.Kind), resp.ID, len(resp.Output)))
+			id := outputID(idPrefix(o.Kind), resp.ID, len(resp.Output))
 			if err := appendItem(seq, resp, o, id, itemStatus(i, cut)); err != nil {
 				return err
 			}

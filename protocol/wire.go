@@ -7,10 +7,11 @@ import (
 
 // The encoded forms of content parts, items, responses and the stream
 // events holding them, appended to a buffer (jsonenc.go has the
-// primitives). The bytes are those encoding/json.Marshal wrote for the
-// types' fields and tags (and their MarshalJSON methods, which now call
-// these): the fields, their order and their escaping (encode_test.go and
-// jsonenc_test.go compare them with encoding/json).
+// primitives), also by the types' MarshalJSON methods. The bytes are those
+// encoding/json writes for the types' fields and tags, with the nested
+// values encoded as their MarshalJSON methods had them: the fields, their
+// order and their escaping (encode_test.go compares them with
+// encoding/json, and fuzzes them).
 
 // appendJSON appends the part: annotations and logprobs [] when empty.
 func (c *ContentPart) appendJSON(dst []byte) ([]byte, error) {
