@@ -79,3 +79,21 @@ func BenchmarkProjectLive_LongMessage(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkProjectStep_W3 is the bench's W3 workload in the projector:
+// one superstep with 200 outputs of 50 bytes that completes the response
+// (1,203 frames, the snapshot and the record fields).
+func BenchmarkProjectStep_W3(b *testing.B) {
+	st := benchState(b, 0)
+	outs := make([]Output, 200)
+	for i := range outs {
+		outs[i] = Output{Kind: OutputMessage, Executor: "w", Text: strings.Repeat("x", 50)}
+	}
+	s := &Step{Number: 1, Status: StatusCompleted, At: time.Unix(2, 0), Outputs: outs}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ProjectStep(st, Live{}, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

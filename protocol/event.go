@@ -110,26 +110,113 @@ type FunctionCallArgumentsEvent struct {
 type Seq struct {
 	Next   int64   // the next event's sequence number
 	Frames []Frame // the frames built so far
+
+	// buf holds the payloads of the frames: each is a slice of it capped
+	// at its end (an append to one never writes into the next), so that a
+	// step's frames take a few allocations rather than one or more per
+	// event. A full buf is replaced, not grown: the frames keep the old one.
+	buf []byte
+	// resp and respAt say the last frame is a lifecycle event carrying
+	// resp, encoded at respAt of its payload (seal takes the snapshot from
+	// there).
+	resp   *Response
+	respAt int
+	// parts backs the content of the messages MessageEnd closes, a
+	// one-part slice each, capped (the items of a step share a few arrays).
+	parts []ContentPart
 }
 
-// add marshals ev (which must carry seq) into a frame.
-func (s *Seq) add(typ string, ev any) error {
-	ev, err := wireEvent(ev)
-	if err != nil {
-		return fmt.Errorf("protocol: encode %s: %w", typ, err)
+// maxChunk bounds the buffers frames are encoded into (bigger for a frame
+// that needs more): a frame that outlives the others (the tail a host
+// keeps for readers) keeps its whole buffer alive.
+const maxChunk = 64 << 10
+
+// reserve makes room for about n more bytes of payload and returns where
+// the next payload starts in s.buf.
+func (s *Seq) reserve(n int) int {
+	if cap(s.buf)-len(s.buf) < n {
+		s.buf = make([]byte, 0, max(n, min(2*cap(s.buf), maxChunk)))
 	}
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return fmt.Errorf("protocol: encode %s: %w", typ, err)
-	}
-	s.Frames = append(s.Frames, Frame{Type: typ, Seq: s.Next, Payload: data})
+	return len(s.buf)
+}
+
+// push records the payload b[start:] (b is s.buf after an append) as the
+// next frame, of type typ.
+func (s *Seq) push(typ string, b []byte, start int) {
+	s.buf = b
+	s.Frames = append(s.Frames, Frame{Type: typ, Seq: s.Next, Payload: b[start:len(b):len(b)]})
+	s.resp = nil
 	s.Next++
-	return nil
 }
 
 // Lifecycle appends a response.* event carrying r.
 func (s *Seq) Lifecycle(typ string, r *Response) error {
-	return s.add(typ, LifecycleEvent{Type: typ, SequenceNumber: s.Next, Response: r})
+	ev := LifecycleEvent{Type: typ, SequenceNumber: s.Next, Response: r}
+	start := s.reserve(r.sizeHint())
+	b, off, err := ev.appendJSON(s.buf)
+	if err != nil {
+		return fmt.Errorf("protocol: encode %s: %w", typ, err)
+	}
+	s.push(typ, b, start)
+	s.resp, s.respAt = r, off-start
+	return nil
+}
+
+// addItem appends an output_item event of item.
+func (s *Seq) addItem(typ string, outputIndex int, item *Item) error {
+	ev := OutputItemEvent{Type: typ, SequenceNumber: s.Next, OutputIndex: outputIndex, Item: *item}
+	start := s.reserve(96 + item.sizeHint())
+	b, err := ev.appendJSON(s.buf)
+	if err != nil {
+		return fmt.Errorf("protocol: encode %s: %w", typ, err)
+	}
+	s.push(typ, b, start)
+	return nil
+}
+
+// addPart appends a content_part event of the first part of item id.
+func (s *Seq) addPart(typ, id string, outputIndex int, text string) error {
+	ev := ContentPartEvent{Type: typ, SequenceNumber: s.Next, ItemID: id, OutputIndex: outputIndex, Part: OutputText(text)}
+	start := s.reserve(192 + len(id) + len(text))
+	b, err := ev.appendJSON(s.buf)
+	if err != nil {
+		return fmt.Errorf("protocol: encode %s: %w", typ, err)
+	}
+	s.push(typ, b, start)
+	return nil
+}
+
+// addText appends an output_text event of item id: its delta, or its
+// done with the whole text.
+func (s *Seq) addText(typ, id string, outputIndex int, text string) error {
+	ev := OutputTextEvent{Type: typ, SequenceNumber: s.Next, ItemID: id, OutputIndex: outputIndex, Logprobs: []json.RawMessage{}}
+	if typ == EventOutputTextDelta {
+		ev.Delta = &text
+	} else {
+		ev.Text = &text
+	}
+	start := s.reserve(160 + len(id) + len(text))
+	b, err := ev.appendJSON(s.buf)
+	if err != nil {
+		return fmt.Errorf("protocol: encode %s: %w", typ, err)
+	}
+	s.push(typ, b, start)
+	return nil
+}
+
+// addArgs appends a function_call_arguments event (its delta, or its
+// done with the whole arguments).
+func (s *Seq) addArgs(ev *FunctionCallArgumentsEvent) {
+	ev.SequenceNumber = s.Next
+	n := 160 + len(ev.ItemID) + len(ev.Name)
+	if ev.Delta != nil {
+		n += len(*ev.Delta)
+	}
+	if ev.Arguments != nil {
+		n += len(*ev.Arguments)
+	}
+	start := s.reserve(n)
+	s.push(ev.Type, ev.appendJSON(s.buf), start)
 }
 
 // Message appends the events of one complete message item holding text at
@@ -157,18 +244,15 @@ func (s *Seq) MessageWithStatus(id string, outputIndex int, text, status string)
 // MessageDelta and closed with MessageFinish.
 func (s *Seq) MessageStart(id string, outputIndex int) error {
 	item := Item{ID: id, Type: ItemMessage, Status: ItemInProgress, Role: "assistant"}
-	if err := s.add(EventOutputItemAdded, OutputItemEvent{EventOutputItemAdded, s.Next, outputIndex, item}); err != nil {
+	if err := s.addItem(EventOutputItemAdded, outputIndex, &item); err != nil {
 		return err
 	}
-	part := ContentPartEvent{EventContentPartAdded, s.Next, id, outputIndex, 0, OutputText("")}
-	return s.add(EventContentPartAdded, part)
+	return s.addPart(EventContentPartAdded, id, outputIndex, "")
 }
 
 // MessageDelta appends an output_text.delta of the open message item id.
 func (s *Seq) MessageDelta(id string, outputIndex int, delta string) error {
-	ev := OutputTextEvent{Type: EventOutputTextDelta, SequenceNumber: s.Next, ItemID: id,
-		OutputIndex: outputIndex, Delta: &delta, Logprobs: []json.RawMessage{}}
-	return s.add(EventOutputTextDelta, ev)
+	return s.addText(EventOutputTextDelta, id, outputIndex, delta)
 }
 
 // MessageFinish appends the events that close the open message item id
@@ -182,25 +266,26 @@ func (s *Seq) MessageFinish(id string, outputIndex int, text string) (Item, erro
 // or ItemIncomplete for a message that was cut short (by the model's limit,
 // a cancel or a failure).
 func (s *Seq) MessageEnd(id string, outputIndex int, text, status string) (Item, error) {
-	done := OutputTextEvent{Type: EventOutputTextDone, SequenceNumber: s.Next, ItemID: id,
-		OutputIndex: outputIndex, Text: &text, Logprobs: []json.RawMessage{}}
-	if err := s.add(EventOutputTextDone, done); err != nil {
+	if err := s.addText(EventOutputTextDone, id, outputIndex, text); err != nil {
 		return Item{}, err
 	}
-	part := ContentPartEvent{EventContentPartDone, s.Next, id, outputIndex, 0, OutputText(text)}
-	if err := s.add(EventContentPartDone, part); err != nil {
+	if err := s.addPart(EventContentPartDone, id, outputIndex, text); err != nil {
 		return Item{}, err
 	}
-	item := Item{ID: id, Type: ItemMessage, Status: status, Role: "assistant",
-		Content: []ContentPart{OutputText(text)}}
-	return item, s.add(EventOutputItemDone, OutputItemEvent{EventOutputItemDone, s.Next, outputIndex, item})
+	if len(s.parts) == cap(s.parts) {
+		s.parts = make([]ContentPart, 0, min(max(2*cap(s.parts), 4), 256))
+	}
+	s.parts = append(s.parts, OutputText(text))
+	n := len(s.parts)
+	item := Item{ID: id, Type: ItemMessage, Status: status, Role: "assistant", Content: s.parts[n-1 : n : n]}
+	return item, s.addItem(EventOutputItemDone, outputIndex, &item)
 }
 
 // ToolCallStart appends the output_item.added of a tool call the server
 // runs (ItemToolCall, in progress, output null) and returns the item.
 func (s *Seq) ToolCallStart(id string, outputIndex int, callID, name, arguments string) (Item, error) {
 	item := Item{ID: id, Type: ItemToolCall, Status: ItemInProgress, CallID: callID, Name: name, Arguments: arguments}
-	return item, s.add(EventOutputItemAdded, OutputItemEvent{EventOutputItemAdded, s.Next, outputIndex, item})
+	return item, s.addItem(EventOutputItemAdded, outputIndex, &item)
 }
 
 // ToolCallEnd appends the output_item.done of the tool call item with its
@@ -208,7 +293,7 @@ func (s *Seq) ToolCallStart(id string, outputIndex int, callID, name, arguments 
 // returns the final item.
 func (s *Seq) ToolCallEnd(item Item, outputIndex int, output *string, status string) (Item, error) {
 	item.Status, item.Output = status, output
-	return item, s.add(EventOutputItemDone, OutputItemEvent{EventOutputItemDone, s.Next, outputIndex, item})
+	return item, s.addItem(EventOutputItemDone, outputIndex, &item)
 }
 
 // ToolCall appends the events of one complete tool call item (added, then
@@ -226,20 +311,13 @@ func (s *Seq) ToolCall(id string, outputIndex int, callID, name, arguments, outp
 // .done, output_item.done) and returns the final item.
 func (s *Seq) FunctionCall(id string, outputIndex int, callID, name, arguments string) (Item, error) {
 	item := Item{ID: id, Type: ItemFunctionCall, Status: ItemInProgress, CallID: callID, Name: name}
-	if err := s.add(EventOutputItemAdded, OutputItemEvent{EventOutputItemAdded, s.Next, outputIndex, item}); err != nil {
+	if err := s.addItem(EventOutputItemAdded, outputIndex, &item); err != nil {
 		return Item{}, err
 	}
-	delta := FunctionCallArgumentsEvent{Type: EventFunctionCallArgDelta, SequenceNumber: s.Next,
-		ItemID: id, OutputIndex: outputIndex, Delta: &arguments}
-	if err := s.add(EventFunctionCallArgDelta, delta); err != nil {
-		return Item{}, err
-	}
-	done := FunctionCallArgumentsEvent{Type: EventFunctionCallArgDone, SequenceNumber: s.Next,
-		ItemID: id, OutputIndex: outputIndex, Name: name, Arguments: &arguments}
-	if err := s.add(EventFunctionCallArgDone, done); err != nil {
-		return Item{}, err
-	}
+	s.addArgs(&FunctionCallArgumentsEvent{Type: EventFunctionCallArgDelta, ItemID: id, OutputIndex: outputIndex, Delta: &arguments})
+	s.addArgs(&FunctionCallArgumentsEvent{Type: EventFunctionCallArgDone, ItemID: id, OutputIndex: outputIndex,
+		Name: name, Arguments: &arguments})
 	item.Status = ItemCompleted
 	item.Arguments = arguments
-	return item, s.add(EventOutputItemDone, OutputItemEvent{EventOutputItemDone, s.Next, outputIndex, item})
+	return item, s.addItem(EventOutputItemDone, outputIndex, &item)
 }

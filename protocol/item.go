@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 )
@@ -47,43 +46,10 @@ type Item struct {
 	Output *string `json:"output,omitempty"`
 }
 
-type messageJSON struct {
-	ID      string        `json:"id"`
-	Type    string        `json:"type"`
-	Status  string        `json:"status"`
-	Role    string        `json:"role"`
-	Content []ContentPart `json:"content"`
-}
-
-type toolCallJSON struct {
-	ID                string  `json:"id"`
-	Type              string  `json:"type"`
-	Status            string  `json:"status"`
-	ServerLabel       string  `json:"server_label"`
-	Name              string  `json:"name"`
-	Arguments         string  `json:"arguments"`
-	Output            *string `json:"output"`
-	Error             *string `json:"error"`
-	ApprovalRequestID *string `json:"approval_request_id"`
-}
-
-type functionCallJSON struct {
-	ID        string `json:"id"`
-	Type      string `json:"type"`
-	Status    string `json:"status"`
-	CallID    string `json:"call_id"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
 // MarshalJSON emits the fields of the item's type ("content": [] for an
 // empty message, "arguments": "" for a function call being opened).
 func (it Item) MarshalJSON() ([]byte, error) {
-	w, err := it.wire()
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(w)
+	return it.appendJSON(nil)
 }
 
 // ContentPart is an output_text content part.
@@ -96,7 +62,7 @@ type ContentPart struct {
 
 // MarshalJSON emits annotations and logprobs as [] when empty.
 func (c ContentPart) MarshalJSON() ([]byte, error) {
-	return json.Marshal(c.wire())
+	return c.appendJSON(nil)
 }
 
 // OutputText returns an output_text part holding text.
@@ -107,19 +73,35 @@ func OutputText(text string) ContentPart {
 // MessageID is the deterministic id of the message at outputIndex of the
 // response: recovery and replay give the same ids.
 func MessageID(responseID string, outputIndex int) string {
-	return fmt.Sprintf("msg_%s_%d", idSuffix(responseID), outputIndex)
+	return outputID("msg_", responseID, outputIndex)
 }
 
 // ToolCallID is the deterministic id of the tool call item (ItemToolCall)
 // at outputIndex of the response.
 func ToolCallID(responseID string, outputIndex int) string {
-	return fmt.Sprintf("mcp_%s_%d", idSuffix(responseID), outputIndex)
+	return outputID("mcp_", responseID, outputIndex)
 }
 
 // FunctionCallID is the deterministic id of the function_call item at
 // outputIndex of the response.
 func FunctionCallID(responseID string, outputIndex int) string {
-	return fmt.Sprintf("fc_%s_%d", idSuffix(responseID), outputIndex)
+	return outputID("fc_", responseID, outputIndex)
+}
+
+// outputID returns the id of the output item at outputIndex of the
+// response, of kind prefix ("msg_", "mcp_", "fc_").
+func outputID(prefix, responseID string, outputIndex int) string {
+	var a [64]byte
+	return string(appendOutputID(a[:0], prefix, responseID, outputIndex))
+}
+
+// appendOutputID appends the id of the output item at outputIndex of the
+// response, of kind prefix ("msg_", "mcp_", "fc_").
+func appendOutputID(dst []byte, prefix, responseID string, outputIndex int) []byte {
+	dst = append(dst, prefix...)
+	dst = append(dst, idSuffix(responseID)...)
+	dst = append(dst, '_')
+	return strconv.AppendInt(dst, int64(outputIndex), 10)
 }
 
 // ParseOutputItemID reads an output item id made by MessageID,

@@ -606,7 +606,8 @@ func closeLiveWith(seq *Seq, resp *Response, outs []Output, live Live, cut int) 
 	}
 	for i, o := range outs {
 		if i >= len(items) {
-			if err := appendItem(seq, resp, o, itemStatus(i, cut)); err != nil {
+			id := outputID(idPrefix(o.Kind), resp.ID, len(resp.Output))
+			if err := appendItem(seq, resp, o, id, itemStatus(i, cut)); err != nil {
 				return err
 			}
 			continue

@@ -88,16 +88,7 @@ type OutputTokensDetails struct {
 // MarshalJSON emits the response with object "response" and non-nil
 // collections ("output": [], "metadata": {}), as clients expect.
 func (r Response) MarshalJSON() ([]byte, error) {
-	type plain Response
-	p := plain(r)
-	p.Object = "response"
-	if p.Output == nil {
-		p.Output = []Item{}
-	}
-	if p.Metadata == nil {
-		p.Metadata = map[string]string{}
-	}
-	return json.Marshal(p)
+	return r.appendJSON(make([]byte, 0, r.sizeHint()))
 }
 
 // NewResponseParams are the arguments of NewResponse.
@@ -234,9 +225,12 @@ func normalizeTools(raw json.RawMessage) json.RawMessage {
 
 // Clone returns a deep enough copy of r to change its status, output,
 // usage and incomplete details without touching r.
-func (r *Response) Clone() *Response {
+func (r *Response) Clone() *Response { return r.clone(0) }
+
+// clone is Clone with room for n more output items.
+func (r *Response) clone(n int) *Response {
 	c := *r
-	c.Output = append([]Item(nil), r.Output...)
+	c.Output = append(make([]Item, 0, len(r.Output)+n), r.Output...)
 	if r.Usage != nil {
 		u := *r.Usage
 		c.Usage = &u

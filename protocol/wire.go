@@ -1,98 +1,338 @@
 package protocol
 
 import (
-	"encoding/json"
 	"fmt"
+	"strconv"
 )
 
-// The encoded forms of items, content parts and the events that hold them:
-// types without a MarshalJSON of their own. encoding/json encodes a value
-// with a MarshalJSON into a buffer of its own and then copies it into its
-// parent's, so a long reply's text was encoded and copied once per level
-// of nesting (four in a response.completed: event, Response, Item,
-// ContentPart), each level allocating about twice the text. Encoding the
-// wire types writes the text once, into the one buffer. The bytes are the
-// same: the fields, their order and tags are those the MarshalJSON methods
-// encode (encode_test.go compares them).
+// The encoded forms of content parts, items, responses and the stream
+// events holding them, appended to a buffer (jsonenc.go has the
+// primitives), also by the types' MarshalJSON methods. The bytes are those
+// encoding/json writes for the types' fields and tags, with the nested
+// values encoded as their MarshalJSON methods had them: the fields, their
+// order and their escaping (encode_test.go compares them with
+// encoding/json, and fuzzes them).
 
-// partWire is a ContentPart as ContentPart.MarshalJSON encodes it.
-type partWire struct {
-	Type        string            `json:"type"`
-	Text        string            `json:"text"`
-	Annotations []json.RawMessage `json:"annotations"`
-	Logprobs    []json.RawMessage `json:"logprobs"`
-}
-
-func (c ContentPart) wire() partWire {
-	w := partWire(c)
-	if w.Annotations == nil {
-		w.Annotations = []json.RawMessage{}
+// appendJSON appends the part: annotations and logprobs [] when empty.
+func (c *ContentPart) appendJSON(dst []byte) ([]byte, error) {
+	dst = append(dst, `{"type":`...)
+	dst = appendString(dst, c.Type)
+	dst = append(dst, `,"text":`...)
+	dst = appendString(dst, c.Text)
+	dst = append(dst, `,"annotations":`...)
+	var err error
+	if dst, err = appendRawList(dst, nonNil(c.Annotations)); err != nil {
+		return dst, err
 	}
-	if w.Logprobs == nil {
-		w.Logprobs = []json.RawMessage{}
+	dst = append(dst, `,"logprobs":`...)
+	if dst, err = appendRawList(dst, nonNil(c.Logprobs)); err != nil {
+		return dst, err
 	}
-	return w
+	return append(dst, '}'), nil
 }
 
-// messageWire is a message item as Item.MarshalJSON encodes it.
-type messageWire struct {
-	ID      string     `json:"id"`
-	Type    string     `json:"type"`
-	Status  string     `json:"status"`
-	Role    string     `json:"role"`
-	Content []partWire `json:"content"`
-}
-
-// wire returns the value Item.MarshalJSON encodes.
-func (it Item) wire() (any, error) {
+// appendJSON appends the fields of the item's type ("content": [] for an
+// empty message, "arguments": "" for a function call being opened).
+func (it *Item) appendJSON(dst []byte) ([]byte, error) {
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, it.ID)
+	dst = append(dst, `,"type":`...)
+	dst = appendString(dst, it.Type)
+	dst = append(dst, `,"status":`...)
+	dst = appendString(dst, it.Status)
 	switch it.Type {
 	case ItemMessage:
-		parts := make([]partWire, len(it.Content))
-		for i, c := range it.Content {
-			parts[i] = c.wire()
+		dst = append(dst, `,"role":`...)
+		dst = appendString(dst, it.Role)
+		dst = append(dst, `,"content":[`...)
+		for i := range it.Content {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = it.Content[i].appendJSON(dst); err != nil {
+				return dst, err
+			}
 		}
-		return messageWire{it.ID, it.Type, it.Status, it.Role, parts}, nil
+		dst = append(dst, ']')
 	case ItemFunctionCall:
-		return functionCallJSON{it.ID, it.Type, it.Status, it.CallID, it.Name, it.Arguments}, nil
+		dst = append(dst, `,"call_id":`...)
+		dst = appendString(dst, it.CallID)
+		dst = append(dst, `,"name":`...)
+		dst = appendString(dst, it.Name)
+		dst = append(dst, `,"arguments":`...)
+		dst = appendString(dst, it.Arguments)
 	case ItemToolCall:
 		// The model's call id stays in the host (live items pair by it); an
 		// mcp_call has none on the wire.
-		return toolCallJSON{ID: it.ID, Type: it.Type, Status: it.Status, ServerLabel: ToolServerLabel,
-			Name: it.Name, Arguments: it.Arguments, Output: it.Output}, nil
+		dst = append(dst, `,"server_label":`...)
+		dst = appendString(dst, ToolServerLabel)
+		dst = append(dst, `,"name":`...)
+		dst = appendString(dst, it.Name)
+		dst = append(dst, `,"arguments":`...)
+		dst = appendString(dst, it.Arguments)
+		dst = append(dst, `,"output":`...)
+		dst = appendStringPtr(dst, it.Output)
+		dst = append(dst, `,"error":null,"approval_request_id":null`...)
+	default:
+		return dst, fmt.Errorf("protocol: unknown item type %q", it.Type)
 	}
-	return nil, fmt.Errorf("protocol: unknown item type %q", it.Type)
+	return append(dst, '}'), nil
 }
 
-// outputItemWire is an OutputItemEvent as encoded.
-type outputItemWire struct {
-	Type           string `json:"type"`
-	SequenceNumber int64  `json:"sequence_number"`
-	OutputIndex    int    `json:"output_index"`
-	Item           any    `json:"item"`
+// sizeHint is about the encoded size of the item, for sizing buffers.
+func (it *Item) sizeHint() int {
+	n := 160 + len(it.ID) + len(it.CallID) + len(it.Name) + len(it.Arguments)
+	if it.Output != nil {
+		n += len(*it.Output)
+	}
+	for i := range it.Content {
+		n += 64 + len(it.Content[i].Text)
+	}
+	return n
 }
 
-// contentPartEventWire is a ContentPartEvent as encoded.
-type contentPartEventWire struct {
-	Type           string   `json:"type"`
-	SequenceNumber int64    `json:"sequence_number"`
-	ItemID         string   `json:"item_id"`
-	OutputIndex    int      `json:"output_index"`
-	ContentIndex   int      `json:"content_index"`
-	Part           partWire `json:"part"`
-}
-
-// wireEvent returns the value to encode for event ev: its wire form when
-// it holds an item or a content part, ev itself otherwise.
-func wireEvent(ev any) (any, error) {
-	switch e := ev.(type) {
-	case OutputItemEvent:
-		item, err := e.Item.wire()
-		if err != nil {
-			return nil, err
+// appendJSON appends the response with object "response" and non-nil
+// collections ("output": [], "metadata": {}), as clients expect.
+func (r *Response) appendJSON(dst []byte) ([]byte, error) {
+	var err error
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, r.ID)
+	dst = append(dst, `,"object":"response","created_at":`...)
+	dst = strconv.AppendInt(dst, r.CreatedAt, 10)
+	dst = append(dst, `,"completed_at":`...)
+	dst = appendIntPtr(dst, r.CompletedAt)
+	dst = append(dst, `,"status":`...)
+	dst = appendString(dst, r.Status)
+	dst = append(dst, `,"incomplete_details":`...)
+	if r.IncompleteDetails == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, `{"reason":`...)
+		dst = appendString(dst, r.IncompleteDetails.Reason)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `,"model":`...)
+	dst = appendString(dst, r.Model)
+	dst = append(dst, `,"previous_response_id":`...)
+	dst = appendStringPtr(dst, r.PreviousResponseID)
+	dst = append(dst, `,"instructions":`...)
+	if dst, err = appendRaw(dst, r.Instructions); err != nil {
+		return dst, err
+	}
+	dst = append(dst, `,"output":[`...)
+	for i := range r.Output {
+		if i > 0 {
+			dst = append(dst, ',')
 		}
-		return outputItemWire{e.Type, e.SequenceNumber, e.OutputIndex, item}, nil
-	case ContentPartEvent:
-		return contentPartEventWire{e.Type, e.SequenceNumber, e.ItemID, e.OutputIndex, e.ContentIndex, e.Part.wire()}, nil
+		if dst, err = r.Output[i].appendJSON(dst); err != nil {
+			return dst, err
+		}
 	}
-	return ev, nil
+	dst = append(dst, `],"error":`...)
+	dst = r.Error.appendJSON(dst)
+	dst = append(dst, `,"tools":`...)
+	if dst, err = appendRaw(dst, r.Tools); err != nil {
+		return dst, err
+	}
+	dst = append(dst, `,"tool_choice":`...)
+	if dst, err = appendRaw(dst, r.ToolChoice); err != nil {
+		return dst, err
+	}
+	dst = append(dst, `,"truncation":`...)
+	dst = appendString(dst, r.Truncation)
+	dst = append(dst, `,"parallel_tool_calls":`...)
+	dst = appendBool(dst, r.ParallelToolCalls)
+	dst = append(dst, `,"text":`...)
+	if dst, err = appendRaw(dst, r.Text); err != nil {
+		return dst, err
+	}
+	for _, f := range [...]struct {
+		name string
+		v    *float64
+	}{{`,"top_p":`, r.TopP}, {`,"presence_penalty":`, r.PresencePenalty}, {`,"frequency_penalty":`, r.FrequencyPenalty}} {
+		dst = append(dst, f.name...)
+		if dst, err = appendFloatPtr(dst, f.v); err != nil {
+			return dst, err
+		}
+	}
+	dst = append(dst, `,"top_logprobs":`...)
+	dst = appendIntPtr(dst, r.TopLogprobs)
+	dst = append(dst, `,"temperature":`...)
+	if dst, err = appendFloatPtr(dst, r.Temperature); err != nil {
+		return dst, err
+	}
+	dst = append(dst, `,"reasoning":`...)
+	if dst, err = appendRaw(dst, r.Reasoning); err != nil {
+		return dst, err
+	}
+	dst = append(dst, `,"user":`...)
+	dst = appendStringPtr(dst, r.User)
+	dst = append(dst, `,"usage":`...)
+	dst = r.Usage.appendJSON(dst)
+	dst = append(dst, `,"max_output_tokens":`...)
+	dst = appendIntPtr(dst, r.MaxOutputTokens)
+	dst = append(dst, `,"max_tool_calls":`...)
+	dst = appendIntPtr(dst, r.MaxToolCalls)
+	dst = append(dst, `,"store":`...)
+	dst = appendBool(dst, r.Store)
+	dst = append(dst, `,"background":`...)
+	dst = appendBool(dst, r.Background)
+	dst = append(dst, `,"service_tier":`...)
+	dst = appendString(dst, r.ServiceTier)
+	dst = append(dst, `,"metadata":`...)
+	if r.Metadata == nil {
+		dst = append(dst, "{}"...)
+	} else {
+		dst = appendStringMap(dst, r.Metadata)
+	}
+	dst = append(dst, `,"safety_identifier":`...)
+	dst = appendStringPtr(dst, r.SafetyIdentifier)
+	dst = append(dst, `,"prompt_cache_key":`...)
+	dst = appendStringPtr(dst, r.PromptCacheKey)
+	if r.Conversation != nil {
+		dst = append(dst, `,"conversation":{"id":`...)
+		dst = appendString(dst, r.Conversation.ID)
+		dst = append(dst, '}')
+	}
+	return append(dst, '}'), nil
+}
+
+// sizeHint is about the encoded size of the response.
+func (r *Response) sizeHint() int {
+	n := 1024 + len(r.ID) + len(r.Model) + len(r.Instructions) + len(r.Tools) + len(r.ToolChoice) + len(r.Text) + len(r.Reasoning)
+	for i := range r.Output {
+		n += r.Output[i].sizeHint()
+	}
+	return n
+}
+
+// appendJSON appends the error object, or null for nil.
+func (e *Error) appendJSON(dst []byte) []byte {
+	if e == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, `{"code":`...)
+	dst = appendString(dst, e.Code)
+	dst = append(dst, `,"message":`...)
+	dst = appendString(dst, e.Message)
+	return append(dst, '}')
+}
+
+// appendJSON appends the usage object, or null for nil.
+func (u *Usage) appendJSON(dst []byte) []byte {
+	if u == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, `{"input_tokens":`...)
+	dst = strconv.AppendInt(dst, u.InputTokens, 10)
+	dst = append(dst, `,"input_tokens_details":{"cached_tokens":`...)
+	dst = strconv.AppendInt(dst, u.InputTokensDetails.CachedTokens, 10)
+	dst = append(dst, `},"output_tokens":`...)
+	dst = strconv.AppendInt(dst, u.OutputTokens, 10)
+	dst = append(dst, `,"output_tokens_details":{"reasoning_tokens":`...)
+	dst = strconv.AppendInt(dst, u.OutputTokensDetails.ReasoningTokens, 10)
+	dst = append(dst, `},"total_tokens":`...)
+	dst = strconv.AppendInt(dst, u.TotalTokens, 10)
+	return append(dst, '}')
+}
+
+// appendHead appends an event's opening: type and sequence number.
+func appendHead(dst []byte, typ string, seq int64) []byte {
+	dst = append(dst, `{"type":`...)
+	dst = appendString(dst, typ)
+	dst = append(dst, `,"sequence_number":`...)
+	return strconv.AppendInt(dst, seq, 10)
+}
+
+// appendJSON appends the event; off is where the response starts in dst
+// (the snapshot a lifecycle event carries, see seal).
+func (ev *LifecycleEvent) appendJSON(dst []byte) (b []byte, off int, err error) {
+	dst = appendHead(dst, ev.Type, ev.SequenceNumber)
+	dst = append(dst, `,"response":`...)
+	off = len(dst)
+	if ev.Response == nil {
+		dst = append(dst, "null"...)
+	} else if dst, err = ev.Response.appendJSON(dst); err != nil {
+		return dst, 0, err
+	}
+	return append(dst, '}'), off, nil
+}
+
+// appendJSON appends the event.
+func (ev *OutputItemEvent) appendJSON(dst []byte) ([]byte, error) {
+	dst = appendHead(dst, ev.Type, ev.SequenceNumber)
+	dst = append(dst, `,"output_index":`...)
+	dst = strconv.AppendInt(dst, int64(ev.OutputIndex), 10)
+	dst = append(dst, `,"item":`...)
+	dst, err := ev.Item.appendJSON(dst)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, '}'), nil
+}
+
+// appendJSON appends the event.
+func (ev *ContentPartEvent) appendJSON(dst []byte) ([]byte, error) {
+	dst = appendHead(dst, ev.Type, ev.SequenceNumber)
+	dst = append(dst, `,"item_id":`...)
+	dst = appendString(dst, ev.ItemID)
+	dst = append(dst, `,"output_index":`...)
+	dst = strconv.AppendInt(dst, int64(ev.OutputIndex), 10)
+	dst = append(dst, `,"content_index":`...)
+	dst = strconv.AppendInt(dst, int64(ev.ContentIndex), 10)
+	dst = append(dst, `,"part":`...)
+	dst, err := ev.Part.appendJSON(dst)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, '}'), nil
+}
+
+// appendJSON appends the event (delta and text omitted when nil).
+func (ev *OutputTextEvent) appendJSON(dst []byte) ([]byte, error) {
+	dst = appendHead(dst, ev.Type, ev.SequenceNumber)
+	dst = append(dst, `,"item_id":`...)
+	dst = appendString(dst, ev.ItemID)
+	dst = append(dst, `,"output_index":`...)
+	dst = strconv.AppendInt(dst, int64(ev.OutputIndex), 10)
+	dst = append(dst, `,"content_index":`...)
+	dst = strconv.AppendInt(dst, int64(ev.ContentIndex), 10)
+	if ev.Delta != nil {
+		dst = append(dst, `,"delta":`...)
+		dst = appendString(dst, *ev.Delta)
+	}
+	if ev.Text != nil {
+		dst = append(dst, `,"text":`...)
+		dst = appendString(dst, *ev.Text)
+	}
+	dst = append(dst, `,"logprobs":`...)
+	dst, err := appendRawList(dst, ev.Logprobs)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, '}'), nil
+}
+
+// appendJSON appends the event (delta, name and arguments omitted when
+// nil or empty).
+func (ev *FunctionCallArgumentsEvent) appendJSON(dst []byte) []byte {
+	dst = appendHead(dst, ev.Type, ev.SequenceNumber)
+	dst = append(dst, `,"item_id":`...)
+	dst = appendString(dst, ev.ItemID)
+	dst = append(dst, `,"output_index":`...)
+	dst = strconv.AppendInt(dst, int64(ev.OutputIndex), 10)
+	if ev.Delta != nil {
+		dst = append(dst, `,"delta":`...)
+		dst = appendString(dst, *ev.Delta)
+	}
+	if ev.Name != "" {
+		dst = append(dst, `,"name":`...)
+		dst = appendString(dst, ev.Name)
+	}
+	if ev.Arguments != nil {
+		dst = append(dst, `,"arguments":`...)
+		dst = appendString(dst, *ev.Arguments)
+	}
+	return append(dst, '}')
 }

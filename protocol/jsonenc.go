@@ -1,0 +1,215 @@
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// The JSON primitives of the append-style encoder (wire.go): each appends
+// what encoding/json.Marshal writes for the value, byte for byte (HTML
+// escaping on, as Marshal has it), to dst. A step's frames are encoded
+// into one buffer with them instead of a Marshal call per event, which
+// cost a reflective walk, a scratch buffer and a copy per event and, for
+// every value with a MarshalJSON of its own, a second buffer and a
+// validating copy (FuzzWireEncoding compares them).
+
+const hexDigits = "0123456789abcdef"
+
+// jsonSafe[b] says ASCII byte b is written as it is inside a JSON string
+// (encoding/json's htmlSafeSet): not a control character, '"', '\\', or
+// one of <, > and & (escaped for HTML).
+var jsonSafe = func() (t [utf8.RuneSelf]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		t[b] = b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
+	}
+	return t
+}()
+
+// appendString appends s as a JSON string the way encoding/json does:
+// short escapes for \b \f \n \r \t, \u00XX for other control characters
+// and <, >, &, \ufffd for each byte of invalid UTF-8, and \u2028, \u2029
+// escaped.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if jsonSafe[b] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// appendStringPtr appends *s, or null for nil.
+func appendStringPtr(dst []byte, s *string) []byte {
+	if s == nil {
+		return append(dst, "null"...)
+	}
+	return appendString(dst, *s)
+}
+
+// appendIntPtr appends *n, or null for nil.
+func appendIntPtr(dst []byte, n *int64) []byte {
+	if n == nil {
+		return append(dst, "null"...)
+	}
+	return strconv.AppendInt(dst, *n, 10)
+}
+
+// appendFloatPtr appends *f as encoding/json formats a float64 (ES6
+// number formatting), or null for nil; NaN and infinities are an error,
+// as they are to encoding/json.
+func appendFloatPtr(dst []byte, f *float64) ([]byte, error) {
+	if f == nil {
+		return append(dst, "null"...), nil
+	}
+	v := *f
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return dst, fmt.Errorf("json: unsupported value: %s", strconv.FormatFloat(v, 'g', -1, 64))
+	}
+	format := byte('f')
+	if abs := math.Abs(v); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	dst = strconv.AppendFloat(dst, v, format, -1, 64)
+	if format == 'e' {
+		// e-09 to e-9, as encoding/json has it
+		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst, nil
+}
+
+// appendBool appends b.
+func appendBool(dst []byte, b bool) []byte {
+	if b {
+		return append(dst, "true"...)
+	}
+	return append(dst, "false"...)
+}
+
+// appendRaw appends raw JSON as encoding/json writes a json.RawMessage:
+// null for nil, else compacted with <, >, &, U+2028 and U+2029 escaped,
+// and an error when it is not valid JSON. Raw values here (a request's
+// echoes, annotations) are usually compact already: those are copied as
+// they are; any other goes through encoding/json.
+func appendRaw(dst []byte, raw json.RawMessage) ([]byte, error) {
+	if raw == nil {
+		return append(dst, "null"...), nil
+	}
+	plain := len(raw) > 0
+	for _, c := range raw {
+		switch c {
+		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xE2:
+			plain = false
+		}
+		if !plain {
+			break
+		}
+	}
+	if plain && json.Valid(raw) {
+		return append(dst, raw...), nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, b...), nil
+}
+
+// appendRawList appends a list of raw values: null for nil, [] for empty.
+func appendRawList(dst []byte, list []json.RawMessage) ([]byte, error) {
+	if list == nil {
+		return append(dst, "null"...), nil
+	}
+	dst = append(dst, '[')
+	for i, raw := range list {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		var err error
+		if dst, err = appendRaw(dst, raw); err != nil {
+			return dst, err
+		}
+	}
+	return append(dst, ']'), nil
+}
+
+// appendStringMap appends m with its keys sorted, as encoding/json does;
+// null for nil.
+func appendStringMap(dst []byte, m map[string]string) []byte {
+	if m == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '{')
+	if len(m) > 0 {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, k)
+			dst = append(dst, ':')
+			dst = appendString(dst, m[k])
+		}
+	}
+	return append(dst, '}')
+}
+
+// nonNil returns list, or an empty list for nil (encoded [], not null).
+func nonNil(list []json.RawMessage) []json.RawMessage {
+	if list == nil {
+		return []json.RawMessage{}
+	}
+	return list
+}
