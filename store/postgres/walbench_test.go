@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -50,12 +51,17 @@ func benchStepWAL(b *testing.B, conc int) {
 	if _, err := s.pool.Exec(ctx, "CREATE TABLE bench_bare (id bigserial PRIMARY KEY, v bytea)"); err != nil {
 		b.Fatal(err)
 	}
+	payloadBytes := 100
+	if v, err := strconv.Atoi(os.Getenv("SUPERSTEP_BENCH_PAYLOAD_BYTES")); err == nil {
+		payloadBytes = v
+	}
 	header := func(step int64) []byte {
 		// A workflow checkpoint header as W1 writes it: JSON holding the
-		// queue with the 100-byte payload the next executor gets.
+		// queue with the 100-byte payload the next executor gets
+		// (SUPERSTEP_BENCH_PAYLOAD_BYTES sets another size).
 		return fmt.Appendf(nil, `{"version":1,"workflow":"bench.w1","fingerprint":"0123456789abcdef0123456789abcdef","step":%d,`+
 			`"status":"running","queues":[{"target":"s%d","messages":[{"source":"s%d","value":{"type":"string","json":"\"%s\""}}]}],`+
-			`"fan_ins":[],"pending":[],"state":[],"executors":[]}`, step, step%10, (step+9)%10, strings.Repeat("p", 100))
+			`"fan_ins":[],"pending":[],"state":[],"executors":[]}`, step, step%10, (step+9)%10, strings.Repeat("p", payloadBytes))
 	}
 	type run struct {
 		id, resp    string
