@@ -252,3 +252,71 @@ func ownWAL(ctx context.Context, b *testing.B, s *Store, wi *pgx.Conn, lsn0, lsn
 	}
 	return w
 }
+
+// BenchmarkWorkflowWAL measures the WAL of whole W1-shaped workflows, one
+// at a time, counted as BenchmarkStepWAL counts (SUPERSTEP_BENCH_WALINSPECT):
+// a create (the response, its run and a step-0 checkpoint of one ~365-byte
+// part), step 1 with the response.in_progress event and a snapshot, steps
+// 2 to 9 silent, step 10 finishing the response (three events, its
+// snapshot, the lease released, checkpoints pruned to the host's default
+// two). Metrics: wf-wal-B and step-wal-B (per workflow and per step,
+// full-page images excluded); -v logs the bytes by relation.
+func BenchmarkWorkflowWAL(b *testing.B) {
+	ctx := context.Background()
+	wi := os.Getenv("SUPERSTEP_BENCH_WALINSPECT")
+	if wi == "" {
+		b.Fatal("set SUPERSTEP_BENCH_WALINSPECT to a database URL with the pg_walinspect extension")
+	}
+	winspect, err := pgx.Connect(ctx, wi)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer closeConn(winspect)
+	s := openStore(b, newSchemaName(b), nil)
+	header := func(step int64) []byte {
+		return fmt.Appendf(nil, `{"version":1,"workflow":"bench.w1","fingerprint":"0123456789abcdef0123456789abcdef","step":%d,`+
+			`"status":"running","queues":[{"target":"s%d","messages":[{"source":"s%d","value":{"type":"string","json":"\"%s\""}}]}],`+
+			`"fan_ins":[],"pending":[],"state":[],"executors":[]}`, step, step%10, (step+9)%10, strings.Repeat("p", 100))
+	}
+	snapshot := func(status string) []byte {
+		return fmt.Appendf(nil, `{"id":"resp","object":"response","status":%q,"model":"bench.w1","output":[],%s}`, status,
+			strings.Repeat(`"pad":"x",`, 100)+`"end":1`)
+	}
+	workflow := func() {
+		c := storetest.CreateResponse(ctx, b, s, &storetest.ResponseOpts{Checkpoint: []store.Part{{Name: "header", Data: header(0)}}})
+		seq := c.Response.NextSeq
+		for step := int64(1); step <= 10; step++ {
+			p := &store.CommitParams{RunID: c.Run.ID, Epoch: c.Run.Lease.Epoch, Step: step, ResponseID: c.Response.ID,
+				Checkpoint: []store.Part{{Name: "header", Data: header(step)}}, Status: store.StatusInProgress}
+			n := 0
+			switch step {
+			case 1:
+				n, p.Snapshot = 1, snapshot("in_progress")
+			case 10:
+				n, p.Snapshot, p.Status, p.Release, p.PruneKeep = 3, snapshot("completed"), store.StatusCompleted, true, 2
+			}
+			for i := range n {
+				p.Events = append(p.Events, store.EventInput{Seq: seq + int64(i), Type: "response.output_item.added",
+					Payload: fmt.Appendf(nil, `{"type":"response.output_item.added","sequence_number":%d,"item":{"type":"message","text":"%s"}}`,
+						seq+int64(i), strings.Repeat("o", 100))})
+			}
+			seq += int64(n)
+			if _, err := s.Commit(ctx, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	workflow()
+	lsn0 := flushLSN(ctx, b, s)
+	b.ResetTimer()
+	for range b.N {
+		workflow()
+	}
+	b.StopTimer()
+	w := ownWAL(ctx, b, s, winspect, lsn0, flushLSN(ctx, b, s))
+	n := float64(b.N)
+	b.ReportMetric(float64(w.total-w.fpi)/n, "wf-wal-B")
+	b.ReportMetric(float64(w.total-w.fpi)/n/10, "step-wal-B")
+	b.ReportMetric(float64(w.fpi)/n, "wf-fpi-B")
+	b.Logf("workflow WAL by relation (B/workflow without FPI): %s", w.breakdown(n))
+}
