@@ -12,7 +12,8 @@ import (
 	"github.com/superstep/superstep/store/internal/snapref"
 )
 
-// The set-based batch: superstep_commit_batch (migration 014) writes all
+// The set-based batch: superstep_commit_batch (migration 014; since 016 a
+// loop over superstep_write_step, superstep_commit's body) writes all
 // the commits of a group-commit batch in one statement, so one round trip
 // and one transaction in autocommit, with no savepoint per member. A
 // member that is fenced or does not follow its run fails alone (a code
