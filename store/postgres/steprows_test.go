@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -280,4 +281,51 @@ func requireCheckpoints(t *testing.T, s *Store, runID string, want map[int64][]s
 			}
 		}
 	}
+}
+
+// TestCancelOrdersWithSilentCommits races a cancel with commits that leave
+// the response's row alone: whichever order they take, the cancel reads
+// the run's last commit (its CommitStep is the run's LastStep, the commits
+// after it refused with ErrCancelled) and the response reads as the
+// cancel left it.
+func TestCancelOrdersWithSilentCommits(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	for i := range 20 {
+		c := storetest.CreateResponse(ctx, t, s, nil)
+		storetest.Commit(ctx, t, s, c.Run.ID, nil)
+		done := make(chan error, 1)
+		go func() {
+			for step := int64(2); ; step++ {
+				p := storetest.NextCommit(ctx, t, s, c.Run.ID, &storetest.CommitOpts{NoEvents: true})
+				p.Snapshot = nil
+				if _, err := s.Commit(ctx, p); err != nil {
+					done <- err
+					return
+				}
+			}
+		}()
+		time.Sleep(time.Duration(i%5) * time.Millisecond)
+		cancelled, err := s.ResponseCancel(ctx, c.Response.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; !errors.Is(err, store.ErrCancelled) {
+			t.Fatalf("commit after the cancel: %v, want ErrCancelled", err)
+		}
+		run, err := s.RunGet(ctx, c.Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.ResponseGet(ctx, c.Response.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cancelled.CommitStep != run.LastStep || got.CommitStep != run.LastStep || !got.UpdatedAt.Equal(cancelled.UpdatedAt) {
+			t.Fatalf("round %d: cancel read CommitStep %d, response reads %d (updated %v, cancel %v), run at step %d", i,
+				cancelled.CommitStep, got.CommitStep, got.UpdatedAt, cancelled.UpdatedAt, run.LastStep)
+		}
+	}
+	checkStore(t, s)
 }
