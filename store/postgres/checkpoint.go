@@ -12,11 +12,16 @@ import (
 	"github.com/superstep/superstep/store"
 )
 
-// checkpointSQL reads one checkpoint with its parts' bytes in order; a
-// checkpoint without parts yields one row with a NULL name.
-const checkpointSQL = `SELECT c.step, c.parent_step, c.created_at, u.name, u.hash, b.data
+// checkpointSQL reads one checkpoint with its blob parts' bytes in order,
+// one row per element of part_hashes (one row with a NULL hash for none);
+// the first row carries the names and the manifest (migration 016: a row
+// with a manifest lists its parts there, one without lists them in
+// part_names, all of them blobs).
+const checkpointSQL = `SELECT c.step, c.parent_step, c.created_at,
+		CASE WHEN coalesce(u.i, 1) = 1 THEN c.part_names END, CASE WHEN coalesce(u.i, 1) = 1 THEN c.manifest END,
+		u.hash, b.data
 	FROM checkpoints c
-	LEFT JOIN LATERAL unnest(c.part_names, c.part_hashes) WITH ORDINALITY AS u(name, hash, i) ON true
+	LEFT JOIN LATERAL unnest(c.part_hashes) WITH ORDINALITY AS u(hash, i) ON true
 	LEFT JOIN blobs b ON b.run_id = c.run_id AND b.hash = u.hash
 	WHERE c.run_id = $1 AND c.step = %s
 	ORDER BY u.i`
@@ -43,8 +48,10 @@ func (s *Store) CheckpointGetLast(ctx context.Context, runID string) (*store.Che
 	return cp, err
 }
 
-// readCheckpoint runs a checkpointSQL query and verifies every part's hash.
-func (s *Store) readCheckpoint(ctx context.Context, sql, runID string, args ...any) (*store.Checkpoint, map[hash]struct{}, error) {
+// readCheckpoint runs a checkpointSQL query, verifies every blob part's
+// hash and returns the checkpoint with its parts as the part cache holds
+// them.
+func (s *Store) readCheckpoint(ctx context.Context, sql, runID string, args ...any) (*store.Checkpoint, map[hash]bool, error) {
 	op := "read checkpoint of run " + runID
 	rows, err := s.pool.Query(ctx, sql, append([]any{runID}, args...)...)
 	if err != nil {
@@ -52,26 +59,29 @@ func (s *Store) readCheckpoint(ctx context.Context, sql, runID string, args ...a
 	}
 	defer rows.Close()
 	cp := &store.Checkpoint{RunID: runID, Parts: []store.Part{}}
-	hs := make(map[hash]struct{})
+	var names []string
+	var manifest []byte
+	var blobs [][]byte
 	n := 0
 	for rows.Next() {
-		var name *string
-		var h, data []byte
-		if err := rows.Scan(&cp.Step, &cp.ParentStep, &cp.CreatedAt, &name, &h, &data); err != nil {
+		var ns []string
+		var m, h, data []byte
+		if err := rows.Scan(&cp.Step, &cp.ParentStep, &cp.CreatedAt, &ns, &m, &h, &data); err != nil {
 			return nil, nil, mapError(op, runID, 0, err)
 		}
-		n++
-		if name == nil {
+		if n++; n == 1 {
+			names, manifest = ns, m
+		}
+		if h == nil {
 			continue
 		}
 		if data == nil {
-			return nil, nil, store.Corruptf("store/postgres: run %s step %d: part %q missing", runID, cp.Step, *name)
+			return nil, nil, store.Corruptf("store/postgres: run %s step %d: blob part %x missing", runID, cp.Step, h)
 		}
 		if sum := sha256.Sum256(data); !bytes.Equal(sum[:], h) {
-			return nil, nil, store.Corruptf("store/postgres: run %s step %d: part %q does not match its hash", runID, cp.Step, *name)
+			return nil, nil, store.Corruptf("store/postgres: run %s step %d: blob part %x does not match its hash", runID, cp.Step, h)
 		}
-		hs[hash(h)] = struct{}{}
-		cp.Parts = append(cp.Parts, store.Part{Name: *name, Data: data})
+		blobs = append(blobs, data)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, mapError(op, runID, 0, err)
@@ -79,8 +89,40 @@ func (s *Store) readCheckpoint(ctx context.Context, sql, runID string, args ...a
 	if n == 0 {
 		return nil, nil, fmt.Errorf("store/postgres: %s: %w", op, store.ErrNotFound)
 	}
+	entries, err := checkpointEntries(names, manifest)
+	if err != nil {
+		return nil, nil, fmt.Errorf("run %s step %d: %w", runID, cp.Step, err)
+	}
+	hs := make(map[hash]bool, len(entries))
+	for _, e := range entries {
+		data := e.inline
+		if data == nil {
+			if len(blobs) == 0 {
+				return nil, nil, store.Corruptf("store/postgres: run %s step %d: part %q has no blob", runID, cp.Step, e.name)
+			}
+			data, blobs = blobs[0], blobs[1:]
+		}
+		hs[sha256.Sum256(data)] = e.inline == nil
+		cp.Parts = append(cp.Parts, store.Part{Name: e.name, Data: data})
+	}
+	if len(blobs) > 0 {
+		return nil, nil, store.Corruptf("store/postgres: run %s step %d: %d blobs more than its parts", runID, cp.Step, len(blobs))
+	}
 	cp.CreatedAt = cp.CreatedAt.UTC()
 	return cp, hs, nil
+}
+
+// checkpointEntries are a checkpoint row's parts: its manifest's, or for
+// a row written before manifests, its part_names, each a blob.
+func checkpointEntries(names []string, manifest []byte) ([]manifestEntry, error) {
+	if manifest != nil {
+		return decodeManifest(manifest)
+	}
+	es := make([]manifestEntry, len(names))
+	for i, n := range names {
+		es[i].name = n
+	}
+	return es, nil
 }
 
 // CheckpointList returns the run's checkpoint history, oldest first.
@@ -132,19 +174,14 @@ func (s *Store) CheckpointPrune(ctx context.Context, p *store.CheckpointPrunePar
 
 // pruneTx is CheckpointPrune inside tx: it keeps the newest keep
 // checkpoints, the last commit's and every response's CommitStep, and
-// deletes the blobs no remaining checkpoint references.
+// deletes the blobs no remaining checkpoint references
+// (superstep_prune_checkpoints, as a commit that prunes).
 func pruneTx(ctx context.Context, tx pgx.Tx, runID string, keep int) (int64, error) {
 	var last int64
 	if err := tx.QueryRow(ctx, "SELECT last_step FROM runs WHERE id = $1 FOR UPDATE", runID).Scan(&last); err != nil {
 		return 0, err
 	}
-	tag, err := tx.Exec(ctx, `DELETE FROM checkpoints WHERE run_id = $1 AND step <> $3
-		AND step NOT IN (SELECT step FROM checkpoints WHERE run_id = $1 ORDER BY step DESC LIMIT $2)
-		AND step NOT IN (SELECT commit_step FROM responses WHERE run_id = $1)`, runID, keep, last)
-	if err != nil || tag.RowsAffected() == 0 {
-		return 0, err
-	}
-	_, err = tx.Exec(ctx, `DELETE FROM blobs b WHERE b.run_id = $1 AND NOT EXISTS (
-		SELECT 1 FROM checkpoints c WHERE c.run_id = $1 AND b.hash = ANY (c.part_hashes))`, runID)
-	return tag.RowsAffected(), err
+	var n int64
+	err := tx.QueryRow(ctx, "SELECT superstep_prune_checkpoints($1, $2, $3)", runID, keep, last).Scan(&n)
+	return n, err
 }

@@ -16,7 +16,7 @@ import (
 // lease fence compares with the expiry and which the commit records, is
 // the caller's Now or else the database's clock (callTime).
 const commitSQL = `SELECT o_next_seq, o_bytes FROM superstep_commit($1, $2, $3, $4, $5, $6, $7, $8, $9,
-	$10, $11, $12, $13, $14, $15, $16, $17, $18, coalesce($19::timestamptz, now()), $20, $21, $22, $23)`
+	$10, $11, $12, $13, $14, $15, $16, $17, $18, coalesce($19::timestamptz, now()), $20, $21, $22, $23, $24)`
 
 // Commit atomically writes one superstep: the checkpoint, the step's events
 // and the head response's status and snapshot, in one transaction made by
@@ -59,6 +59,7 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 			return nil, err
 		}
 		s.parts.set(p.RunID, enc.all)
+		res.BytesWritten += enc.inline // inline parts are written by every commit that has them
 		if len(p.Events) > 0 || p.Status.Terminal() {
 			s.announce(p.ResponseID)
 		}

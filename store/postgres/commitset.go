@@ -9,9 +9,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/internal/snapref"
 )
 
-// The set-based batch: superstep_commit_batch (migration 014) writes all
+// The set-based batch: superstep_commit_batch (migration 014; since 016 a
+// loop over superstep_write_step, superstep_commit's body) writes all
 // the commits of a group-commit batch in one statement, so one round trip
 // and one transaction in autocommit, with no savepoint per member. A
 // member that is fenced or does not follow its run fails alone (a code
@@ -117,7 +119,7 @@ func setArgs(rs []*commitReq, channel string) []any {
 		partLo, partHi                       = make([]int32, n), make([]int32, n)
 		blobLo, blobHi                       = make([]int32, n), make([]int32, n)
 		refLo, refHi                         = make([]int32, n), make([]int32, n)
-		partNames                            = []string{}
+		manifests                            = make([][]byte, n)
 		partHashes, blobHashes, blobDatas    = [][]byte{}, [][]byte{}, [][]byte{}
 		refs                                 = [][]byte{}
 	)
@@ -125,16 +127,16 @@ func setArgs(rs []*commitReq, channel string) []any {
 		p := r.p
 		runs[i], epochs[i], steps[i], responses[i] = p.RunID, p.Epoch, p.Step, p.ResponseID
 		firsts[i], counts[i], bytes[i], datas[i] = r.ev.first, r.ev.count, r.ev.bytes, r.ev.data
-		sizes[i], statuses[i], snapshots[i], errs[i], usages[i] = r.enc.size, string(p.Status), p.Snapshot, p.Error, p.Usage
+		sizes[i], statuses[i], snapshots[i], errs[i], usages[i] = r.enc.size, string(p.Status), snapref.Encode(p.Snapshot, p.Events), p.Error, p.Usage
 		nows[i], terminals[i] = callTime(p.Now), p.Status.Terminal()
 		releases[i] = p.Release && p.Status.Terminal()
 		keeps[i], journals[i] = int32(max(p.PruneKeep, 0)), p.JournalPrune
 		// Member i's elements are [lo, hi] (1-based, inclusive; empty when
 		// hi < lo) of the concatenated arrays.
-		partLo[i] = int32(len(partNames) + 1)
-		partNames = append(partNames, r.enc.names...)
-		partHashes = append(partHashes, r.enc.hashes...)
-		partHi[i] = int32(len(partNames))
+		manifests[i] = r.enc.manifest
+		partLo[i] = int32(len(partHashes) + 1)
+		partHashes = append(partHashes, r.enc.partHashes...)
+		partHi[i] = int32(len(partHashes))
 		blobLo[i] = int32(len(blobHashes) + 1)
 		blobHashes = append(blobHashes, r.enc.blobHashes...)
 		blobDatas = append(blobDatas, r.enc.blobData...)
@@ -145,5 +147,5 @@ func setArgs(rs []*commitReq, channel string) []any {
 	}
 	return []any{runs, epochs, steps, responses, firsts, counts, bytes, datas,
 		sizes, statuses, snapshots, errs, usages, nows, terminals, releases, keeps, journals,
-		partLo, partHi, partNames, partHashes, blobLo, blobHi, blobHashes, blobDatas, refLo, refHi, refs, channel}
+		manifests, partLo, partHi, partHashes, blobLo, blobHi, blobHashes, blobDatas, refLo, refHi, refs, channel}
 }

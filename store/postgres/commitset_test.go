@@ -117,7 +117,7 @@ func TestGroupCommit_SetDeclined(t *testing.T) {
 	// after a prune by another host): the store's cache says it does.
 	extra := store.Part{Name: "extra", Data: []byte("never stored")}
 	stale.Checkpoint = append(stale.Checkpoint, extra)
-	s.parts.set(stale.RunID, map[hash]struct{}{sha256.Sum256(extra.Data): {}})
+	s.parts.set(stale.RunID, map[hash]bool{sha256.Sum256(extra.Data): true})
 	before := s.CommitStats()
 	f := holdCommits(t, s)
 	results := commitAll(ctx, s, ps)
@@ -208,6 +208,7 @@ func TestMigrateCommitBatch(t *testing.T) {
 	s := openStore(t, schema, nil)
 	c := storetest.CreateResponse(ctx, t, s, nil)
 	storetest.Commit(ctx, t, s, c.Run.ID, nil)
+	undoStepRows(t, s)
 	if _, err := s.pool.Exec(ctx, undoCommitBatch+"DELETE FROM superstep_schema_version WHERE version >= 14"); err != nil {
 		t.Fatal(err)
 	}

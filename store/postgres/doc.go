@@ -12,15 +12,21 @@
 //
 // A superstep commit is one call of the SQL function superstep_commit, sent
 // as one statement in autocommit mode: one round trip and one WAL flush. The
-// function updates the run conditional on the lease epoch and the step
-// (fencing), updates the response, appends the step's events as one log
-// record (one row of event_records covering their sequence range, encoded by
-// store/internal/eventrec), stores new checkpoint parts and the checkpoint
-// row; an error anywhere rolls all of it back. EventList slices records by
-// sequence number.
+// function (its body superstep_write_step, shared with the group commit's
+// superstep_commit_batch) updates the run conditional on the lease epoch
+// and the step (fencing), updates the response, appends the step's events
+// as one log record (one row of event_records covering their sequence
+// range, encoded by store/internal/eventrec), stores new checkpoint parts
+// and the checkpoint row; an error anywhere rolls all of it back.
+// EventList slices records by sequence number.
 // Checkpoint parts are content-addressed per run (sha256): the store
 // remembers the parts of each run's last commit and sends only the parts
-// that changed; unchanged parts are stored by reference. Once a write may
+// that changed; unchanged parts are stored by reference. A small part
+// that changed is kept inline in the checkpoint row (its manifest) instead
+// of a blob row of its own, and a commit that changes nothing its response
+// shows (no events, the same snapshot and status) leaves the response's
+// row alone: a response read before its terminal commit takes CommitStep
+// and UpdatedAt from its run's last commit (migration 016). Once a write may
 // have been sent, its context's cancellation no longer interrupts it, so an
 // error means nothing was written (Options.WriteTimeout still bounds it).
 //

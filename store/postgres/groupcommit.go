@@ -282,18 +282,15 @@ func (r *commitReq) complex() bool {
 
 // sql is r's commit statement, alone or as a member of a batch (inBatch).
 func (r *commitReq) sql(inBatch bool) string {
-	switch {
-	case inBatch && r.p.JournalPrune:
-		return batchCommitPruneSQL
-	case inBatch:
+	if inBatch {
 		return batchCommitSQL
-	case r.p.JournalPrune:
-		return commitPruneSQL
 	}
 	return commitSQL
 }
 
-// commitRow runs r's commit statement (r.sql).
+// commitRow runs r's commit statement (r.sql), which also prunes the
+// journal with CommitParams.JournalPrune: no transaction around it, no
+// extra round trip, and a prune commit stays pipelined in a batch.
 func (r *commitReq) commitRow(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }, inBatch bool, channel string) error {
@@ -309,9 +306,9 @@ func (r *commitReq) args(channel string) []any {
 func commitArgs(p *store.CommitParams, ev *encodedEvents, enc *encodedParts, channel, failAt string) []any {
 	return []any{p.RunID, p.Epoch, p.Step, p.ResponseID,
 		ev.first, ev.count, ev.bytes, ev.data,
-		enc.names, enc.hashes, enc.blobHashes, enc.blobData, enc.refHashes, enc.size,
+		enc.manifest, enc.partHashes, enc.blobHashes, enc.blobData, enc.refHashes, enc.size,
 		string(p.Status), snapref.Encode(p.Snapshot, p.Events), p.Error, p.Usage, callTime(p.Now), p.Status.Terminal(), channel, failAt,
-		p.Release && p.Status.Terminal()}
+		p.Release && p.Status.Terminal(), p.JournalPrune}
 }
 
 // commitSteps runs a complex commit's statements in tx: reopen the
@@ -371,29 +368,6 @@ func (r *commitReq) committed(s *Store) error {
 // its own, a member is judged (and its times recorded) at its own
 // statement's time, as it would be alone, not at the batch's start.
 var batchCommitSQL = strings.Replace(commitSQL, "now())", "statement_timestamp())", 1)
-
-// commitPruneSQL and batchCommitPruneSQL are commitSQL and batchCommitSQL
-// that also delete the journal of the run's steps up to the committed one
-// (CommitParams.JournalPrune), in the same statement: no transaction
-// around it, no extra round trip, and a prune commit stays pipelined in a
-// batch.
-var (
-	commitPruneSQL      = withJournalPrune(commitSQL)
-	batchCommitPruneSQL = withJournalPrune(batchCommitSQL)
-)
-
-// withJournalPrune wraps a commit statement (commitSQL's parameters) in
-// one that also prunes the journal. The delete is conditioned on the
-// commit's row, so it runs only after superstep_commit returned: a fenced
-// or refused commit raises, which undoes the whole statement (or rolls a
-// batch member back to its savepoint) before anything is deleted, and the
-// run's row is locked before its journal rows, in the order JournalAppend
-// locks them.
-func withJournalPrune(commit string) string {
-	return `WITH c AS MATERIALIZED (` + commit + `),
-	pruned AS (DELETE FROM journal WHERE run_id = $1 AND step <= $3 AND EXISTS (SELECT FROM c))
-	SELECT o_next_seq, o_bytes FROM c`
-}
 
 // commitBatch writes several commits in one transaction, each in a
 // savepoint, and answers each once the transaction ended. A commit that

@@ -121,6 +121,7 @@ func (f *batchFixture) release(t *testing.T) {
 
 type memberResult struct {
 	p   *store.CommitParams
+	res *store.CommitResult
 	err error
 }
 
@@ -130,8 +131,8 @@ func commitAll(ctx context.Context, s *Store, ps []*store.CommitParams) chan mem
 	out := make(chan memberResult, len(ps))
 	for _, p := range ps {
 		go func() {
-			_, err := s.Commit(ctx, p)
-			out <- memberResult{p, err}
+			res, err := s.Commit(ctx, p)
+			out <- memberResult{p, res, err}
 		}()
 	}
 	return out

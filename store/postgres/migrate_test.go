@@ -15,7 +15,7 @@ import (
 	"github.com/superstep/superstep/store/internal/eventrec"
 )
 
-// undoCommitBatch undoes the commit-batch migration (the newest).
+// undoCommitBatch undoes the commit-batch migration (after undoStepRows).
 const undoCommitBatch = "DROP FUNCTION superstep_commit_batch; "
 
 // undoJournal undoes the journal migration and the ones after it.

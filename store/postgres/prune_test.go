@@ -22,6 +22,7 @@ func TestMigrateFromVersion2(t *testing.T) {
 	}
 	res := storetest.CreateResponse(ctx, t, s, nil)
 	storetest.Commit(ctx, t, s, res.Run.ID, &storetest.CommitOpts{Status: store.StatusCancelled})
+	undoStepRows(t, s)
 	for _, q := range []string{undoVersion4, "DROP INDEX responses_completed", "DELETE FROM superstep_schema_version WHERE version >= 3"} {
 		if _, err := s.pool.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)

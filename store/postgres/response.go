@@ -110,7 +110,7 @@ func createOrContinueRun(ctx context.Context, tx pgx.Tx, p *store.ResponseCreate
 	if r.PreviousResponseID != "" && p.Branch {
 		// A branch is a new run continuing a previous response that must
 		// still exist; the row lock keeps a delete from racing the check.
-		err := tx.QueryRow(ctx, `SELECT commit_step FROM responses WHERE id = $1 FOR SHARE`, r.PreviousResponseID).Scan(&base)
+		err := tx.QueryRow(ctx, `SELECT `+respCommitStep+` FROM responses WHERE id = $1 FOR SHARE`, r.PreviousResponseID).Scan(&base)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, false, &store.ContinueError{RunID: p.RunID, PreviousResponseID: r.PreviousResponseID, Reason: store.ContinueGone}
 		}
@@ -146,7 +146,7 @@ func createOrContinueRun(ctx context.Context, tx pgx.Tx, p *store.ResponseCreate
 				ELSE lease_expires_at END,
 			updated_at = coalesce($7::timestamptz, now())
 		WHERE id = $1 AND head_response_id = $8 AND NOT active
-			AND last_step = (SELECT commit_step FROM responses WHERE id = $8 AND run_id = $1)
+			AND last_step = (SELECT `+respCommitStep+` FROM responses WHERE id = $8 AND run_id = $1)
 		RETURNING `+runColumns,
 		p.RunID, r.ID, active, claim, p.LeaseOwner, lease, now, r.PreviousResponseID))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -162,8 +162,9 @@ func continueRefused(ctx context.Context, tx pgx.Tx, runID, prev string) error {
 	var active bool
 	var last int64
 	var prevStep *int64
-	err := tx.QueryRow(ctx, `SELECT r.head_response_id, r.active, r.last_step, p.commit_step
-		FROM runs r LEFT JOIN responses p ON p.id = $2 AND p.run_id = r.id WHERE r.id = $1`, runID, prev).
+	err := tx.QueryRow(ctx, `SELECT r.head_response_id, r.active, r.last_step,
+			(SELECT `+respCommitStep+` FROM responses WHERE id = $2 AND run_id = r.id)
+		FROM runs r WHERE r.id = $1`, runID, prev).
 		Scan(&head, &active, &last, &prevStep)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return err
@@ -233,8 +234,8 @@ func insertInitialCheckpoint(ctx context.Context, tx pgx.Tx, runID string, step 
 	if err != nil {
 		return nil, err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO checkpoints (run_id, step, parent_step, part_names, part_hashes, size, created_at)
-		VALUES ($1, $6, -1, $2, $3, $4, coalesce($5::timestamptz, now()))`, runID, enc.names, enc.hashes, enc.size, now, step)
+	_, err = tx.Exec(ctx, `INSERT INTO checkpoints (run_id, step, parent_step, manifest, part_hashes, size, created_at)
+		VALUES ($1, $6, -1, $2, $3, $4, coalesce($5::timestamptz, now()))`, runID, enc.manifest, enc.partHashes, enc.size, now, step)
 	return enc, err
 }
 
@@ -296,10 +297,16 @@ func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response,
 	var r *store.Response
 	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		var err error
-		r, err = scanResponse(conn.QueryRow(ctx, `UPDATE responses SET cancel_requested = true,
-			status = 'cancelled', updated_at = now()
-			WHERE id = $1 AND status NOT IN ('completed', 'failed', 'cancelled', 'incomplete')
-			RETURNING `+responseColumns, id))
+		// The run's row is share-locked first, in the order a commit
+		// locks: a commit that leaves the response's row alone (nothing
+		// it shows changed) is ordered with the cancel by it, and the
+		// row records the run's last step (see responseColumns).
+		r, err = scanResponse(conn.QueryRow(ctx, `WITH l AS (
+				SELECT u.id AS lock_run, u.last_step AS lock_step FROM runs u JOIN responses r ON r.run_id = u.id
+				WHERE r.id = $1 FOR SHARE OF u)
+			UPDATE responses SET cancel_requested = true, status = 'cancelled', updated_at = now(), commit_step = l.lock_step
+			FROM l WHERE id = $1 AND run_id = l.lock_run AND status NOT IN ('completed', 'failed', 'cancelled', 'incomplete')
+			RETURNING `+storedResponseColumns, id))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -33,10 +33,35 @@ func scanRun(row pgx.Row) (*store.Run, error) {
 }
 
 // responseColumns are selected by every query that returns a response;
-// scanResponse reads them.
-const responseColumns = `id, run_id, previous_response_id, model, owner, status, request, snapshot,
+// scanResponse reads them. A commit that changes nothing a response shows
+// leaves its row alone (migration 016), so an unfinished response's
+// CommitStep is its run's last step (respCommitStep) and its UpdatedAt
+// that of the run's last commit when the row is behind it (respUpdatedAt).
+var responseColumns = strings.NewReplacer("commit_step", respCommitStep, "updated_at", respUpdatedAt).
+	Replace(storedResponseColumns)
+
+// storedResponseColumns are responseColumns as stored, exact in a row
+// just written (RETURNING).
+const storedResponseColumns = `id, run_id, previous_response_id, model, owner, status, request, snapshot,
 	error, usage, next_seq, commit_step, start_step, publication, input, cancel_requested, created_at, updated_at,
 	completed_at, trace_context`
+
+// respCommitStep and respUpdatedAt are a response's CommitStep and
+// UpdatedAt, in a query on the table responses (see responseColumns): the
+// stored values, but for an unfinished response (completed_at NULL) whose
+// run has committed since its row's last write (its commit_step is below
+// the run's last_step): then its CommitStep is last_step and its
+// UpdatedAt the time of that commit, the created_at of its checkpoint.
+const (
+	respCommitStep = `CASE WHEN responses.completed_at IS NULL
+		THEN coalesce((SELECT u.last_step FROM runs u WHERE u.id = responses.run_id), responses.commit_step)
+		ELSE responses.commit_step END`
+	respUpdatedAt = `CASE WHEN responses.completed_at IS NULL
+			AND responses.commit_step < (SELECT u.last_step FROM runs u WHERE u.id = responses.run_id)
+		THEN coalesce((SELECT c.created_at FROM runs u JOIN checkpoints c ON c.run_id = u.id AND c.step = u.last_step
+			WHERE u.id = responses.run_id), responses.updated_at)
+		ELSE responses.updated_at END`
+)
 
 func scanResponse(row pgx.Row) (*store.Response, error) {
 	var r store.Response

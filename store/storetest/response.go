@@ -334,6 +334,72 @@ func testResponse(t *testing.T, h Harness) {
 		requireNoError(t, store.Check(b.ctx, b.s), "Check")
 	})
 
+	// A commit that changes nothing the response shows (no events, nil
+	// snapshot, same status) still moves its CommitStep and UpdatedAt,
+	// whatever wrote the response before it (a commit, a live append) or
+	// after it (a cancel keeps them as the cancel's); a branch of it
+	// starts at that step. (A store may leave the response's row alone
+	// then and derive both from the run: migration 016 of PostgreSQL.)
+	t.Run("SilentCommitMovesCommitStep", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		t0 := testNow()
+		at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) }
+		silent := func(i int) *store.CommitParams {
+			t.Helper()
+			p := NextCommit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{NoEvents: true, Now: at(i)})
+			p.Snapshot = nil
+			_, err := b.s.Commit(b.ctx, p)
+			requireNoError(t, err, "silent Commit")
+			return p
+		}
+		want := func(step int64, updated time.Time, nextSeq int64, what string) {
+			t.Helper()
+			r, err := b.s.ResponseGet(b.ctx, c.Response.ID)
+			requireNoError(t, err, "ResponseGet")
+			if r.CommitStep != step || !r.UpdatedAt.Equal(updated) || r.NextSeq != nextSeq {
+				t.Fatalf("%s: CommitStep %d UpdatedAt %v NextSeq %d, want %d %v %d", what, r.CommitStep, r.UpdatedAt, r.NextSeq,
+					step, updated, nextSeq)
+			}
+			rs, err := b.s.ResponseListByRun(b.ctx, c.Run.ID)
+			requireNoError(t, err, "ResponseListByRun")
+			if rs[0].CommitStep != step || !rs[0].UpdatedAt.Equal(updated) {
+				t.Fatalf("%s: listed CommitStep %d UpdatedAt %v, want %d %v", what, rs[0].CommitStep, rs[0].UpdatedAt, step, updated)
+			}
+		}
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Now: at(1)})
+		want(1, at(1), c.Response.NextSeq+2, "after a commit with events")
+		silent(2)
+		want(2, at(2), c.Response.NextSeq+2, "after a silent commit")
+		silent(3)
+		want(3, at(3), c.Response.NextSeq+2, "after two silent commits")
+		seq := c.Response.NextSeq + 2
+		err := b.s.EventAppend(b.ctx, &store.EventAppendParams{RunID: c.Run.ID, Epoch: c.Run.Lease.Epoch, ResponseID: c.Response.ID,
+			Now: at(4), Events: []store.EventInput{{Seq: seq, Type: "response.output_text.delta", Payload: payload("delta", seq)}}})
+		requireNoError(t, err, "EventAppend")
+		want(3, at(4), seq+1, "after a live append")
+		silent(5)
+		want(4, at(5), seq+1, "after a silent commit following a live append")
+		br := CreateResponse(b.ctx, t, b.s, &ResponseOpts{PreviousResponseID: c.Response.ID, Branch: true})
+		if br.Run.LastStep != 4 || br.Response.StartStep != 4 {
+			t.Fatalf("branch of a response whose last commit was silent: run at step %d, start step %d; want 4", br.Run.LastStep,
+				br.Response.StartStep)
+		}
+		silent(6)
+		cancelled, err := b.s.ResponseCancel(b.ctx, c.Response.ID)
+		requireNoError(t, err, "ResponseCancel")
+		if cancelled.CommitStep != 5 {
+			t.Fatalf("ResponseCancel after a silent commit: CommitStep %d, want 5", cancelled.CommitStep)
+		}
+		want(5, cancelled.UpdatedAt, seq+1, "after a cancel")
+		p := NextCommit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCancelled, Now: at(7)})
+		_, err = b.s.Commit(b.ctx, p)
+		requireNoError(t, err, "cancelled Commit")
+		want(6, at(7), seq+3, "after the cancelled commit")
+		requireNoError(t, store.Check(b.ctx, b.s), "Check")
+	})
+
 	// A branch is a new run continuing a previous response (not its
 	// run's head, or a head whose run is busy) from a checkpoint the caller
 	// copied: the new run starts at step 0 with it, the previous response
