@@ -314,11 +314,7 @@ func TestHost_Recover_LiveResetAppliedOnce(t *testing.T) {
 	})
 	sc.arm(&faultRule{point: host.FaultCommitBefore, mode: modeCrash, match: stepIs(1)})
 	r := sc.create("rechunk", "go", liveMD)
-	select {
-	case <-sc.crashFired:
-	case <-time.After(testTimeout):
-		t.Fatal("armed crash fault did not fire")
-	}
+	sc.waitCrash()
 	// The next incarnation dies right after its reset is appended.
 	sc.arm(&faultRule{point: host.FaultAppendAfter, mode: modeCrash})
 	sc.restart(true)

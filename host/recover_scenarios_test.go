@@ -445,11 +445,7 @@ func TestHost_Recover_InputFromRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc.track(second)
-	select {
-	case <-sc.crashFired:
-	case <-time.After(testTimeout):
-		t.Fatal("armed crash fault did not fire")
-	}
+	sc.waitCrash()
 	sc.stop(true)
 	sc.mark()
 	db, err := sql.Open("sqlite3", sc.path)

@@ -283,12 +283,18 @@ func (sc *scenario) restart(crash bool) {
 // crashAtFault waits for an armed crash fault to fire, then restarts.
 func (sc *scenario) crashAtFault() {
 	sc.t.Helper()
+	sc.waitCrash()
+	sc.restart(true)
+}
+
+// waitCrash waits for an armed crash fault to fire.
+func (sc *scenario) waitCrash() {
+	sc.t.Helper()
 	select {
 	case <-sc.crashFired:
 	case <-time.After(testTimeout):
 		sc.t.Fatal("armed crash fault did not fire")
 	}
-	sc.restart(true)
 }
 
 // mark records a crash: read with a fresh handle, after the dead
