@@ -137,7 +137,9 @@ func collectBlobs(ctx context.Context, tx *sql.Tx, runID string, runNum int64) e
 			return err
 		}
 		for _, e := range es {
-			live[e.hash] = true
+			if e.inline == nil {
+				live[e.hash] = true
+			}
 		}
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
