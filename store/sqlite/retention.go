@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"errors"
+	"slices"
 
 	"github.com/superstep/superstep/internal/fault"
 	"github.com/superstep/superstep/store"
@@ -98,23 +99,47 @@ func pruneTx(ctx context.Context, tx *sql.Tx, runID string, keep int) (int, erro
 	if err != nil {
 		return 0, err
 	}
-	_, err = tx.ExecContext(ctx, `DELETE FROM checkpoints WHERE k BETWEEN ?3 AND ?4
-		AND k NOT IN (SELECT k FROM checkpoints WHERE k BETWEEN ?3 AND ?4 ORDER BY k DESC LIMIT ?2)
-		AND step NOT IN (SELECT commit_step FROM responses WHERE run_id = ?1)`, runID, keep, logKey(run.num, 0), logKey(run.num, lowMax))
+	return pruneRunTx(ctx, tx, runID, run.num, keep)
+}
+
+// pruneSQL deletes the checkpoints of run ?1 (keys ?3..?4) but the newest
+// ?2 and those a response of the run resumes from, returning their
+// manifests.
+const pruneSQL = `DELETE FROM checkpoints WHERE k BETWEEN ?3 AND ?4
+	AND k NOT IN (SELECT k FROM checkpoints WHERE k BETWEEN ?3 AND ?4 ORDER BY k DESC LIMIT ?2)
+	AND step NOT IN (SELECT commit_step FROM responses WHERE run_id = ?1) RETURNING manifest`
+
+// pruneRunTx is pruneTx for the run whose number the caller read. The
+// run's blobs are collected only when a deleted checkpoint referenced one:
+// a history of inline parts (the common one) is pruned by one statement.
+func pruneRunTx(ctx context.Context, tx *sql.Tx, runID string, runNum int64, keep int) (int, error) {
+	rows, err := tx.QueryContext(ctx, pruneSQL, runID, keep, logKey(runNum, 0), logKey(runNum, lowMax))
 	if err != nil {
 		return 0, err
 	}
 	var n int
-	if err := tx.QueryRowContext(ctx, "SELECT changes()").Scan(&n); err != nil {
+	var blobs bool
+	for rows.Next() {
+		var m []byte
+		if err := rows.Scan(&m); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		n++
+		es, err := decodeManifest(m)
+		// An undecodable manifest may have referenced blobs: collect.
+		blobs = blobs || err != nil || slices.ContainsFunc(es, func(e entry) bool { return e.inline == nil })
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return 0, err
 	}
 	if err := fault.Point(ctx, "prune.checkpoints_deleted"); err != nil {
 		return 0, err
 	}
-	if n == 0 {
-		return 0, nil
+	if !blobs {
+		return n, nil
 	}
-	return n, collectBlobs(ctx, tx, runID, run.num)
+	return n, collectBlobs(ctx, tx, runID, runNum)
 }
 
 // collectBlobs deletes the run's blobs that no checkpoint of the run
