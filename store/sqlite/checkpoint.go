@@ -124,6 +124,29 @@ func decodeManifest(b []byte) ([]entry, error) {
 	return es, nil
 }
 
+// refersBlob reports whether the manifest m names a part stored as a blob
+// (or cannot be decoded, so may), without decoding it into entries.
+func refersBlob(m []byte) bool {
+	n, k := binary.Uvarint(m)
+	if k <= 0 {
+		return true
+	}
+	m = m[k:]
+	for range n {
+		l, k := binary.Uvarint(m)
+		if k <= 0 || l > uint64(len(m)-k) || len(m)-k-int(l) < sha256.Size {
+			return true
+		}
+		m = m[k+int(l)+sha256.Size:]
+		size, k := binary.Uvarint(m)
+		if k <= 0 || len(m) == k || m[k] != 1 || size > uint64(len(m)-k-1) {
+			return true // a blob (flag 0) or corrupt
+		}
+		m = m[k+1+int(size):]
+	}
+	return len(m) != 0
+}
+
 // readInline reads an entry's inline flag and, if set, its bytes.
 func readInline(r *bytes.Reader, size uint64) ([]byte, error) {
 	flag, err := r.ReadByte()

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"errors"
-	"slices"
 
 	"github.com/superstep/superstep/internal/fault"
 	"github.com/superstep/superstep/store"
@@ -120,15 +119,13 @@ func pruneRunTx(ctx context.Context, tx *sql.Tx, runID string, runNum int64, kee
 	var n int
 	var blobs bool
 	for rows.Next() {
-		var m []byte
+		var m sql.RawBytes // read in place: no copy per deleted row
 		if err := rows.Scan(&m); err != nil {
 			rows.Close()
 			return 0, err
 		}
 		n++
-		es, err := decodeManifest(m)
-		// An undecodable manifest may have referenced blobs: collect.
-		blobs = blobs || err != nil || slices.ContainsFunc(es, func(e entry) bool { return e.inline == nil })
+		blobs = blobs || refersBlob(m)
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return 0, err
