@@ -21,10 +21,14 @@ type querier interface {
 }
 
 // entry is one part of a checkpoint manifest: its name, the SHA-256 of its
-// bytes (the blob's key) and its size. A part of at most inlineMax bytes is
-// kept in the manifest itself (inline) instead of in blobs: small parts
-// are the common change of a superstep, and inline they cost the commit no
-// blob row and no extra page.
+// bytes (the blob's key) and its size. A part of at most inlineMax bytes,
+// or a larger one while the manifest's inline bytes stay within
+// inlineBudget, is kept in the manifest itself (inline) instead of in
+// blobs: small parts are the common change of a superstep, and inline
+// they cost the commit no blob row. A blob row is an insert at a random
+// place of the blobs tree and, beyond ~230 bytes, an overflow page (blobs
+// is WITHOUT ROWID), so a workflow's ~350-byte header changing every step
+// cost two pages more per commit, and pruning it as many again.
 type entry struct {
 	name   string
 	hash   [sha256.Size]byte
@@ -32,8 +36,18 @@ type entry struct {
 	inline []byte // the part's bytes when inline, nil otherwise
 }
 
-// inlineMax is the largest part kept inline in a manifest.
-const inlineMax = 256
+// Inline limits. A part of at most inlineMax bytes is always inline; a
+// larger one is inline when it fits what the parts before it left of
+// inlineBudget, which keeps a manifest of one such part and a few small
+// ones within the ~990 bytes a row keeps in its leaf with 1 KB pages (no
+// overflow page). inlineBudget also bounds what an unchanged inline part
+// rewrites per commit. No inline part is larger than inlineBudget (a build
+// of schema version 15 or older reads one larger than 256 as corrupt:
+// migration 016 bumps the version).
+const (
+	inlineMax    = 256
+	inlineBudget = 640
+)
 
 // hashedPart is a part with its manifest entry, hashed by the caller's
 // goroutine before the write reaches the writer.
@@ -42,13 +56,15 @@ type hashedPart struct {
 	data []byte
 }
 
-// hashParts hashes parts.
+// hashParts hashes parts and chooses which are inline.
 func hashParts(parts []store.Part) []hashedPart {
 	hs := make([]hashedPart, len(parts))
+	inlined := 0
 	for i, p := range parts {
 		hs[i] = hashedPart{entry: entry{name: p.Name, hash: sha256.Sum256(p.Data), size: int64(len(p.Data))}, data: p.Data}
-		if len(p.Data) <= inlineMax {
+		if n := len(p.Data); n <= inlineMax || inlined+n <= inlineBudget {
 			hs[i].inline = nonNil(p.Data)
+			inlined += n
 		}
 	}
 	return hs
@@ -108,6 +124,29 @@ func decodeManifest(b []byte) ([]entry, error) {
 	return es, nil
 }
 
+// refersBlob reports whether the manifest m names a part stored as a blob
+// (or cannot be decoded, so may), without decoding it into entries.
+func refersBlob(m []byte) bool {
+	n, k := binary.Uvarint(m)
+	if k <= 0 {
+		return true
+	}
+	m = m[k:]
+	for range n {
+		l, k := binary.Uvarint(m)
+		if k <= 0 || l > uint64(len(m)-k) || len(m)-k-int(l) < sha256.Size {
+			return true
+		}
+		m = m[k+int(l)+sha256.Size:]
+		size, k := binary.Uvarint(m)
+		if k <= 0 || len(m) == k || m[k] != 1 || size > uint64(len(m)-k-1) {
+			return true // a blob (flag 0) or corrupt
+		}
+		m = m[k+1+int(size):]
+	}
+	return len(m) != 0
+}
+
 // readInline reads an entry's inline flag and, if set, its bytes.
 func readInline(r *bytes.Reader, size uint64) ([]byte, error) {
 	flag, err := r.ReadByte()
@@ -116,7 +155,7 @@ func readInline(r *bytes.Reader, size uint64) ([]byte, error) {
 		return nil, store.Corruptf("sqlite: checkpoint manifest: bad inline flag")
 	case flag == 0:
 		return nil, nil
-	case size > inlineMax || size > uint64(r.Len()):
+	case size > inlineBudget || size > uint64(r.Len()):
 		return nil, store.Corruptf("sqlite: checkpoint manifest: bad inline size %d", size)
 	}
 	data := make([]byte, size)
@@ -147,7 +186,11 @@ func writeCheckpoint(ctx context.Context, tx querier, runID string, runNum, step
 			return 0, err
 		}
 		for _, e := range es {
-			have[e.hash] = true
+			// Only the parent's blobs: a part inline in the parent may
+			// be a blob here (the budget), and its blob may not exist.
+			if e.inline == nil {
+				have[e.hash] = true
+			}
 		}
 	}
 	var written, size int64

@@ -35,7 +35,8 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	parts := hashParts(p.Checkpoint)
 	res := &store.CommitResult{}
 	err := s.writeWake(ctx, "commit", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Tx) error {
-		if err := commitTx(ctx, tx, p, parts, now, res); err != nil {
+		runNum, err := commitTx(ctx, tx, p, parts, now, res)
+		if err != nil {
 			return err
 		}
 		if err := commitExtrasTx(ctx, tx, p, now); err != nil {
@@ -49,8 +50,7 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 		if p.PruneKeep <= 0 {
 			return nil
 		}
-		var err error
-		res.Pruned, err = pruneTx(ctx, tx, p.RunID, p.PruneKeep)
+		res.Pruned, err = pruneRunTx(ctx, tx, p.RunID, runNum, p.PruneKeep)
 		return err
 	})
 	if err != nil {
@@ -59,12 +59,19 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	return res, nil
 }
 
-// commitTx is Commit inside the writer's transaction.
-func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []hashedPart, now time.Time, res *store.CommitResult) error {
+// commitTx is Commit inside the writer's transaction. It returns the
+// run's number.
+func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []hashedPart, now time.Time, res *store.CommitResult) (int64, error) {
 	run, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now, p.Status == store.StatusCancelled, true)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	return run.num, commitRunTx(ctx, tx, p, parts, now, res, run, next, respNum)
+}
+
+// commitRunTx is commitTx after checkWrite.
+func commitRunTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []hashedPart, now time.Time, res *store.CommitResult, run *runRow, next, respNum int64) error {
+	var err error
 	if err := checkLow("commit", "step", p.Step); err != nil {
 		return err
 	}

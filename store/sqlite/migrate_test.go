@@ -3,7 +3,9 @@ package sqlite_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -378,4 +380,133 @@ func TestMigrateLongSnapshot(t *testing.T) {
 			t.Fatalf("event %d after migration: %s %d bytes, want %s %d bytes", i, evs[i].Type, len(evs[i].Payload), ev.Type, len(ev.Payload))
 		}
 	}
+}
+
+// TestMigrateInlineBudget builds a version-15 database whose checkpoints
+// hold a part inline (100 bytes) and two as blobs (300 and 1,000 bytes:
+// version 15 kept only parts up to 256 bytes inline), opens it with this
+// build and requires the same parts back; a commit after the migration
+// diffs against the old manifest (the 300-byte part now inline), and
+// pruning the old checkpoints deletes the blob only they referenced.
+func TestMigrateInlineBudget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v15.db")
+	if err := sqlite.MigrateTo(ctx, path, 15); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := func(name string, size int, b byte) store.Part {
+		return store.Part{Name: name, Data: bytes.Repeat([]byte{b}, size)}
+	}
+	steps := [][]store.Part{
+		{part("small", 100, 1), part("mid", 300, 2), part("big", 1000, 3)},
+		{part("small", 100, 4), part("mid", 300, 2), part("big", 1000, 3)},
+	}
+	// v15Manifest encodes parts as version 15 did: inline up to 256 bytes.
+	v15Manifest := func(parts []store.Part) []byte {
+		b := binary.AppendUvarint(nil, uint64(len(parts)))
+		for _, p := range parts {
+			h := sha256.Sum256(p.Data)
+			b = append(append(binary.AppendUvarint(b, uint64(len(p.Name))), p.Name...), h[:]...)
+			b = binary.AppendUvarint(b, uint64(len(p.Data)))
+			if len(p.Data) > 256 {
+				b = append(b, 0)
+				continue
+			}
+			b = append(append(b, 1), p.Data...)
+		}
+		return b
+	}
+	expires := time.Now().Add(time.Hour).UnixNano()
+	stmts := []struct {
+		q    string
+		args []any
+	}{
+		{`INSERT INTO runs (id, num, model, head_response_id, last_step, checkpoint_step, lease_owner,
+			lease_epoch, lease_expires_at, active, created_at, updated_at) VALUES ('run_old', 1, 'm', 'resp_old', 1, 1, 'h', 1, ?, 1, 1, 1)`,
+			[]any{expires}},
+		{`INSERT INTO responses (num, id, run_id, previous_response_id, model, owner, status, request, snapshot,
+			next_seq, commit_step, start_step, publication, input, cancel_requested, created_at, updated_at, trace_context)
+			VALUES (1, 'resp_old', 'run_old', '', 'm', '', 'in_progress', x'7b7d', x'7b7d', 0, 1, 0, 'committed', x'5b5d', 0, 1, 1, '')`, nil},
+	}
+	for step, parts := range steps {
+		stmts = append(stmts, struct {
+			q    string
+			args []any
+		}{"INSERT INTO checkpoints (k, parent_step, size, manifest, created_at) VALUES (?, ?, 1400, ?, 1)",
+			[]any{int64(1)<<32 | int64(step), step - 1, v15Manifest(parts)}})
+		for _, p := range parts[1:] {
+			h := sha256.Sum256(p.Data)
+			stmts = append(stmts, struct {
+				q    string
+				args []any
+			}{"INSERT OR IGNORE INTO blobs (run_id, hash, data) VALUES ('run_old', ?, ?)", []any{h[:], p.Data}})
+		}
+	}
+	for _, st := range stmts {
+		if _, err := db.Exec(st.q, st.args...); err != nil {
+			t.Fatalf("%s: %v", st.q, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := sqlite.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatalf("open a version-15 database: %v", err)
+	}
+	if v := userVersion(t, path); v < 16 || v != sqlite.SchemaVersion() {
+		t.Fatalf("user_version %d after Open, want this build's %d (at least 16)", v, sqlite.SchemaVersion())
+	}
+	for step, parts := range steps {
+		cp, err := s.CheckpointGet(ctx, "run_old", int64(step))
+		if err != nil {
+			t.Fatalf("CheckpointGet step %d after migration: %v", step, err)
+		}
+		requireSameParts(t, cp.Parts, parts)
+	}
+	// Open released the old process's lease: claim it again.
+	runs, err := s.LeaseClaim(ctx, &store.LeaseClaimParams{Owner: "h2", Duration: time.Hour})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("LeaseClaim: %d runs (%v), want 1", len(runs), err)
+	}
+	steps = append(steps, []store.Part{part("small", 100, 5), part("mid", 300, 2), part("big", 1000, 3)})
+	if _, err := s.Commit(ctx, &store.CommitParams{RunID: "run_old", Epoch: runs[0].Lease.Epoch, Step: 2, ResponseID: "resp_old",
+		Status: store.StatusInProgress, Checkpoint: steps[2], PruneKeep: 1}); err != nil {
+		t.Fatalf("Commit after migration: %v", err)
+	}
+	cp, err := s.CheckpointGet(ctx, "run_old", 2)
+	if err != nil {
+		t.Fatalf("CheckpointGet after a pruning commit: %v", err)
+	}
+	requireSameParts(t, cp.Parts, steps[2])
+	if err := store.Check(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := countRows(t, path, "blobs"); n != 1 {
+		t.Fatalf("%d blobs after pruning steps 0 and 1, want 1 (the 1,000-byte part's)", n)
+	}
+}
+
+// countRows counts the rows of table in the database at path.
+func countRows(t *testing.T, path, table string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow("SELECT count(*) FROM " + table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
