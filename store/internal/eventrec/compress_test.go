@@ -26,7 +26,7 @@ func TestEncodeCompresses(t *testing.T) {
 	if got := Encode(w1); !bytes.Equal(got, encode(w1)) {
 		t.Errorf("a W1 record (%d bytes) was changed by compression", len(encode(w1)))
 	}
-	noise := make([]byte, 8<<10)
+	noise := make([]byte, 2*MinCompressed)
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range noise {
 		noise[i] = byte(r.Uint32())

@@ -1,4 +1,4 @@
--- 017_compressed_records: no table changes. An event record of 2 KiB or
+-- 017_compressed_records: no table changes. An event record of 16 KiB or
 -- more may now be stored zstd-compressed (store/internal/eventrec,
 -- compress.go), which a build of version 16 or older would read as
 -- damage: the version is bumped so that such a build refuses this
