@@ -84,7 +84,7 @@ func (s *summary) fsyncRate() float64 {
 }
 
 func renderTargets(b *strings.Builder, s *summary) {
-	fmt.Fprintf(b, "### Targets of issue 8 (ratios measured in this run)\n\n| target | measured | met |\n|---|---|---|\n")
+	fmt.Fprintf(b, "### Targets of issues 8 and 14 (ratios measured in this run)\n\n| target | measured | met |\n|---|---|---|\n")
 	ratio := func(label, num, den string, w workload, conc int, want float64) {
 		n, d := s.find(num, w, conc), s.best(w, conc, den, den+"-10ms")
 		if n == nil || d == nil {
