@@ -16,7 +16,7 @@ import (
 	"github.com/superstep/superstep/store/storetest"
 )
 
-// BenchmarkBatchServerCPU measures the PostgreSQL backend CPU (user+system,
+// BenchmarkBatchServerCPU measures the PostgreSQL backend CPU (its run time,
 // from /proc) per commit of a group-commit batch of k W1 supersteps (no
 // events, no snapshot, one 350-byte checkpoint part that changes every
 // step), written by superstep_commit_batch (path=set) or by the savepoint
