@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // The JSON primitives of the append-style encoder (wire.go): each appends
@@ -82,6 +83,60 @@ func appendString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// quotedLen is the length of what appendString appends for s.
+func quotedLen(s string) int {
+	n := 2 + len(s)
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if !jsonSafe[b] {
+				switch b {
+				case '\\', '"', '\b', '\f', '\n', '\r', '\t':
+					n++
+				default:
+					n += 5
+				}
+			}
+			i++
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && size == 1:
+			n += 5 // one byte becomes \ufffd
+		case c == '\u2028' || c == '\u2029':
+			n += 3 // three bytes become \u202X
+		}
+		i += size
+	}
+	return n
+}
+
+// longText is the length from which a sizer measures a string's encoding
+// exactly: a shorter one is taken at its length (the buffers' slack
+// covers its escapes), a longer one would otherwise grow its buffer by
+// copies as big as itself.
+const longText = 2 << 10
+
+// sizer tells the encoded length of the strings a buffer is sized for,
+// measuring a long string once for the frames that repeat it (a message's
+// text is in five frames of its step).
+type sizer struct {
+	s string
+	n int
+}
+
+// text is about the length of s encoded (quotes included): exact for a
+// long string.
+func (z *sizer) text(s string) int {
+	if len(s) < longText || z == nil {
+		return len(s) + 2
+	}
+	if len(s) != len(z.s) || unsafe.StringData(s) != unsafe.StringData(z.s) {
+		z.s, z.n = s, quotedLen(s)
+	}
+	return z.n
 }
 
 // appendStringPtr appends *s, or null for nil.
