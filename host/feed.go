@@ -82,8 +82,16 @@ func (f *feed) publish(frames []protocol.Frame, step int64) {
 		f.bytes += len(fr.Payload)
 	}
 	f.next = frames[len(frames)-1].Seq + 1
+	// The tail keeps at least the newest event; all of a commit that ends
+	// the response, past the bounds: its readers (a streamed request's own)
+	// get its frames from here, not decoded again from the store (an 8 MiB
+	// reply's five copies of its text), and the run stops soon after.
+	keep := 1
+	if protocol.IsTerminal(frames[len(frames)-1].Type) {
+		keep = len(frames)
+	}
 	drop := 0
-	for len(f.events)-drop > 1 && (len(f.events)-drop > feedMaxEvents || f.bytes > feedMaxBytes) {
+	for len(f.events)-drop > keep && (len(f.events)-drop > feedMaxEvents || f.bytes > feedMaxBytes) {
 		f.bytes -= len(f.events[drop].Payload)
 		drop++
 	}

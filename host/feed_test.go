@@ -72,6 +72,23 @@ func TestFeed_Tail(t *testing.T) {
 	}
 }
 
+// A commit that ends the response stays in the tail whole, past the
+// bounds: a streamed request reading it from memory gets its big frames
+// without the store decoding them again.
+func TestFeed_TerminalCommitKept(t *testing.T) {
+	f := newFeed("resp_1", 1)
+	f.publish(frames(1, 1, 10), 1)
+	big := frames(2, 5, feedMaxBytes)
+	big[4].Type = protocol.EventResponseCompleted
+	f.publish(big, 2)
+	if rd := f.since(1); rd.behind || len(rd.events) != 5 || rd.events[4].Type != protocol.EventResponseCompleted {
+		t.Fatalf("after a big terminal commit: behind %v, %d events", rd.behind, len(rd.events))
+	}
+	if rd := f.since(0); !rd.behind {
+		t.Fatal("the event before the terminal commit was kept past the byte bound")
+	}
+}
+
 // awaitFinal returns the terminal state once committed, nil when the feed
 // closed without one, and the context's error when it ends first.
 func TestFeed_AwaitFinal(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -237,6 +238,11 @@ var oddText = func() string {
 // values.
 func checkWire(t *testing.T, text, id, name, args string, raw []byte, temp float64) {
 	t.Helper()
+	for _, s := range []string{text, id, name, args} {
+		if n, want := quotedLen(s), len(appendString(nil, s)); n != want {
+			t.Fatalf("quotedLen(%.100q) = %d, appendString writes %d", s, n, want)
+		}
+	}
 	out := text + "!"
 	var annotations []json.RawMessage
 	if raw != nil {
@@ -512,4 +518,38 @@ func TestProjectStep_RecordMatchesReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(end)
+}
+
+// TestProjectStep_BigTextPresized: the step of a long message allocates
+// about its five frames that hold the text encoded (output_text.delta and
+// .done, content_part.done, output_item.done, response.completed), each
+// presized: before, each frame's buffer was sized for the text's length
+// and grew by copies when escapes made the encoding longer (19.7 encoded
+// texts allocated here).
+func TestProjectStep_BigTextPresized(t *testing.T) {
+	text := strings.Repeat(oddText+"abcdefghijklmnopqrstuvwxyz", 1<<20/(len(oddText)+26))
+	c, err := Create(&NewResponseParams{ID: "resp_big", Model: "m", Status: StatusQueued, CreatedAt: time.Unix(1, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	step, err := ProjectStep(c.Next, Live{}, &Step{Number: 1, Status: StatusCompleted,
+		Outputs: []Output{{Kind: OutputMessage, Executor: "w", Text: text}}, At: time.Unix(2, 0)})
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	encoded := len(appendString(nil, text))
+	var framed int
+	for _, f := range step.Frames {
+		framed += len(f.Payload)
+	}
+	if framed < 5*encoded {
+		t.Fatalf("the frames hold %d bytes, want at least five texts of %d", framed, encoded)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; float64(alloc) > 1.1*float64(framed)+64<<10 {
+		t.Fatalf("ProjectStep allocated %d bytes for %d bytes of frames (%.2f encoded texts of %d bytes)",
+			alloc, framed, float64(alloc)/float64(encoded), encoded)
+	}
 }

@@ -124,6 +124,9 @@ type Seq struct {
 	// parts backs the content of the messages MessageEnd closes, a
 	// one-part slice each, capped (the items of a step share a few arrays).
 	parts []ContentPart
+	// z sizes the frames: the long text of a message is measured once for
+	// its frames, each presized (not grown by copies).
+	z sizer
 }
 
 // maxChunk bounds the buffers frames are encoded into (bigger for a frame
@@ -152,7 +155,7 @@ func (s *Seq) push(typ string, b []byte, start int) {
 // Lifecycle appends a response.* event carrying r.
 func (s *Seq) Lifecycle(typ string, r *Response) error {
 	ev := LifecycleEvent{Type: typ, SequenceNumber: s.Next, Response: r}
-	start := s.reserve(r.sizeHint())
+	start := s.reserve(r.sizeHint(&s.z))
 	b, off, err := ev.appendJSON(s.buf)
 	if err != nil {
 		return fmt.Errorf("protocol: encode %s: %w", typ, err)
@@ -165,7 +168,7 @@ func (s *Seq) Lifecycle(typ string, r *Response) error {
 // addItem appends an output_item event of item.
 func (s *Seq) addItem(typ string, outputIndex int, item *Item) error {
 	ev := OutputItemEvent{Type: typ, SequenceNumber: s.Next, OutputIndex: outputIndex, Item: *item}
-	start := s.reserve(96 + item.sizeHint())
+	start := s.reserve(96 + item.sizeHint(&s.z))
 	b, err := ev.appendJSON(s.buf)
 	if err != nil {
 		return fmt.Errorf("protocol: encode %s: %w", typ, err)
@@ -177,7 +180,7 @@ func (s *Seq) addItem(typ string, outputIndex int, item *Item) error {
 // addPart appends a content_part event of the first part of item id.
 func (s *Seq) addPart(typ, id string, outputIndex int, text string) error {
 	ev := ContentPartEvent{Type: typ, SequenceNumber: s.Next, ItemID: id, OutputIndex: outputIndex, Part: OutputText(text)}
-	start := s.reserve(192 + len(id) + len(text))
+	start := s.reserve(192 + len(id) + s.z.text(text))
 	b, err := ev.appendJSON(s.buf)
 	if err != nil {
 		return fmt.Errorf("protocol: encode %s: %w", typ, err)
@@ -195,7 +198,7 @@ func (s *Seq) addText(typ, id string, outputIndex int, text string) error {
 	} else {
 		ev.Text = &text
 	}
-	start := s.reserve(160 + len(id) + len(text))
+	start := s.reserve(160 + len(id) + s.z.text(text))
 	b, err := ev.appendJSON(s.buf)
 	if err != nil {
 		return fmt.Errorf("protocol: encode %s: %w", typ, err)
@@ -210,10 +213,10 @@ func (s *Seq) addArgs(ev *FunctionCallArgumentsEvent) {
 	ev.SequenceNumber = s.Next
 	n := 160 + len(ev.ItemID) + len(ev.Name)
 	if ev.Delta != nil {
-		n += len(*ev.Delta)
+		n += s.z.text(*ev.Delta)
 	}
 	if ev.Arguments != nil {
-		n += len(*ev.Arguments)
+		n += s.z.text(*ev.Arguments)
 	}
 	start := s.reserve(n)
 	s.push(ev.Type, ev.appendJSON(s.buf), start)

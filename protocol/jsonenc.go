@@ -6,7 +6,9 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
+	"unsafe"
+
+	"github.com/superstep/superstep/internal/jsonstr"
 )
 
 // The JSON primitives of the append-style encoder (wire.go): each appends
@@ -17,71 +19,36 @@ import (
 // every value with a MarshalJSON of its own, a second buffer and a
 // validating copy (FuzzWireEncoding compares them).
 
-const hexDigits = "0123456789abcdef"
+// appendString appends s as a JSON string the way encoding/json does.
+func appendString(dst []byte, s string) []byte { return jsonstr.Append(dst, s) }
 
-// jsonSafe[b] says ASCII byte b is written as it is inside a JSON string
-// (encoding/json's htmlSafeSet): not a control character, '"', '\\', or
-// one of <, > and & (escaped for HTML).
-var jsonSafe = func() (t [utf8.RuneSelf]bool) {
-	for b := 0x20; b < utf8.RuneSelf; b++ {
-		t[b] = b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
-	}
-	return t
-}()
+// quotedLen is the length of what appendString appends for s.
+func quotedLen(s string) int { return jsonstr.Len(s) }
 
-// appendString appends s as a JSON string the way encoding/json does:
-// short escapes for \b \f \n \r \t, \u00XX for other control characters
-// and <, >, &, \ufffd for each byte of invalid UTF-8, and \u2028, \u2029
-// escaped.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if jsonSafe[b] {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		if c == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if c == '\u2028' || c == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
+// longText is the length from which a sizer measures a string's encoding
+// exactly: a shorter one is taken at its length (the buffers' slack
+// covers its escapes), a longer one would otherwise grow its buffer by
+// copies as big as itself.
+const longText = 2 << 10
+
+// sizer tells the encoded length of the strings a buffer is sized for,
+// measuring a long string once for the frames that repeat it (a message's
+// text is in five frames of its step).
+type sizer struct {
+	s string
+	n int
+}
+
+// text is about the length of s encoded (quotes included): exact for a
+// long string.
+func (z *sizer) text(s string) int {
+	if len(s) < longText || z == nil {
+		return len(s) + 2
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	if len(s) != len(z.s) || unsafe.StringData(s) != unsafe.StringData(z.s) {
+		z.s, z.n = s, quotedLen(s)
+	}
+	return z.n
 }
 
 // appendStringPtr appends *s, or null for nil.

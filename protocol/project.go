@@ -251,7 +251,7 @@ func seal(seq *Seq, next State, withUsage, snapshot bool) (Commit, error) {
 		if n := len(seq.Frames); n > 0 && seq.resp == next.Response {
 			p := seq.Frames[n-1].Payload
 			c.Snapshot = p[seq.respAt : len(p)-1 : len(p)-1]
-		} else if c.Snapshot, err = next.Response.appendJSON(make([]byte, 0, next.Response.sizeHint())); err != nil {
+		} else if c.Snapshot, err = next.Response.appendJSON(make([]byte, 0, next.Response.sizeHint(&sizer{}))); err != nil {
 			return Commit{}, fmt.Errorf("protocol: encode response snapshot: %w", err)
 		}
 	}

@@ -88,7 +88,7 @@ type OutputTokensDetails struct {
 // MarshalJSON emits the response with object "response" and non-nil
 // collections ("output": [], "metadata": {}), as clients expect.
 func (r Response) MarshalJSON() ([]byte, error) {
-	return r.appendJSON(make([]byte, 0, r.sizeHint()))
+	return r.appendJSON(make([]byte, 0, r.sizeHint(&sizer{})))
 }
 
 // NewResponseParams are the arguments of NewResponse.

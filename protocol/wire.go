@@ -80,14 +80,15 @@ func (it *Item) appendJSON(dst []byte) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-// sizeHint is about the encoded size of the item, for sizing buffers.
-func (it *Item) sizeHint() int {
-	n := 160 + len(it.ID) + len(it.CallID) + len(it.Name) + len(it.Arguments)
+// sizeHint is about the encoded size of the item, for sizing buffers; z
+// measures its long strings (nil: taken at their length).
+func (it *Item) sizeHint(z *sizer) int {
+	n := 160 + len(it.ID) + len(it.CallID) + len(it.Name) + z.text(it.Arguments)
 	if it.Output != nil {
-		n += len(*it.Output)
+		n += z.text(*it.Output)
 	}
 	for i := range it.Content {
-		n += 64 + len(it.Content[i].Text)
+		n += 64 + z.text(it.Content[i].Text)
 	}
 	return n
 }
@@ -198,11 +199,12 @@ func (r *Response) appendJSON(dst []byte) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-// sizeHint is about the encoded size of the response.
-func (r *Response) sizeHint() int {
+// sizeHint is about the encoded size of the response; z measures its long
+// strings.
+func (r *Response) sizeHint(z *sizer) int {
 	n := 1024 + len(r.ID) + len(r.Model) + len(r.Instructions) + len(r.Tools) + len(r.ToolChoice) + len(r.Text) + len(r.Reasoning)
 	for i := range r.Output {
-		n += r.Output[i].sizeHint()
+		n += r.Output[i].sizeHint(z)
 	}
 	return n
 }

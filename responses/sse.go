@@ -40,6 +40,13 @@ func (s *sseWriter) event(name string, data []byte) error {
 		s.buf.WriteString(name)
 		s.buf.WriteByte('\n')
 	}
+	if len(data) >= directData && bytes.IndexByte(data, '\n') < 0 {
+		// One long line: written from where it is, not copied into buf
+		// (which would keep the size of the largest event, an 8 MiB
+		// reply's text, for the rest of the stream).
+		s.buf.WriteString("data: ")
+		return s.send(bytes.TrimSuffix(data, []byte("\r")), []byte("\n\n"))
+	}
 	for {
 		line, rest, more := bytes.Cut(data, []byte("\n"))
 		s.buf.WriteString("data: ")
@@ -71,7 +78,12 @@ func (s *sseWriter) done() error {
 	return s.send()
 }
 
-func (s *sseWriter) send() error {
+// directData is the length from which event writes an event's data line
+// as it is rather than through buf.
+const directData = 32 << 10
+
+// send writes buf, then more, and flushes.
+func (s *sseWriter) send(more ...[]byte) error {
 	if s.writeTimeout > 0 {
 		err := s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 		if err != nil && !errors.Is(err, http.ErrNotSupported) {
@@ -80,6 +92,11 @@ func (s *sseWriter) send() error {
 	}
 	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
 		return err
+	}
+	for _, b := range more {
+		if _, err := s.w.Write(b); err != nil {
+			return err
+		}
 	}
 	return s.flush()
 }

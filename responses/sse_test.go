@@ -2,6 +2,7 @@ package responses
 
 import (
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -64,3 +65,29 @@ type countingWriter struct {
 
 func (c *countingWriter) Write(b []byte) (int, error) { c.writes++; return c.ResponseRecorder.Write(b) }
 func (c *countingWriter) Flush()                      { c.flushes++; c.ResponseRecorder.Flush() }
+
+// A long one-line event is written as a short one is, byte for byte,
+// without passing through the writer's buffer: the buffer kept the size
+// of the largest event for the rest of the stream.
+func TestSSEWriter_LongLineNotBuffered(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	sw, err := newSSEWriter(rec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte(`{"text":"` + strings.Repeat("x", 1<<20) + `"}` + "\r")
+	if err := sw.event("response.completed", data); err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.event("e", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	want := "event: response.completed\ndata: " + string(data[:len(data)-1]) + "\n\n" + "event: e\ndata: {}\n\n"
+	if got := rec.Body.String(); got != want {
+		t.Fatalf("stream of %d bytes differs from the %d wanted", len(got), len(want))
+	}
+	if c := sw.buf.Cap(); c >= directData {
+		t.Fatalf("the buffer grew to %d bytes", c)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/superstep/superstep/internal/invariants"
@@ -70,7 +71,7 @@ func (r *Run) encode(st *runState) ([]Part, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := marshalJSON(h)
+	data, err := marshalHeader(h)
 	if err != nil {
 		return nil, fmt.Errorf("workflow: encode checkpoint header: %w", err)
 	}
@@ -88,6 +89,87 @@ func (r *Run) encode(st *runState) ([]Part, error) {
 		parts = append(parts, Part{Name: prefixExec + id, Data: st.snaps[id]})
 	}
 	return parts, nil
+}
+
+// minSpliced is the size of encoded values from which marshalHeader
+// splices them into the header rather than have json.Marshal copy them.
+const minSpliced = 64 << 10
+
+// marshalHeader returns json.Marshal(h), byte for byte, copying each
+// queued value's encoding (typedValue.V) into the result once. Marshal
+// compacts a json.RawMessage into its growing buffer and copies the
+// result out: a big value (an 8 MiB request's text in the start
+// executor's queue) was copied three times, the buffer grown by doubling.
+// Here, when one value is big, every value is replaced by its index, the
+// small header is marshaled, and each "v":<index> is replaced by the
+// value: "v": is written only as a typedValue's key (inside a string its
+// quotes would be escaped). The values are json.Marshal's own output,
+// compact and escaped as Marshal would write them again.
+func marshalHeader(h *header) ([]byte, error) {
+	var vals []*typedValue
+	big := false
+	each := func(tv *typedValue) {
+		if len(tv.V) > 0 {
+			vals = append(vals, tv)
+			big = big || len(tv.V) >= minSpliced
+		}
+	}
+	eachEnv := func(envs []envJSON) {
+		for i := range envs {
+			each(&envs[i].Value)
+			for j := range envs[i].Batch {
+				each(&envs[i].Batch[j])
+			}
+		}
+	}
+	for _, q := range h.Queues {
+		eachEnv(q.Messages)
+	}
+	for _, slots := range h.FanIns {
+		for _, envs := range slots {
+			eachEnv(envs)
+		}
+	}
+	for i := range h.Pending {
+		each(&h.Pending[i].Payload)
+	}
+	if !big {
+		return marshalJSON(h)
+	}
+	raw := make([]json.RawMessage, len(vals))
+	size := 0
+	for i, tv := range vals {
+		raw[i], size = tv.V, size+len(tv.V)
+		tv.V = strconv.AppendInt(nil, int64(i), 10)
+	}
+	small, err := marshalJSON(h)
+	for i, tv := range vals {
+		tv.V = raw[i]
+	}
+	if err != nil {
+		return nil, err
+	}
+	key := []byte(`"v":`)
+	out := make([]byte, 0, len(small)+size)
+	for rest := small; ; {
+		at := bytes.Index(rest, key)
+		if at < 0 {
+			return append(out, rest...), nil
+		}
+		at += len(key)
+		out = append(out, rest[:at]...)
+		rest = rest[at:]
+		n := 0
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		i, err := strconv.Atoi(string(rest[:n]))
+		if err != nil || i >= len(raw) {
+			return nil, fmt.Errorf("workflow: header value %q is no index of %d", rest[:min(n+1, len(rest))], len(raw))
+		}
+		out = append(out, raw[i]...)
+		rest = rest[n:]
+	}
 }
 
 // header builds the header of st's checkpoint.

@@ -62,10 +62,13 @@ func encode(events []store.EventInput) []byte {
 	// copy. The first guess at the record's size is the short events and
 	// the longest one (a reply's text, stored once, in a few short
 	// references elsewhere), not the plain record's: that of an 8 MiB reply
-	// is five times its text, which the record holds once. A record that
-	// shares less grows as appends grow.
+	// is five times its text, which the record holds once), with room for
+	// what each long event holds besides its shared strings (an 8 MiB
+	// reply's events: up to 1.2 KB each; with 64 bytes, the 10.8 MB buffer
+	// grew by a copy for the last few hundred). A record that shares less
+	// grows as appends grow.
 	reserve := len(sharedMarker) + uvarintLen(uint64(long)) + long*uvarintLen(uint64(len(events)))
-	guess := min(size, short+longest+long*64)
+	guess := min(size, short+longest+long*4096)
 	e := &encoder{buf: make([]byte, reserve, reserve+guess), base: reserve}
 	for i, ev := range events {
 		if len(ev.Payload) < MinShared {
