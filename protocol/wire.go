@@ -247,6 +247,16 @@ func appendHead(dst []byte, typ string, seq int64) []byte {
 	return strconv.AppendInt(dst, seq, 10)
 }
 
+// appendItemHead appends the head of an event about an item's content:
+// appendHead, the item's id and its output index.
+func appendItemHead(dst []byte, typ string, seq int64, itemID string, outputIndex int) []byte {
+	dst = appendHead(dst, typ, seq)
+	dst = append(dst, `,"item_id":`...)
+	dst = appendString(dst, itemID)
+	dst = append(dst, `,"output_index":`...)
+	return strconv.AppendInt(dst, int64(outputIndex), 10)
+}
+
 // appendJSON appends the event; off is where the response starts in dst
 // (the snapshot a lifecycle event carries, see seal).
 func (ev *LifecycleEvent) appendJSON(dst []byte) (b []byte, off int, err error) {
@@ -276,11 +286,7 @@ func (ev *OutputItemEvent) appendJSON(dst []byte) ([]byte, error) {
 
 // appendJSON appends the event.
 func (ev *ContentPartEvent) appendJSON(dst []byte) ([]byte, error) {
-	dst = appendHead(dst, ev.Type, ev.SequenceNumber)
-	dst = append(dst, `,"item_id":`...)
-	dst = appendString(dst, ev.ItemID)
-	dst = append(dst, `,"output_index":`...)
-	dst = strconv.AppendInt(dst, int64(ev.OutputIndex), 10)
+	dst = appendItemHead(dst, ev.Type, ev.SequenceNumber, ev.ItemID, ev.OutputIndex)
 	dst = append(dst, `,"content_index":`...)
 	dst = strconv.AppendInt(dst, int64(ev.ContentIndex), 10)
 	dst = append(dst, `,"part":`...)
@@ -293,11 +299,7 @@ func (ev *ContentPartEvent) appendJSON(dst []byte) ([]byte, error) {
 
 // appendJSON appends the event (delta and text omitted when nil).
 func (ev *OutputTextEvent) appendJSON(dst []byte) ([]byte, error) {
-	dst = appendHead(dst, ev.Type, ev.SequenceNumber)
-	dst = append(dst, `,"item_id":`...)
-	dst = appendString(dst, ev.ItemID)
-	dst = append(dst, `,"output_index":`...)
-	dst = strconv.AppendInt(dst, int64(ev.OutputIndex), 10)
+	dst = appendItemHead(dst, ev.Type, ev.SequenceNumber, ev.ItemID, ev.OutputIndex)
 	dst = append(dst, `,"content_index":`...)
 	dst = strconv.AppendInt(dst, int64(ev.ContentIndex), 10)
 	if ev.Delta != nil {
@@ -319,11 +321,7 @@ func (ev *OutputTextEvent) appendJSON(dst []byte) ([]byte, error) {
 // appendJSON appends the event (delta, name and arguments omitted when
 // nil or empty).
 func (ev *FunctionCallArgumentsEvent) appendJSON(dst []byte) []byte {
-	dst = appendHead(dst, ev.Type, ev.SequenceNumber)
-	dst = append(dst, `,"item_id":`...)
-	dst = appendString(dst, ev.ItemID)
-	dst = append(dst, `,"output_index":`...)
-	dst = strconv.AppendInt(dst, int64(ev.OutputIndex), 10)
+	dst = appendItemHead(dst, ev.Type, ev.SequenceNumber, ev.ItemID, ev.OutputIndex)
 	if ev.Delta != nil {
 		dst = append(dst, `,"delta":`...)
 		dst = appendString(dst, *ev.Delta)
