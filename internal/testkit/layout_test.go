@@ -21,7 +21,7 @@ func goList(t *testing.T, field, pkg string) []string {
 
 // TestLayout holds the data flow of DESIGN §3 and docs/architecture.md:
 // the protocol package is a leaf (no I/O: no host, store or net/http,
-// nothing of ours at all); host imports no net/http and no HTTP package of
+// nothing of ours but internal/jsonstr, itself a pure leaf); host imports no net/http and no HTTP package of
 // ours; workflow and store import none of the layers above them; the
 // console imports nothing of ours; serve (the server `superstep serve`
 // runs, for embedding) sits above every library and below the command.
@@ -32,12 +32,15 @@ func TestLayout(t *testing.T) {
 		ok         func(dep string) bool
 		why        string
 	}{
-		{"/protocol", "Deps", func(d string) bool { return !strings.HasPrefix(d, mod) && d != "net/http" },
-			"the protocol package depends on nothing of ours and does no HTTP"},
+		{"/protocol", "Deps", func(d string) bool {
+			return (!strings.HasPrefix(d, mod) || d == mod+"/internal/jsonstr") && d != "net/http"
+		}, "the protocol package depends on nothing of ours (but the pure string encoder) and does no HTTP"},
+		{"/internal/jsonstr", "Deps", func(d string) bool { return !strings.HasPrefix(d, mod) && d != "net/http" },
+			"the JSON string encoder protocol and workflow share is a pure leaf"},
 		{"/host", "Imports", func(d string) bool { return d != "net/http" && !strings.HasPrefix(d, mod+"/responses") },
 			"host drives runs; HTTP is the responses package's"},
 		{"/workflow", "Deps", func(d string) bool {
-			return !strings.HasPrefix(d, mod) || d == mod+"/internal/invariants" || d == mod+"/internal/wait"
+			return !strings.HasPrefix(d, mod) || d == mod+"/internal/invariants" || d == mod+"/internal/wait" || d == mod+"/internal/jsonstr"
 		}, "the engine knows nothing of HTTP, storage, agents or the Responses API"},
 		{"/protocol", "Deps", func(d string) bool { return !strings.HasPrefix(d, "go.opentelemetry.io/") },
 			"the protocol package is the wire model: no tracing"},
