@@ -33,9 +33,10 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	}
 	now := orNow(p.Now)
 	parts := hashParts(p.Checkpoint)
+	rec := encodeRecord(p.Events)
 	res := &store.CommitResult{}
 	err := s.writeWake(ctx, "commit", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Tx) error {
-		runNum, err := commitTx(ctx, tx, p, parts, now, res)
+		runNum, err := commitTx(ctx, tx, p, parts, rec, now, res)
 		if err != nil {
 			return err
 		}
@@ -61,16 +62,16 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 
 // commitTx is Commit inside the writer's transaction. It returns the
 // run's number.
-func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []hashedPart, now time.Time, res *store.CommitResult) (int64, error) {
+func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []hashedPart, rec []byte, now time.Time, res *store.CommitResult) (int64, error) {
 	run, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now, p.Status == store.StatusCancelled, true)
 	if err != nil {
 		return 0, err
 	}
-	return run.num, commitRunTx(ctx, tx, p, parts, now, res, run, next, respNum)
+	return run.num, commitRunTx(ctx, tx, p, parts, rec, now, res, run, next, respNum)
 }
 
 // commitRunTx is commitTx after checkWrite.
-func commitRunTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []hashedPart, now time.Time, res *store.CommitResult, run *runRow, next, respNum int64) error {
+func commitRunTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []hashedPart, rec []byte, now time.Time, res *store.CommitResult, run *runRow, next, respNum int64) error {
 	var err error
 	if err := checkLow("commit", "step", p.Step); err != nil {
 		return err
@@ -87,7 +88,7 @@ func commitRunTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts [
 	if err := fault.Point(ctx, "commit.checkpoint_inserted"); err != nil {
 		return err
 	}
-	if err := insertRecord(ctx, tx, respNum, p.Step, p.Events); err != nil {
+	if err := insertRecord(ctx, tx, respNum, p.Step, p.Events, rec); err != nil {
 		return err
 	}
 	if err := fault.Point(ctx, "commit.events_inserted"); err != nil {
@@ -211,12 +212,13 @@ func checkWrite(ctx context.Context, tx *sql.Tx, runID string, epoch int64, resp
 // response's cancel is recorded), store.ErrNotFound.
 func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) error {
 	now := orNow(p.Now)
+	rec := encodeRecord(p.Events)
 	return s.writeWake(ctx, "event append", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Tx) error {
 		run, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now, false, false)
 		if err != nil {
 			return err
 		}
-		if err := insertRecord(ctx, tx, respNum, -1, p.Events); err != nil {
+		if err := insertRecord(ctx, tx, respNum, -1, p.Events, rec); err != nil {
 			return err
 		}
 		if len(p.Journal) > 0 && len(p.Events) > 0 {

@@ -16,15 +16,25 @@ import (
 
 var _ store.EventRecordLister = (*Store)(nil)
 
-// insertRecord appends events, written at step, to the log of the
-// response numbered respNum as one record; none for no events. The caller
-// has checked that they continue the log (checkSeq), so the record starts
-// where the last one ended.
-func insertRecord(ctx context.Context, tx *sql.Tx, respNum, step int64, events []store.EventInput) error {
+// encodeRecord returns the record of events (nil for none). Writers call
+// it before they queue for the writer: encoding (compressing, for a long
+// record) is the caller's CPU, run in parallel, not the single writer's
+// time inside its transaction.
+func encodeRecord(events []store.EventInput) []byte {
 	if len(events) == 0 {
 		return nil
 	}
-	data := eventrec.Encode(events)
+	return eventrec.Encode(events)
+}
+
+// insertRecord appends events, written at step, to the log of the
+// response numbered respNum as one record, data (encodeRecord(events));
+// none for no events. The caller has checked that they continue the log
+// (checkSeq), so the record starts where the last one ended.
+func insertRecord(ctx context.Context, tx *sql.Tx, respNum, step int64, events []store.EventInput, data []byte) error {
+	if len(events) == 0 {
+		return nil
+	}
 	_, err := tx.ExecContext(ctx, "INSERT INTO event_records (k, last_seq, step, data) VALUES (?, ?, ?, ?)",
 		logKey(respNum, events[0].Seq), events[len(events)-1].Seq, step, data)
 	return mapError("insert event record", err)

@@ -46,6 +46,7 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 	}
 	now := orNow(p.Now)
 	parts := hashParts(p.Checkpoint)
+	rec := encodeRecord(p.Events)
 	resp := *p.Response
 	resp.RunID, resp.NextSeq, resp.CreatedAt, resp.UpdatedAt = p.RunID, int64(len(p.Events)), now, now
 	if resp.CreatedAt = p.Response.CreatedAt; resp.CreatedAt.IsZero() {
@@ -57,7 +58,7 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 	}
 	var run *store.Run
 	err := s.writeWake(ctx, "response create", nil, func(ctx context.Context, tx *sql.Tx) (err error) {
-		run, err = createTx(ctx, tx, p, &resp, parts, now)
+		run, err = createTx(ctx, tx, p, &resp, parts, rec, now)
 		return err
 	})
 	if err != nil {
@@ -102,7 +103,7 @@ func checkSeq(op string, events []store.EventInput, next int64) error {
 }
 
 // createTx is ResponseCreate inside the writer's transaction.
-func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, now time.Time) (*store.Run, error) {
+func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, rec []byte, now time.Time) (*store.Run, error) {
 	if p.IdempotencyKey != "" {
 		// First: a create that repeats a key is refused as such, whatever
 		// else of it would conflict now (its run was continued since).
@@ -145,7 +146,7 @@ func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, re
 	if err := fault.Point(ctx, "create.response_inserted"); err != nil {
 		return nil, err
 	}
-	if err := insertRecord(ctx, tx, num, 0, p.Events); err != nil {
+	if err := insertRecord(ctx, tx, num, 0, p.Events, rec); err != nil {
 		return nil, err
 	}
 	return run, fault.Point(ctx, "create.events_inserted")
