@@ -675,7 +675,7 @@ func linesUp(outs []Output, items []liveItem) bool {
 		switch {
 		case it.tool:
 			if o.Kind != OutputToolCall || (it.stream != "" && o.CallID != it.item.CallID) || o.Name != it.item.Name ||
-				o.Arguments != it.item.Arguments || (it.done && *it.item.Output != o.Text) {
+				o.Arguments != it.item.Arguments || (it.done && (it.item.Output == nil || *it.item.Output != o.Text)) {
 				return false
 			}
 		case !it.done:

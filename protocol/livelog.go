@@ -86,6 +86,11 @@ func (l *Live) readLog(base int, frames []Frame) error {
 			if err != nil {
 				return err
 			}
+			if it.tool && ev.Item.Output == nil {
+				// A closed tool call shows its output; the commit compares
+				// with it (linesUp).
+				return fmt.Errorf("protocol: live event %d closes tool call %d without its output", f.Seq, ev.OutputIndex)
+			}
 			it.done, it.item = true, ev.Item
 			if !it.tool {
 				closedMsg = ev.OutputIndex + 1

@@ -341,6 +341,26 @@ func TestLiveFromLog_Unreadable(t *testing.T) {
 	}
 }
 
+// A tool call the log closes without an output (a damaged or foreign
+// log) is unreadable, not a panic when the commit lines outputs up.
+func TestLiveFromLog_ToolCallClosedWithoutOutput(t *testing.T) {
+	st := created(t)
+	logged := []Frame{
+		{Type: EventResponseInProgress, Seq: 1, Payload: []byte(`{"response":{}}`)},
+		{Type: EventOutputItemAdded, Seq: 2, Payload: []byte(`{"output_index":0,"item":{"type":"mcp_call","id":"mcp_1","name":"f","arguments":"{}"}}`)},
+		{Type: EventOutputItemDone, Seq: 3, Payload: []byte(`{"output_index":0,"item":{"type":"mcp_call","id":"mcp_1","name":"f","arguments":"{}","output":null}}`)},
+	}
+	l, err := LiveFromLog(st, logged)
+	if err == nil {
+		t.Fatal("a tool call closed without its output read back")
+	}
+	c := step(t, State{Response: st.Response, NextSeq: 4}, l, &Step{Number: 1, Status: StatusCompleted,
+		Outputs: []Output{{Kind: OutputToolCall, Executor: "a", Name: "f", Arguments: "{}", Text: "x"}}})
+	if resets(c.Frames) != 1 {
+		t.Fatalf("commit on an unreadable log: %s", render(c.Frames))
+	}
+}
+
 // A re-run that streamed less than the log shows and yields what it
 // streamed: one reset in the commit keeps what it streamed again, and
 // only the rest is taken back.
