@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/superstep/superstep/internal/jsonstr"
 )
 
 // The reference encodings: encoding/json over the types' fields and tags,
@@ -239,8 +241,8 @@ var oddText = func() string {
 func checkWire(t *testing.T, text, id, name, args string, raw []byte, temp float64) {
 	t.Helper()
 	for _, s := range []string{text, id, name, args} {
-		if n, want := quotedLen(s), len(appendString(nil, s)); n != want {
-			t.Fatalf("quotedLen(%.100q) = %d, appendString writes %d", s, n, want)
+		if n, want := jsonstr.Len(s), len(jsonstr.Append(nil, s)); n != want {
+			t.Fatalf("jsonstr.Len(%.100q) = %d, appendString writes %d", s, n, want)
 		}
 	}
 	out := text + "!"
@@ -540,7 +542,7 @@ func TestProjectStep_BigTextPresized(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	encoded := len(appendString(nil, text))
+	encoded := len(jsonstr.Append(nil, text))
 	var framed int
 	for _, f := range step.Frames {
 		framed += len(f.Payload)

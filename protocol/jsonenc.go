@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unsafe"
 
 	"github.com/superstep/superstep/internal/jsonstr"
 )
@@ -18,12 +17,6 @@ import (
 // cost a reflective walk, a scratch buffer and a copy per event and, for
 // every value with a MarshalJSON of its own, a second buffer and a
 // validating copy (FuzzWireEncoding compares them).
-
-// appendString appends s as a JSON string the way encoding/json does.
-func appendString(dst []byte, s string) []byte { return jsonstr.Append(dst, s) }
-
-// quotedLen is the length of what appendString appends for s.
-func quotedLen(s string) int { return jsonstr.Len(s) }
 
 // longText is the length from which a sizer measures a string's encoding
 // exactly: a shorter one is taken at its length (the buffers' slack
@@ -45,8 +38,10 @@ func (z *sizer) text(s string) int {
 	if len(s) < longText || z == nil {
 		return len(s) + 2
 	}
-	if len(s) != len(z.s) || unsafe.StringData(s) != unsafe.StringData(z.s) {
-		z.s, z.n = s, quotedLen(s)
+	// The same string again (its frames share it) compares equal at once:
+	// Go compares the data pointers before the bytes.
+	if s != z.s {
+		z.s, z.n = s, jsonstr.Len(s)
 	}
 	return z.n
 }
@@ -56,7 +51,7 @@ func appendStringPtr(dst []byte, s *string) []byte {
 	if s == nil {
 		return append(dst, "null"...)
 	}
-	return appendString(dst, *s)
+	return jsonstr.Append(dst, *s)
 }
 
 // appendIntPtr appends *n, or null for nil.
@@ -111,13 +106,12 @@ func appendRaw(dst []byte, raw json.RawMessage) ([]byte, error) {
 		return append(dst, "null"...), nil
 	}
 	plain := len(raw) > 0
-	for _, c := range raw {
-		switch c {
-		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xE2:
+	for i := 0; plain && i < len(raw); i++ {
+		switch raw[i] {
+		case ' ', '\t', '\n', '\r', '<', '>', '&':
 			plain = false
-		}
-		if !plain {
-			break
+		case 0xE2: // U+2028 and U+2029 (E2 80 A8/A9); other E2 runes (’ “ … €) are plain
+			plain = !(i+2 < len(raw) && raw[i+1] == 0x80 && (raw[i+2] == 0xA8 || raw[i+2] == 0xA9))
 		}
 	}
 	if plain && json.Valid(raw) {
@@ -165,9 +159,9 @@ func appendStringMap(dst []byte, m map[string]string) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendString(dst, k)
+			dst = jsonstr.Append(dst, k)
 			dst = append(dst, ':')
-			dst = appendString(dst, m[k])
+			dst = jsonstr.Append(dst, m[k])
 		}
 	}
 	return append(dst, '}')

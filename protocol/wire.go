@@ -3,6 +3,8 @@ package protocol
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/superstep/superstep/internal/jsonstr"
 )
 
 // The encoded forms of content parts, items, responses and the stream
@@ -16,9 +18,9 @@ import (
 // appendJSON appends the part: annotations and logprobs [] when empty.
 func (c *ContentPart) appendJSON(dst []byte) ([]byte, error) {
 	dst = append(dst, `{"type":`...)
-	dst = appendString(dst, c.Type)
+	dst = jsonstr.Append(dst, c.Type)
 	dst = append(dst, `,"text":`...)
-	dst = appendString(dst, c.Text)
+	dst = jsonstr.Append(dst, c.Text)
 	dst = append(dst, `,"annotations":`...)
 	var err error
 	if dst, err = appendRawList(dst, nonNil(c.Annotations)); err != nil {
@@ -35,15 +37,15 @@ func (c *ContentPart) appendJSON(dst []byte) ([]byte, error) {
 // empty message, "arguments": "" for a function call being opened).
 func (it *Item) appendJSON(dst []byte) ([]byte, error) {
 	dst = append(dst, `{"id":`...)
-	dst = appendString(dst, it.ID)
+	dst = jsonstr.Append(dst, it.ID)
 	dst = append(dst, `,"type":`...)
-	dst = appendString(dst, it.Type)
+	dst = jsonstr.Append(dst, it.Type)
 	dst = append(dst, `,"status":`...)
-	dst = appendString(dst, it.Status)
+	dst = jsonstr.Append(dst, it.Status)
 	switch it.Type {
 	case ItemMessage:
 		dst = append(dst, `,"role":`...)
-		dst = appendString(dst, it.Role)
+		dst = jsonstr.Append(dst, it.Role)
 		dst = append(dst, `,"content":[`...)
 		for i := range it.Content {
 			if i > 0 {
@@ -57,20 +59,20 @@ func (it *Item) appendJSON(dst []byte) ([]byte, error) {
 		dst = append(dst, ']')
 	case ItemFunctionCall:
 		dst = append(dst, `,"call_id":`...)
-		dst = appendString(dst, it.CallID)
+		dst = jsonstr.Append(dst, it.CallID)
 		dst = append(dst, `,"name":`...)
-		dst = appendString(dst, it.Name)
+		dst = jsonstr.Append(dst, it.Name)
 		dst = append(dst, `,"arguments":`...)
-		dst = appendString(dst, it.Arguments)
+		dst = jsonstr.Append(dst, it.Arguments)
 	case ItemToolCall:
 		// The model's call id stays in the host (live items pair by it); an
 		// mcp_call has none on the wire.
 		dst = append(dst, `,"server_label":`...)
-		dst = appendString(dst, ToolServerLabel)
+		dst = jsonstr.Append(dst, ToolServerLabel)
 		dst = append(dst, `,"name":`...)
-		dst = appendString(dst, it.Name)
+		dst = jsonstr.Append(dst, it.Name)
 		dst = append(dst, `,"arguments":`...)
-		dst = appendString(dst, it.Arguments)
+		dst = jsonstr.Append(dst, it.Arguments)
 		dst = append(dst, `,"output":`...)
 		dst = appendStringPtr(dst, it.Output)
 		dst = append(dst, `,"error":null,"approval_request_id":null`...)
@@ -98,23 +100,23 @@ func (it *Item) sizeHint(z *sizer) int {
 func (r *Response) appendJSON(dst []byte) ([]byte, error) {
 	var err error
 	dst = append(dst, `{"id":`...)
-	dst = appendString(dst, r.ID)
+	dst = jsonstr.Append(dst, r.ID)
 	dst = append(dst, `,"object":"response","created_at":`...)
 	dst = strconv.AppendInt(dst, r.CreatedAt, 10)
 	dst = append(dst, `,"completed_at":`...)
 	dst = appendIntPtr(dst, r.CompletedAt)
 	dst = append(dst, `,"status":`...)
-	dst = appendString(dst, r.Status)
+	dst = jsonstr.Append(dst, r.Status)
 	dst = append(dst, `,"incomplete_details":`...)
 	if r.IncompleteDetails == nil {
 		dst = append(dst, "null"...)
 	} else {
 		dst = append(dst, `{"reason":`...)
-		dst = appendString(dst, r.IncompleteDetails.Reason)
+		dst = jsonstr.Append(dst, r.IncompleteDetails.Reason)
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `,"model":`...)
-	dst = appendString(dst, r.Model)
+	dst = jsonstr.Append(dst, r.Model)
 	dst = append(dst, `,"previous_response_id":`...)
 	dst = appendStringPtr(dst, r.PreviousResponseID)
 	dst = append(dst, `,"instructions":`...)
@@ -141,7 +143,7 @@ func (r *Response) appendJSON(dst []byte) ([]byte, error) {
 		return dst, err
 	}
 	dst = append(dst, `,"truncation":`...)
-	dst = appendString(dst, r.Truncation)
+	dst = jsonstr.Append(dst, r.Truncation)
 	dst = append(dst, `,"parallel_tool_calls":`...)
 	dst = appendBool(dst, r.ParallelToolCalls)
 	dst = append(dst, `,"text":`...)
@@ -180,7 +182,7 @@ func (r *Response) appendJSON(dst []byte) ([]byte, error) {
 	dst = append(dst, `,"background":`...)
 	dst = appendBool(dst, r.Background)
 	dst = append(dst, `,"service_tier":`...)
-	dst = appendString(dst, r.ServiceTier)
+	dst = jsonstr.Append(dst, r.ServiceTier)
 	dst = append(dst, `,"metadata":`...)
 	if r.Metadata == nil {
 		dst = append(dst, "{}"...)
@@ -193,7 +195,7 @@ func (r *Response) appendJSON(dst []byte) ([]byte, error) {
 	dst = appendStringPtr(dst, r.PromptCacheKey)
 	if r.Conversation != nil {
 		dst = append(dst, `,"conversation":{"id":`...)
-		dst = appendString(dst, r.Conversation.ID)
+		dst = jsonstr.Append(dst, r.Conversation.ID)
 		dst = append(dst, '}')
 	}
 	return append(dst, '}'), nil
@@ -215,9 +217,9 @@ func (e *Error) appendJSON(dst []byte) []byte {
 		return append(dst, "null"...)
 	}
 	dst = append(dst, `{"code":`...)
-	dst = appendString(dst, e.Code)
+	dst = jsonstr.Append(dst, e.Code)
 	dst = append(dst, `,"message":`...)
-	dst = appendString(dst, e.Message)
+	dst = jsonstr.Append(dst, e.Message)
 	return append(dst, '}')
 }
 
@@ -242,7 +244,7 @@ func (u *Usage) appendJSON(dst []byte) []byte {
 // appendHead appends an event's opening: type and sequence number.
 func appendHead(dst []byte, typ string, seq int64) []byte {
 	dst = append(dst, `{"type":`...)
-	dst = appendString(dst, typ)
+	dst = jsonstr.Append(dst, typ)
 	dst = append(dst, `,"sequence_number":`...)
 	return strconv.AppendInt(dst, seq, 10)
 }
@@ -252,7 +254,7 @@ func appendHead(dst []byte, typ string, seq int64) []byte {
 func appendItemHead(dst []byte, typ string, seq int64, itemID string, outputIndex int) []byte {
 	dst = appendHead(dst, typ, seq)
 	dst = append(dst, `,"item_id":`...)
-	dst = appendString(dst, itemID)
+	dst = jsonstr.Append(dst, itemID)
 	dst = append(dst, `,"output_index":`...)
 	return strconv.AppendInt(dst, int64(outputIndex), 10)
 }
@@ -304,11 +306,11 @@ func (ev *OutputTextEvent) appendJSON(dst []byte) ([]byte, error) {
 	dst = strconv.AppendInt(dst, int64(ev.ContentIndex), 10)
 	if ev.Delta != nil {
 		dst = append(dst, `,"delta":`...)
-		dst = appendString(dst, *ev.Delta)
+		dst = jsonstr.Append(dst, *ev.Delta)
 	}
 	if ev.Text != nil {
 		dst = append(dst, `,"text":`...)
-		dst = appendString(dst, *ev.Text)
+		dst = jsonstr.Append(dst, *ev.Text)
 	}
 	dst = append(dst, `,"logprobs":`...)
 	dst, err := appendRawList(dst, ev.Logprobs)
@@ -324,15 +326,15 @@ func (ev *FunctionCallArgumentsEvent) appendJSON(dst []byte) []byte {
 	dst = appendItemHead(dst, ev.Type, ev.SequenceNumber, ev.ItemID, ev.OutputIndex)
 	if ev.Delta != nil {
 		dst = append(dst, `,"delta":`...)
-		dst = appendString(dst, *ev.Delta)
+		dst = jsonstr.Append(dst, *ev.Delta)
 	}
 	if ev.Name != "" {
 		dst = append(dst, `,"name":`...)
-		dst = appendString(dst, ev.Name)
+		dst = jsonstr.Append(dst, ev.Name)
 	}
 	if ev.Arguments != nil {
 		dst = append(dst, `,"arguments":`...)
-		dst = appendString(dst, *ev.Arguments)
+		dst = jsonstr.Append(dst, *ev.Arguments)
 	}
 	return append(dst, '}')
 }
