@@ -1,7 +1,6 @@
 package serve_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -87,12 +86,19 @@ func TestBigRequest_Memory(t *testing.T) {
 // startBig serves the echo workflow on SQLite in this process, taking
 // bodies up to 32 MiB.
 func startBig(tb testing.TB) (base string, stop func()) {
+	return startServer(tb, filepath.Join(tb.TempDir(), "big.db"), 32<<20)
+}
+
+// startServer runs serve.Run with the echo workflows on db, accepting
+// bodies up to maxBody, and returns its base URL and a stop that waits
+// for it to return.
+func startServer(tb testing.TB, db string, maxBody int64) (base string, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- serve.Run(ctx, &serve.Config{Workflows: echoWorkflows, DB: filepath.Join(tb.TempDir(), "big.db"), Addr: "127.0.0.1:0",
-			Logger: quiet(), NoConsole: true, MaxBodyBytes: 32 << 20, KeepAlive: time.Hour, Listening: func(a net.Addr) { addrc <- a }})
+		done <- serve.Run(ctx, &serve.Config{Workflows: echoWorkflows, DB: db, Addr: "127.0.0.1:0",
+			Logger: quiet(), NoConsole: true, MaxBodyBytes: maxBody, KeepAlive: time.Hour, Listening: func(a net.Addr) { addrc <- a }})
 	}()
 	select {
 	case a := <-addrc:
@@ -108,26 +114,11 @@ func startBig(tb testing.TB) (base string, stop func()) {
 	}
 }
 
-// postDiscard posts body to url and reads the 200 reply into io.Discard.
+// postDiscard posts body to url and reads the 200 reply into io.Discard
+// (a reply read into memory would count in the request's allocations).
 func postDiscard(tb testing.TB, url string, body []byte) {
 	tb.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(resp.Body)
-		tb.Fatalf("POST %s: %d %.300s", url, resp.StatusCode, data)
-	}
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		tb.Fatal(err)
-	}
+	send(tb, http.MethodPost, url, body, io.Discard)
 }
 
 // peakRSS measures the most memory the process held above what it held

@@ -7,17 +7,14 @@ import (
 	"encoding/json"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/superstep/superstep/serve"
 	"github.com/superstep/superstep/store/storetest"
 )
 
@@ -87,26 +84,8 @@ func TestBigResponse_StoredOnceReadsBack(t *testing.T) {
 }
 
 func checkBigResponse(t *testing.T, db string, responseBytes func() int64) {
-	ctx, cancel := context.WithCancel(t.Context())
-	addrc := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serve.Run(ctx, &serve.Config{Workflows: echoWorkflows, DB: db, Addr: "127.0.0.1:0", Logger: quiet(),
-			NoConsole: true, MaxBodyBytes: 8 << 20, KeepAlive: time.Hour, Listening: func(a net.Addr) { addrc <- a }})
-	}()
-	var base string
-	select {
-	case a := <-addrc:
-		base = "http://" + a.String()
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
+	base, stop := startServer(t, db, 8<<20)
+	defer stop()
 
 	text := bigText(1 << 20)
 	var sent int64
@@ -169,6 +148,14 @@ func checkBigResponse(t *testing.T, db string, responseBytes func() int64) {
 // httpDo makes a request and returns the body of its 200 reply.
 func httpDo(t testing.TB, method, url string, body []byte) []byte {
 	t.Helper()
+	var b bytes.Buffer
+	send(t, method, url, body, &b)
+	return b.Bytes()
+}
+
+// send makes a request and copies the body of its 200 reply to dst.
+func send(t testing.TB, method, url string, body []byte, dst io.Writer) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -179,14 +166,13 @@ func httpDo(t testing.TB, method, url string, body []byte) []byte {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(resp.Body)
 		t.Fatalf("%s %s: %d %.300s", method, url, resp.StatusCode, data)
 	}
-	return data
+	if _, err := io.Copy(dst, resp.Body); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // lastEvent returns the data of the last SSE event of type typ in stream.
