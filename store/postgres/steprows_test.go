@@ -326,6 +326,16 @@ func TestCancelOrdersWithSilentCommits(t *testing.T) {
 			t.Fatalf("round %d: cancel read CommitStep %d, response reads %d (updated %v, cancel %v), run at step %d", i,
 				cancelled.CommitStep, got.CommitStep, got.UpdatedAt, cancelled.UpdatedAt, run.LastStep)
 		}
+		// What the cancel stored, not what a read derives (a cancelled
+		// response's row is read as it is only once it is finished): the
+		// run's lock orders the cancel's write after the commits.
+		var stored int64
+		if err := s.pool.QueryRow(ctx, "SELECT commit_step FROM responses WHERE id = $1", c.Response.ID).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if stored != run.LastStep {
+			t.Fatalf("round %d: the cancel stored commit_step %d, run at step %d", i, stored, run.LastStep)
+		}
 	}
 	checkStore(t, s)
 }
