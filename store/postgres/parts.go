@@ -124,6 +124,12 @@ func encodeParts(parts []store.Part, known map[hash]bool) *encodedParts {
 		m = binary.AppendUvarint(m, uint64(len(p.Name)))
 		m = append(m, p.Name...)
 		blob, seen := e.all[h]
+		if seen && !blob && len(p.Data) > budget {
+			// A repeat of an inline part past the budget: a blob, sent
+			// once (later repeats refer to it).
+			blob, seen = true, false
+			e.all[h] = true
+		}
 		if !seen {
 			blob = true
 			if _, ok := known[h]; !ok && len(p.Data) <= inlineMax && len(p.Data) <= budget {

@@ -54,3 +54,18 @@ func TestEncodeParts(t *testing.T) {
 		}
 	}
 }
+
+// A repeat of an inline part that the budget has no room for is a blob,
+// sent once: the inline bytes never pass the budget.
+func TestEncodeParts_RepeatPastBudget(t *testing.T) {
+	same := bytes.Repeat([]byte{'r'}, inlineMax)
+	parts := []store.Part{{Name: "a", Data: same}, {Name: "b", Data: same}, {Name: "c", Data: same}}
+	e := encodeParts(parts, nil)
+	if e.inline > inlineBudget || len(e.blobHashes) != 1 || len(e.partHashes) != 2 {
+		t.Fatalf("inline %d bytes (budget %d), %d blobs sent, %d blob parts; want the first inline, the repeats one blob",
+			e.inline, inlineBudget, len(e.blobHashes), len(e.partHashes))
+	}
+	if !e.all[sha256.Sum256(same)] {
+		t.Error("the repeated part is cached as inline; its blob exists now")
+	}
+}
