@@ -6,7 +6,8 @@ import (
 	"testing"
 )
 
-// undoStepRows undoes migration 016 (step rows, the newest) in s's
+// undoStepRows undoes migration 016 (step rows) and with it the functions
+// 018 rewrote, in s's
 // schema, leaving what a version-15 build reads: checkpoints written with
 // a manifest get their parts back as blobs listed in part_names and
 // part_hashes, the rows of unfinished responses that commits left alone

@@ -29,9 +29,9 @@ ALTER TABLE checkpoints ADD COLUMN manifest bytea,
 
 -- superstep_fence_code classifies a fenced write to run p_run that matched
 -- no row: o_code SSN01 (not found), SSF01 (fenced; o_detail the current
--- epoch) or SSC01 (conflict), with its message. The one place of these
--- rules: superstep_fence raises what it returns, superstep_write_step
--- returns it.
+-- epoch) or SSC01 (conflict), with its message: superstep_write_step
+-- returns it, superstep_commit raises it. (superstep_append_batch, for
+-- live appends, still holds its own copy of these rules.)
 CREATE FUNCTION superstep_fence_code(p_run text, p_epoch bigint, p_step bigint, p_response text, p_now timestamptz,
     OUT o_code text, OUT o_message text, OUT o_detail text)
 LANGUAGE plpgsql AS $$
@@ -59,17 +59,9 @@ BEGIN
     END IF;
 END $$;
 
-CREATE OR REPLACE FUNCTION superstep_fence(p_run text, p_epoch bigint, p_step bigint, p_response text, p_now timestamptz)
-RETURNS void LANGUAGE plpgsql AS $$
-DECLARE
-    c record;
-BEGIN
-    SELECT * INTO c FROM superstep_fence_code(p_run, p_epoch, p_step, p_response, p_now);
-    IF c.o_detail <> '' THEN
-        RAISE EXCEPTION USING ERRCODE = c.o_code, MESSAGE = c.o_message, DETAIL = c.o_detail;
-    END IF;
-    RAISE EXCEPTION USING ERRCODE = c.o_code, MESSAGE = c.o_message;
-END $$;
+-- superstep_fence (001) is called by nothing from here on: the commit
+-- functions below classify with superstep_fence_code.
+DROP FUNCTION superstep_fence(text, bigint, bigint, text, timestamptz);
 
 -- superstep_prune_checkpoints deletes run p_run's checkpoints but the
 -- newest p_keep, the one at p_last (the run's last step) and those a
