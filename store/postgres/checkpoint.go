@@ -61,7 +61,11 @@ func (s *Store) readCheckpoint(ctx context.Context, sql, runID string, args ...a
 	cp := &store.Checkpoint{RunID: runID, Parts: []store.Part{}}
 	var names []string
 	var manifest []byte
-	var blobs [][]byte
+	type blob struct {
+		sum  hash // checked against the row's hash
+		data []byte
+	}
+	var blobs []blob
 	n := 0
 	for rows.Next() {
 		var ns []string
@@ -78,10 +82,11 @@ func (s *Store) readCheckpoint(ctx context.Context, sql, runID string, args ...a
 		if data == nil {
 			return nil, nil, store.Corruptf("store/postgres: run %s step %d: blob part %x missing", runID, cp.Step, h)
 		}
-		if sum := sha256.Sum256(data); !bytes.Equal(sum[:], h) {
+		sum := sha256.Sum256(data)
+		if !bytes.Equal(sum[:], h) {
 			return nil, nil, store.Corruptf("store/postgres: run %s step %d: blob part %x does not match its hash", runID, cp.Step, h)
 		}
-		blobs = append(blobs, data)
+		blobs = append(blobs, blob{sum, data})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, mapError(op, runID, 0, err)
@@ -100,9 +105,12 @@ func (s *Store) readCheckpoint(ctx context.Context, sql, runID string, args ...a
 			if len(blobs) == 0 {
 				return nil, nil, store.Corruptf("store/postgres: run %s step %d: part %q has no blob", runID, cp.Step, e.name)
 			}
-			data, blobs = blobs[0], blobs[1:]
+			// Hashed once, when checked above.
+			data, hs[blobs[0].sum] = blobs[0].data, true
+			blobs = blobs[1:]
+		} else {
+			hs[sha256.Sum256(data)] = false
 		}
-		hs[sha256.Sum256(data)] = e.inline == nil
 		cp.Parts = append(cp.Parts, store.Part{Name: e.name, Data: data})
 	}
 	if len(blobs) > 0 {
@@ -181,6 +189,12 @@ func pruneTx(ctx context.Context, tx pgx.Tx, runID string, keep int) (int64, err
 	if err := tx.QueryRow(ctx, "SELECT last_step FROM runs WHERE id = $1 FOR UPDATE", runID).Scan(&last); err != nil {
 		return 0, err
 	}
+	return pruneAtTx(ctx, tx, runID, keep, last)
+}
+
+// pruneAtTx is pruneTx for a caller that holds the run's row lock and
+// knows its last step (a commit that just wrote it).
+func pruneAtTx(ctx context.Context, tx pgx.Tx, runID string, keep int, last int64) (int64, error) {
 	var n int64
 	err := tx.QueryRow(ctx, "SELECT superstep_prune_checkpoints($1, $2, $3)", runID, keep, last).Scan(&n)
 	return n, err

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/superstep/superstep/store"
-	"github.com/superstep/superstep/store/internal/snapref"
 )
 
 // The set-based batch: superstep_commit_batch (migration 014; since 016 a
@@ -127,7 +126,7 @@ func setArgs(rs []*commitReq, channel string) []any {
 		p := r.p
 		runs[i], epochs[i], steps[i], responses[i] = p.RunID, p.Epoch, p.Step, p.ResponseID
 		firsts[i], counts[i], bytes[i], datas[i] = r.ev.first, r.ev.count, r.ev.bytes, r.ev.data
-		sizes[i], statuses[i], snapshots[i], errs[i], usages[i] = r.enc.size, string(p.Status), snapref.Encode(p.Snapshot, p.Events), p.Error, p.Usage
+		sizes[i], statuses[i], snapshots[i], errs[i], usages[i] = r.enc.size, string(p.Status), r.snap, p.Error, p.Usage
 		nows[i], terminals[i] = callTime(p.Now), p.Status.Terminal()
 		releases[i] = p.Release && p.Status.Terminal()
 		keeps[i], journals[i] = int32(max(p.PruneKeep, 0)), p.JournalPrune

@@ -43,6 +43,7 @@ type commitReq struct {
 	p          *store.CommitParams
 	ev         *encodedEvents
 	enc        *encodedParts
+	snap       []byte // p.Snapshot as stored (snapref.Encode), made once for every send
 	failAt     string // fault point to raise at (tests), see commitFault
 	injected   error
 	cancelling bool // the cancelled commit: reopenCancelled first
@@ -124,6 +125,7 @@ func (c *committer) count(n int) {
 func (s *Store) newCommitReq(ctx context.Context, p *store.CommitParams, ev *encodedEvents, enc *encodedParts) *commitReq {
 	r := &commitReq{ctx: ctx, p: p, ev: ev, enc: enc, done: make(chan error, 1),
 		cancelling: p.Status == store.StatusCancelled}
+	r.snap = snapref.Encode(p.Snapshot, p.Events)
 	r.failAt, r.injected = commitFault(ctx)
 	_, r.reset = s.resumeFailed.Load(p.RunID)
 	r.size = len(p.Snapshot) + len(p.Error) + len(p.Usage)
@@ -299,15 +301,11 @@ func (r *commitReq) commitRow(ctx context.Context, q interface {
 
 // args are the commit function's parameters.
 func (r *commitReq) args(channel string) []any {
-	return commitArgs(r.p, r.ev, r.enc, channel, r.failAt)
-}
-
-// commitArgs are the commit function's parameters for p (see commitSQL).
-func commitArgs(p *store.CommitParams, ev *encodedEvents, enc *encodedParts, channel, failAt string) []any {
+	p, ev, enc := r.p, r.ev, r.enc
 	return []any{p.RunID, p.Epoch, p.Step, p.ResponseID,
 		ev.first, ev.count, ev.bytes, ev.data,
 		enc.manifest, enc.partHashes, enc.blobHashes, enc.blobData, enc.refHashes, enc.size,
-		string(p.Status), snapref.Encode(p.Snapshot, p.Events), p.Error, p.Usage, callTime(p.Now), p.Status.Terminal(), channel, failAt,
+		string(p.Status), r.snap, p.Error, p.Usage, callTime(p.Now), p.Status.Terminal(), channel, r.failAt,
 		p.Release && p.Status.Terminal(), p.JournalPrune}
 }
 
@@ -338,7 +336,9 @@ func (s *Store) commitSteps(ctx context.Context, tx pgx.Tx, r *commitReq, inBatc
 	if p.PruneKeep <= 0 {
 		return nil
 	}
-	n, err := pruneTx(ctx, tx, p.RunID, p.PruneKeep)
+	// The commit above locked the run's row and made p.Step its last
+	// step: no second read of it.
+	n, err := pruneAtTx(ctx, tx, p.RunID, p.PruneKeep, p.Step)
 	r.res.Pruned = int(n)
 	return err
 }
