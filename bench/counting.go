@@ -14,13 +14,20 @@ import (
 type countingStore struct {
 	store.Store
 	commits, creates, otherWrites, reads atomic.Int64
+	// commitTime and createTime add up the wall time of Commit and
+	// ResponseCreate calls (-store-stats).
+	commitTime, createTime atomic.Int64
 }
 
 // storeCounts is what a system driving a countingStore reports.
-type storeCounts struct{ commits, creates, otherWrites, reads int64 }
+type storeCounts struct {
+	commits, creates, otherWrites, reads int64
+	commitTime, createTime               time.Duration
+}
 
 func (s *countingStore) counts() storeCounts {
-	return storeCounts{s.commits.Load(), s.creates.Load(), s.otherWrites.Load(), s.reads.Load()}
+	return storeCounts{s.commits.Load(), s.creates.Load(), s.otherWrites.Load(), s.reads.Load(),
+		time.Duration(s.commitTime.Load()), time.Duration(s.createTime.Load())}
 }
 
 // Exclusive forwards the optional capability the host looks for.
@@ -31,12 +38,18 @@ func (s *countingStore) Exclusive() bool {
 
 func (s *countingStore) Commit(ctx context.Context, p *store.CommitParams) (*store.CommitResult, error) {
 	s.commits.Add(1)
-	return s.Store.Commit(ctx, p)
+	t0 := time.Now()
+	r, err := s.Store.Commit(ctx, p)
+	s.commitTime.Add(int64(time.Since(t0)))
+	return r, err
 }
 
 func (s *countingStore) ResponseCreate(ctx context.Context, p *store.ResponseCreateParams) (*store.ResponseCreateResult, error) {
 	s.creates.Add(1)
-	return s.Store.ResponseCreate(ctx, p)
+	t0 := time.Now()
+	r, err := s.Store.ResponseCreate(ctx, p)
+	s.createTime.Add(int64(time.Since(t0)))
+	return r, err
 }
 
 func (s *countingStore) EventAppend(ctx context.Context, p *store.EventAppendParams) error {

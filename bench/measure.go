@@ -69,6 +69,12 @@ func measure(ctx context.Context, pg *pgAdmin, sys system, w workload, spec cell
 	if sc, ok := sys.(interface{ storeCounts() storeCounts }); ok {
 		c := sc.storeCounts()
 		st.store = &c
+		if storeStats {
+			wfs := float64(st.totalWFs)
+			fmt.Fprintf(os.Stderr, "bench: %s %s %s c=%d: store time per workflow: commits %.3f ms (%.3f ms each), create %.3f ms\n",
+				sys.name(), sys.storage(), w, spec.conc, float64(c.commitTime.Microseconds())/1e3/wfs,
+				float64(c.commitTime.Microseconds())/1e3/float64(max(c.commits, 1)), float64(c.createTime.Microseconds())/1e3/wfs)
+		}
 	}
 	steps := float64(st.totalWFs * w.steps())
 	st.commitsWF, st.writesWF = math.NaN(), math.NaN()

@@ -266,7 +266,12 @@ func (s *superstepSys) close(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	err := s.h.Shutdown(ctx)
-	if pg, ok := s.closer.(*postgres.Store); ok && pgCommitStats {
+	if sq, ok := s.closer.(*sqlite.Store); ok && storeStats {
+		st := sq.Stats()
+		fmt.Fprintf(os.Stderr, "bench: %s %s: group commit: %d writes in %d transactions (mean %.2f)\n",
+			s.label, s.stor, st.Writes, st.Transactions, float64(st.Writes)/float64(max(st.Transactions, 1)))
+	}
+	if pg, ok := s.closer.(*postgres.Store); ok && (pgCommitStats || storeStats) {
 		st := pg.CommitStats()
 		fmt.Fprintf(os.Stderr, "bench: %s %s: group commit: %d commits in %d transactions (mean %.2f), batch sizes %v (bounds %v)\n",
 			s.label, s.stor, st.Commits, st.Batches, st.MeanBatch(), st.Sizes, st.SizeBounds)
@@ -276,8 +281,10 @@ func (s *superstepSys) close(ctx context.Context) error {
 
 // pgGroupCommit and pgCommitStats are the -pg-group-commit and
 // -pg-commit-stats flags: superstep's PostgreSQL store group-commits (its
-// default), and prints its batch sizes after each run.
-var pgGroupCommit, pgCommitStats = true, false
+// default), and prints its batch sizes after each run. storeStats is
+// -store-stats: print each superstep cell's store time per workflow and
+// both stores' batch sizes.
+var pgGroupCommit, pgCommitStats, storeStats = true, false, false
 
 // pgCommitInFlight is -pg-commit-inflight: superstep's PostgreSQL
 // Options.CommitBatchesInFlight (0: its default).
