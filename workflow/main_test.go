@@ -69,11 +69,6 @@ func runAll(t testing.TB, wf *workflow.Workflow, input any) (*workflow.Run, *rec
 	return run, rec, err
 }
 
-// sink returns an output executor that yields what it receives.
-func sink[T any](id string) workflow.Executor {
-	return workflow.Func(id, func(c *workflow.Context, v T) error { return c.Yield(v) })
-}
-
 // tagged returns an output executor that yields id + ":" + its input.
 func tagged(id string) workflow.Executor {
 	return workflow.Func(id, func(c *workflow.Context, v string) error { return c.Yield(id + ":" + v) })

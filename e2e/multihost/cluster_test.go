@@ -245,13 +245,6 @@ func (c *cluster) upSlots() []int {
 	return up
 }
 
-// intn draws from the cluster's random source.
-func (c *cluster) intn(n int) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mu.rng.IntN(n)
-}
-
 // pick returns the URL of a random running host other than avoid (a URL
 // whose connection just broke), waiting while there is none.
 func (c *cluster) pick(ctx context.Context, avoid string) (string, error) {
