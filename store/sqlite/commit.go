@@ -35,7 +35,7 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	parts := hashParts(p.Checkpoint)
 	rec := encodeRecord(p.Events)
 	res := &store.CommitResult{}
-	err := s.writeWake(ctx, "commit", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.writeWake(ctx, "commit", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Conn) error {
 		runNum, err := commitTx(ctx, tx, p, parts, rec, now, res)
 		if err != nil {
 			return err
@@ -62,7 +62,7 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 
 // commitTx is Commit inside the writer's transaction. It returns the
 // run's number.
-func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []hashedPart, rec []byte, now time.Time, res *store.CommitResult) (int64, error) {
+func commitTx(ctx context.Context, tx *sql.Conn, p *store.CommitParams, parts []hashedPart, rec []byte, now time.Time, res *store.CommitResult) (int64, error) {
 	run, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now, p.Status == store.StatusCancelled, true)
 	if err != nil {
 		return 0, err
@@ -71,7 +71,7 @@ func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []ha
 }
 
 // commitRunTx is commitTx after checkWrite.
-func commitRunTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []hashedPart, rec []byte, now time.Time, res *store.CommitResult, run *runRow, next, respNum int64) error {
+func commitRunTx(ctx context.Context, tx *sql.Conn, p *store.CommitParams, parts []hashedPart, rec []byte, now time.Time, res *store.CommitResult, run *runRow, next, respNum int64) error {
 	var err error
 	if err := checkLow("commit", "step", p.Step); err != nil {
 		return err
@@ -171,7 +171,7 @@ const (
 // and events continue the response's log (ErrConflict). It returns the run
 // (with manifest, its checkpointManifest) and the response's NextSeq and
 // number (for event keys).
-func checkWrite(ctx context.Context, tx *sql.Tx, runID string, epoch int64, responseID string, events []store.EventInput, now time.Time, cancelling, manifest bool) (run *runRow, next, num int64, err error) {
+func checkWrite(ctx context.Context, tx *sql.Conn, runID string, epoch int64, responseID string, events []store.EventInput, now time.Time, cancelling, manifest bool) (run *runRow, next, num int64, err error) {
 	var nextSeq, respNum sql.NullInt64
 	var cancelRequested sql.NullBool
 	extra := []any{&nextSeq, &respNum, &cancelRequested}
@@ -213,7 +213,7 @@ func checkWrite(ctx context.Context, tx *sql.Tx, runID string, epoch int64, resp
 func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) error {
 	now := orNow(p.Now)
 	rec := encodeRecord(p.Events)
-	return s.writeWake(ctx, "event append", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Tx) error {
+	return s.writeWake(ctx, "event append", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Conn) error {
 		run, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now, false, false)
 		if err != nil {
 			return err

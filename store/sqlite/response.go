@@ -57,7 +57,7 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 		resp.CompletedAt = &now
 	}
 	var run *store.Run
-	err := s.writeWake(ctx, "response create", nil, func(ctx context.Context, tx *sql.Tx) (err error) {
+	err := s.writeWake(ctx, "response create", nil, func(ctx context.Context, tx *sql.Conn) (err error) {
 		run, err = createTx(ctx, tx, p, &resp, parts, rec, now)
 		return err
 	})
@@ -103,7 +103,7 @@ func checkSeq(op string, events []store.EventInput, next int64) error {
 }
 
 // createTx is ResponseCreate inside the writer's transaction.
-func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, rec []byte, now time.Time) (*store.Run, error) {
+func createTx(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, rec []byte, now time.Time) (*store.Run, error) {
 	if p.IdempotencyKey != "" {
 		// First: a create that repeats a key is refused as such, whatever
 		// else of it would conflict now (its run was continued since).
@@ -153,7 +153,7 @@ func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, re
 }
 
 // createRun inserts a new run headed by resp, with its step-0 checkpoint.
-func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, now time.Time) (*store.Run, error) {
+func createRun(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, now time.Time) (*store.Run, error) {
 	base := int64(0) // the run's first step: a branch starts where the previous response left its run
 	if resp.PreviousResponseID != "" {
 		// A continuation never creates a run (its run was deleted), but a
@@ -201,7 +201,7 @@ func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, r
 
 // continueRun makes resp the head of an existing, inactive run whose head
 // is resp.PreviousResponseID and whose last commit is that response's.
-func continueRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, run *store.Run, resp *store.Response, now time.Time) error {
+func continueRun(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, run *store.Run, resp *store.Response, now time.Time) error {
 	if resp.PreviousResponseID == "" {
 		return fmt.Errorf("sqlite: response create: %w: run %s exists; a new response of it must name its head", store.ErrConflict, run.ID)
 	}
@@ -253,7 +253,7 @@ func claimLease(run *store.Run, owner string, d time.Duration, now time.Time) {
 
 // insertResponse inserts resp, with snapshot stored for its snapshot
 // (snapref.Encode), and returns its number (for event keys).
-func insertResponse(ctx context.Context, tx *sql.Tx, r *store.Response, snapshot []byte) (int64, error) {
+func insertResponse(ctx context.Context, tx *sql.Conn, r *store.Response, snapshot []byte) (int64, error) {
 	r.StartStep = r.CommitStep // the run's step now
 	res, err := tx.ExecContext(ctx, `INSERT INTO responses (`+responseColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.RunID, r.PreviousResponseID, r.Model, r.Owner, r.Status, r.Request, snapshot, r.Error, r.Usage,
@@ -330,7 +330,7 @@ func (s *Store) ResponseListByRun(ctx context.Context, runID string) ([]*store.R
 // returned as it is. Idempotent (store.ErrNotFound).
 func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response, error) {
 	var recorded bool
-	err := s.writeWake(ctx, "response cancel", []string{id}, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.writeWake(ctx, "response cancel", []string{id}, func(ctx context.Context, tx *sql.Conn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE responses SET cancel_requested = 1, status = ?, updated_at = ?
 			WHERE id = ? AND status NOT IN (?, ?, ?, ?)`, store.StatusCancelled, time.Now().UnixNano(), id,
 			store.StatusCompleted, store.StatusFailed, store.StatusCancelled, store.StatusIncomplete)
@@ -361,14 +361,14 @@ func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response,
 // response the head and the run inactive (nothing is left to drive)
 // (store.ErrNotFound).
 func (s *Store) ResponseDelete(ctx context.Context, id string) error {
-	return s.writeWake(ctx, "response delete", []string{id}, func(ctx context.Context, tx *sql.Tx) error {
+	return s.writeWake(ctx, "response delete", []string{id}, func(ctx context.Context, tx *sql.Conn) error {
 		return deleteResponseTx(ctx, tx, id)
 	})
 }
 
 // deleteResponseTx is ResponseDelete inside the writer's transaction (also
 // used by ResponsePrune).
-func deleteResponseTx(ctx context.Context, tx *sql.Tx, id string) error {
+func deleteResponseTx(ctx context.Context, tx *sql.Conn, id string) error {
 	var runID string
 	var num int64
 	if err := tx.QueryRowContext(ctx, "SELECT run_id, num FROM responses WHERE id = ?", id).Scan(&runID, &num); err != nil {

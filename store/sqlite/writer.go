@@ -22,7 +22,7 @@ type request struct {
 	ctx context.Context
 	// apply runs inside the batch's transaction (in a SAVEPOINT when the
 	// batch holds several writes).
-	apply func(ctx context.Context, tx *sql.Tx) error
+	apply func(ctx context.Context, tx *sql.Conn) error
 	// wake lists the responses whose waiters to wake after the commit.
 	wake []string
 	// done receives the outcome, or errLead when the request's goroutine
@@ -39,7 +39,7 @@ var errLead = errors.New("sqlite: lead the next batch")
 // write queues apply and waits for the outcome of the transaction that
 // carried it. If ctx ends before a batch took the request, nothing is
 // written and ctx's error is returned.
-func (s *Store) write(ctx context.Context, op string, apply func(ctx context.Context, tx *sql.Tx) error) error {
+func (s *Store) write(ctx context.Context, op string, apply func(ctx context.Context, tx *sql.Conn) error) error {
 	return s.writeWake(ctx, op, nil, apply)
 }
 
@@ -53,7 +53,7 @@ func (s *Store) write(ctx context.Context, op string, apply func(ctx context.Con
 // the next leader, which commits all those queued (up to MaxBatch) in one
 // transaction and one fsync: group commit, with each leader committing
 // one batch only.
-func (s *Store) writeWake(ctx context.Context, op string, wake []string, apply func(ctx context.Context, tx *sql.Tx) error) error {
+func (s *Store) writeWake(ctx context.Context, op string, wake []string, apply func(ctx context.Context, tx *sql.Conn) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlite: %s: %w", op, err)
 	}
@@ -153,8 +153,7 @@ func (s *Store) runBatch(batch []*request) {
 	errs := make([]error, len(batch))
 	s.stats.transactions.Add(1)
 	s.stats.writes.Add(int64(len(batch)))
-	tx, err := s.wdb.BeginTx(context.Background(), nil)
-	if err != nil {
+	if err := s.begin(); err != nil {
 		s.finish(batch, errs, mapError("begin", err))
 		return
 	}
@@ -162,29 +161,53 @@ func (s *Store) runBatch(batch []*request) {
 		// Alone in its transaction, a write needs no SAVEPOINT (two
 		// statements fewer): on error the whole transaction rolls back.
 		r := batch[0]
-		if errs[0] = mapError(r.op, r.apply(r.ctx, tx)); errs[0] != nil {
-			tx.Rollback()
+		if errs[0] = mapError(r.op, r.apply(r.ctx, s.wconn)); errs[0] != nil {
+			s.rollback()
 			s.finish(batch, errs, nil)
 			return
 		}
-		s.finish(batch, errs, mapError("commit", tx.Commit()))
+		s.finish(batch, errs, mapError("commit", s.commit()))
 		return
 	}
 	for i, r := range batch {
 		var poisoned bool
-		errs[i], poisoned = applyOne(tx, r)
+		errs[i], poisoned = applyOne(s.wconn, r)
 		if poisoned {
-			tx.Rollback()
+			s.rollback()
 			s.finish(batch, errs, fmt.Errorf("batch aborted: %w", errs[i]))
 			return
 		}
 	}
-	s.finish(batch, errs, mapError("commit", tx.Commit()))
+	s.finish(batch, errs, mapError("commit", s.commit()))
+}
+
+// begin starts the writer's transaction (BEGIN IMMEDIATE: the write lock
+// at once, so no statement of it waits for the lock half-way).
+func (s *Store) begin() error {
+	_, err := s.wconn.ExecContext(context.Background(), "BEGIN IMMEDIATE")
+	return err
+}
+
+// commit commits the writer's transaction. When COMMIT fails SQLite may
+// leave the transaction open, so it is rolled back (harmless when it is
+// not): the next batch begins on a clean connection.
+func (s *Store) commit() error {
+	_, err := s.wconn.ExecContext(context.Background(), "COMMIT")
+	if err != nil {
+		s.rollback()
+	}
+	return err
+}
+
+// rollback rolls the writer's transaction back. Its error is ignored: a
+// failed statement may have ended the transaction already.
+func (s *Store) rollback() {
+	s.wconn.ExecContext(context.Background(), "ROLLBACK")
 }
 
 // applyOne runs r inside a savepoint, rolling back to it on error. It
 // reports whether the error may have ended the transaction.
-func applyOne(tx *sql.Tx, r *request) (error, bool) {
+func applyOne(tx *sql.Conn, r *request) (error, bool) {
 	bg := context.Background()
 	if _, err := tx.ExecContext(bg, "SAVEPOINT w"); err != nil {
 		return mapError(r.op, err), true
