@@ -67,7 +67,7 @@ type Store struct {
 
 	notify    notifier
 	notices   noticehub.Hub // Notices subscribers (hosts.go)
-	stats     struct{ transactions, writes atomic.Int64 }
+	stats     struct{ transactions, writes, redone atomic.Int64 }
 	closed    atomic.Bool
 	readOnly  bool // OpenReadOnly: no writer, no lock
 	closeOnce sync.Once
@@ -147,11 +147,15 @@ type Stats struct {
 	// ...) those transactions carried; Writes/Transactions is the mean
 	// group-commit batch.
 	Writes int64
+	// Redone is how many batches were applied a second time because one
+	// of their writes failed (the writer applies a batch without a
+	// SAVEPOINT per write first; see runBatch).
+	Redone int64
 }
 
 // Stats returns the writer's counters.
 func (s *Store) Stats() Stats {
-	return Stats{Transactions: s.stats.transactions.Load(), Writes: s.stats.writes.Load()}
+	return Stats{Transactions: s.stats.transactions.Load(), Writes: s.stats.writes.Load(), Redone: s.stats.redone.Load()}
 }
 
 // releaseLeases releases every lease at Open. This process holds the
