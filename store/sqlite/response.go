@@ -102,6 +102,14 @@ func checkSeq(op string, events []store.EventInput, next int64) error {
 	return nil
 }
 
+// createCheckSQL reads, in one statement, what a create checks first:
+// whether response ?1 exists, whether run ?2 does, and the number a new
+// run gets (one more than the greatest). Three statements before; a new
+// run (the common create) now reads nothing more, a continued one reads
+// its run next.
+const createCheckSQL = `SELECT (SELECT count(*) FROM responses WHERE id = ?1), (SELECT count(*) FROM runs WHERE id = ?2),
+	(SELECT coalesce(max(num), 0) + 1 FROM runs)`
+
 // createTx is ResponseCreate inside the writer's transaction.
 func createTx(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, rec []byte, now time.Time) (*store.Run, error) {
 	if p.IdempotencyKey != "" {
@@ -111,8 +119,8 @@ func createTx(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, 
 			return nil, err
 		}
 	}
-	var exists int
-	err := tx.QueryRowContext(ctx, "SELECT count(*) FROM responses WHERE id = ?", resp.ID).Scan(&exists)
+	var exists, runExists, runNum int64
+	err := tx.QueryRowContext(ctx, createCheckSQL, resp.ID, p.RunID).Scan(&exists, &runExists, &runNum)
 	if err != nil {
 		return nil, mapError("response create", err)
 	}
@@ -124,14 +132,15 @@ func createTx(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, 
 			return nil, err
 		}
 	}
-	run, err := getRun(ctx, tx, p.RunID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		run, err = createRun(ctx, tx, p, resp, parts, now)
-	case err == nil && p.Branch:
-		err = fmt.Errorf("sqlite: response create: %w: branch run %s exists", store.ErrConflict, p.RunID)
-	case err == nil:
-		err = continueRun(ctx, tx, p, run, resp, now)
+	var run *store.Run
+	if runExists == 0 {
+		run, err = createRun(ctx, tx, p, resp, parts, runNum, now)
+	} else if run, err = getRun(ctx, tx, p.RunID); err == nil {
+		if p.Branch {
+			err = fmt.Errorf("sqlite: response create: %w: branch run %s exists", store.ErrConflict, p.RunID)
+		} else {
+			err = continueRun(ctx, tx, p, run, resp, now)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -152,8 +161,9 @@ func createTx(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, 
 	return run, fault.Point(ctx, "create.events_inserted")
 }
 
-// createRun inserts a new run headed by resp, with its step-0 checkpoint.
-func createRun(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, now time.Time) (*store.Run, error) {
+// createRun inserts a new run numbered num headed by resp, with its
+// step-0 checkpoint.
+func createRun(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, num int64, now time.Time) (*store.Run, error) {
 	base := int64(0) // the run's first step: a branch starts where the previous response left its run
 	if resp.PreviousResponseID != "" {
 		// A continuation never creates a run (its run was deleted), but a
@@ -176,10 +186,6 @@ func createRun(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams,
 	claimLease(run, p.LeaseOwner, p.LeaseDuration, now)
 	if err := recordClaim(ctx, tx, run, p.LeaseOwner, now); err != nil {
 		return nil, err
-	}
-	var num int64
-	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(num), 0) + 1 FROM runs").Scan(&num); err != nil {
-		return nil, mapError("number run", err)
 	}
 	cpStep := int64(-1)
 	if p.Checkpoint != nil {
