@@ -45,8 +45,8 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 		return nil, err
 	}
 	now := orNow(p.Now)
-	parts := hashParts(p.Checkpoint)
-	rec := encodeRecord(p.Events)
+	w := &commitWork{parts: hashParts(p.Checkpoint), rec: encodeRecord(p.Events), snapshot: snapref.Encode(p.Response.Snapshot, p.Events)}
+	w.manifest = encodeManifest(w.parts)
 	resp := *p.Response
 	resp.RunID, resp.NextSeq, resp.CreatedAt, resp.UpdatedAt = p.RunID, int64(len(p.Events)), now, now
 	if resp.CreatedAt = p.Response.CreatedAt; resp.CreatedAt.IsZero() {
@@ -58,7 +58,7 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 	}
 	var run *store.Run
 	err := s.writeWake(ctx, "response create", nil, func(ctx context.Context, tx *sql.Conn) (err error) {
-		run, err = createTx(ctx, tx, p, &resp, parts, rec, now)
+		run, err = createTx(ctx, tx, p, &resp, w, now)
 		return err
 	})
 	if err != nil {
@@ -111,7 +111,7 @@ const createCheckSQL = `SELECT (SELECT count(*) FROM responses WHERE id = ?1), (
 	(SELECT coalesce(max(num), 0) + 1 FROM runs)`
 
 // createTx is ResponseCreate inside the writer's transaction.
-func createTx(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, rec []byte, now time.Time) (*store.Run, error) {
+func createTx(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, resp *store.Response, w *commitWork, now time.Time) (*store.Run, error) {
 	if p.IdempotencyKey != "" {
 		// First: a create that repeats a key is refused as such, whatever
 		// else of it would conflict now (its run was continued since).
@@ -134,7 +134,7 @@ func createTx(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, 
 	}
 	var run *store.Run
 	if runExists == 0 {
-		run, err = createRun(ctx, tx, p, resp, parts, runNum, now)
+		run, err = createRun(ctx, tx, p, resp, w, runNum, now)
 	} else if run, err = getRun(ctx, tx, p.RunID); err == nil {
 		if p.Branch {
 			err = fmt.Errorf("sqlite: response create: %w: branch run %s exists", store.ErrConflict, p.RunID)
@@ -148,14 +148,14 @@ func createTx(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, 
 	if err := fault.Point(ctx, "create.run_written"); err != nil {
 		return nil, err
 	}
-	num, err := insertResponse(ctx, tx, resp, snapref.Encode(resp.Snapshot, p.Events))
+	num, err := insertResponse(ctx, tx, resp, w.snapshot)
 	if err != nil {
 		return nil, err
 	}
 	if err := fault.Point(ctx, "create.response_inserted"); err != nil {
 		return nil, err
 	}
-	if err := insertRecord(ctx, tx, num, 0, p.Events, rec); err != nil {
+	if err := insertRecord(ctx, tx, num, 0, p.Events, w.rec); err != nil {
 		return nil, err
 	}
 	return run, fault.Point(ctx, "create.events_inserted")
@@ -163,7 +163,7 @@ func createTx(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, 
 
 // createRun inserts a new run numbered num headed by resp, with its
 // step-0 checkpoint.
-func createRun(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, num int64, now time.Time) (*store.Run, error) {
+func createRun(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, resp *store.Response, w *commitWork, num int64, now time.Time) (*store.Run, error) {
 	base := int64(0) // the run's first step: a branch starts where the previous response left its run
 	if resp.PreviousResponseID != "" {
 		// A continuation never creates a run (its run was deleted), but a
@@ -190,7 +190,7 @@ func createRun(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams,
 	cpStep := int64(-1)
 	if p.Checkpoint != nil {
 		cpStep = base
-		if _, err := writeCheckpoint(ctx, tx, run.ID, num, base, -1, nil, parts, now); err != nil {
+		if _, err := writeCheckpoint(ctx, tx, run.ID, num, base, -1, nil, w.parts, w.manifest, now); err != nil {
 			return nil, err
 		}
 		if err := fault.Point(ctx, "create.checkpoint_inserted"); err != nil {

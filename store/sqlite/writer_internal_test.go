@@ -206,3 +206,39 @@ func TestRunBatch_PoisonedBatchFails(t *testing.T) {
 		}
 	}
 }
+
+// TestCommit_AllInlineSkipsParent: a commit whose parts are all inline
+// does not read its parent checkpoint (it refers to no blob, so nothing
+// of the parent is needed): it succeeds over a damaged parent manifest,
+// while a commit with a part stored as a blob still reads the parent and
+// reports the damage. Either way the checkpoint written reads back whole.
+func TestCommit_AllInlineSkipsParent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := storetest.CreateResponse(ctx, t, s, nil)
+	if _, err := s.wconn.ExecContext(ctx, "UPDATE checkpoints SET manifest = x'05ff' WHERE k = (SELECT num FROM runs WHERE id = ?) << 32",
+		c.Run.ID); err != nil {
+		t.Fatal(err)
+	}
+	blob := storetest.NextCommit(ctx, t, s, c.Run.ID, &storetest.CommitOpts{Checkpoint: []store.Part{{Name: "big", Data: make([]byte, 2000)}}})
+	if _, err := s.Commit(ctx, blob); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("commit of a blob part over a damaged parent: %v, want ErrCorrupt", err)
+	}
+	inline := []store.Part{{Name: "small", Data: []byte("inline")}}
+	p := storetest.NextCommit(ctx, t, s, c.Run.ID, &storetest.CommitOpts{Checkpoint: inline})
+	if _, err := s.Commit(ctx, p); err != nil {
+		t.Fatalf("commit of inline parts over a damaged parent: %v", err)
+	}
+	cp, err := s.CheckpointGet(ctx, c.Run.ID, p.Step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cp.Parts) != 1 || cp.Parts[0].Name != "small" || string(cp.Parts[0].Data) != "inline" {
+		t.Fatalf("checkpoint read back: %+v", cp.Parts)
+	}
+}
