@@ -20,8 +20,9 @@ type request struct {
 	// is ignored once a leader took the request, so a write is either
 	// wholly applied and reported or not taken at all.
 	ctx context.Context
-	// apply runs inside the batch's transaction (in a SAVEPOINT when the
-	// batch holds several writes).
+	// apply runs inside the batch's transaction, on the writer's
+	// connection; it may run twice (see runBatch), so it sets what it
+	// returns rather than adding to it.
 	apply func(ctx context.Context, tx *sql.Conn) error
 	// wake lists the responses whose waiters to wake after the commit.
 	wake []string
