@@ -163,17 +163,30 @@ func readInline(r *bytes.Reader, size uint64) ([]byte, error) {
 	return data, nil
 }
 
+// allInline reports whether every part is inline: a checkpoint of such
+// parts needs nothing of its parent (it refers to no blob).
+func allInline(parts []hashedPart) bool {
+	for _, p := range parts {
+		if p.inline == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // writeCheckpoint stores the checkpoint at step with the given parent:
 // the blobs of parts not in the parent's manifest (unless the run already
-// has them), then the manifest row. parentManifest is the parent's
-// manifest when the caller read it already (nil: read here). It returns
-// the blob bytes written.
-func writeCheckpoint(ctx context.Context, tx querier, runID string, runNum, step, parent int64, parentManifest []byte, parts []hashedPart, now time.Time) (int64, error) {
+// has them), then the manifest row, manifest (encodeManifest(parts), made
+// by the caller before it queued for the writer). parentManifest is the
+// parent's manifest when the caller read it already (nil: read here when
+// needed: only a part stored as a blob looks for it in the parent). It
+// returns the blob bytes written.
+func writeCheckpoint(ctx context.Context, tx querier, runID string, runNum, step, parent int64, parentManifest []byte, parts []hashedPart, manifest []byte, now time.Time) (int64, error) {
 	if err := checkLow("checkpoint", "step", step); err != nil {
 		return 0, err
 	}
 	have := map[[sha256.Size]byte]bool{}
-	if parent >= 0 {
+	if parent >= 0 && !allInline(parts) {
 		m := parentManifest
 		if m == nil {
 			err := tx.QueryRowContext(ctx, "SELECT manifest FROM checkpoints WHERE k = ?", logKey(runNum, parent)).Scan(&m)
@@ -219,7 +232,7 @@ func writeCheckpoint(ctx context.Context, tx querier, runID string, runNum, step
 		return 0, err
 	}
 	_, err := tx.ExecContext(ctx, "INSERT INTO checkpoints (k, parent_step, size, manifest, created_at) VALUES (?, ?, ?, ?, ?)",
-		logKey(runNum, step), parent, size, encodeManifest(parts), now.UnixNano())
+		logKey(runNum, step), parent, size, manifest, now.UnixNano())
 	return written, mapError("insert checkpoint", err)
 }
 

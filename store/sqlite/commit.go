@@ -32,11 +32,13 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 		return nil, fmt.Errorf("sqlite: commit: %w", err)
 	}
 	now := orNow(p.Now)
-	parts := hashParts(p.Checkpoint)
-	rec := encodeRecord(p.Events)
+	// What needs no database is made here, by the caller's goroutine,
+	// not by the single writer inside its transaction.
+	w := &commitWork{parts: hashParts(p.Checkpoint), rec: encodeRecord(p.Events), snapshot: snapref.Encode(p.Snapshot, p.Events)}
+	w.manifest = encodeManifest(w.parts)
 	res := &store.CommitResult{}
-	err := s.writeWake(ctx, "commit", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Tx) error {
-		runNum, err := commitTx(ctx, tx, p, parts, rec, now, res)
+	err := s.writeWake(ctx, "commit", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Conn) error {
+		runNum, err := commitTx(ctx, tx, p, w, now, res)
 		if err != nil {
 			return err
 		}
@@ -60,18 +62,28 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 	return res, nil
 }
 
+// commitWork is what Commit makes of its parameters before it queues for
+// the writer.
+type commitWork struct {
+	parts    []hashedPart
+	manifest []byte // encodeManifest(parts)
+	rec      []byte // encodeRecord(events)
+	snapshot []byte // snapref.Encode(snapshot, events)
+}
+
 // commitTx is Commit inside the writer's transaction. It returns the
-// run's number.
-func commitTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []hashedPart, rec []byte, now time.Time, res *store.CommitResult) (int64, error) {
-	run, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now, p.Status == store.StatusCancelled, true)
+// run's number. The parent checkpoint's manifest is read with the run
+// only when a part is a blob (see writeCheckpoint).
+func commitTx(ctx context.Context, tx *sql.Conn, p *store.CommitParams, w *commitWork, now time.Time, res *store.CommitResult) (int64, error) {
+	run, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now, p.Status == store.StatusCancelled, !allInline(w.parts))
 	if err != nil {
 		return 0, err
 	}
-	return run.num, commitRunTx(ctx, tx, p, parts, rec, now, res, run, next, respNum)
+	return run.num, commitRunTx(ctx, tx, p, w, now, res, run, next, respNum)
 }
 
 // commitRunTx is commitTx after checkWrite.
-func commitRunTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts []hashedPart, rec []byte, now time.Time, res *store.CommitResult, run *runRow, next, respNum int64) error {
+func commitRunTx(ctx context.Context, tx *sql.Conn, p *store.CommitParams, w *commitWork, now time.Time, res *store.CommitResult, run *runRow, next, respNum int64) error {
 	var err error
 	if err := checkLow("commit", "step", p.Step); err != nil {
 		return err
@@ -82,13 +94,13 @@ func commitRunTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts [
 	if err := fault.Point(ctx, "commit.checked"); err != nil {
 		return err
 	}
-	if res.BytesWritten, err = writeCheckpoint(ctx, tx, p.RunID, run.num, p.Step, run.checkpointStep, run.checkpointManifest, parts, now); err != nil {
+	if res.BytesWritten, err = writeCheckpoint(ctx, tx, p.RunID, run.num, p.Step, run.checkpointStep, run.checkpointManifest, w.parts, w.manifest, now); err != nil {
 		return err
 	}
 	if err := fault.Point(ctx, "commit.checkpoint_inserted"); err != nil {
 		return err
 	}
-	if err := insertRecord(ctx, tx, respNum, p.Step, p.Events, rec); err != nil {
+	if err := insertRecord(ctx, tx, respNum, p.Step, p.Events, w.rec); err != nil {
 		return err
 	}
 	if err := fault.Point(ctx, "commit.events_inserted"); err != nil {
@@ -106,7 +118,7 @@ func commitRunTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, parts [
 		uq += ", completed_at = ?7"
 	}
 	_, err = tx.ExecContext(ctx, uq+" WHERE num = ?8",
-		p.Status, snapref.Encode(p.Snapshot, p.Events), p.Error, p.Usage, res.NextSeq, p.Step, now.UnixNano(), respNum)
+		p.Status, w.snapshot, p.Error, p.Usage, res.NextSeq, p.Step, now.UnixNano(), respNum)
 	if err != nil {
 		return mapError("update response", err)
 	}
@@ -171,7 +183,7 @@ const (
 // and events continue the response's log (ErrConflict). It returns the run
 // (with manifest, its checkpointManifest) and the response's NextSeq and
 // number (for event keys).
-func checkWrite(ctx context.Context, tx *sql.Tx, runID string, epoch int64, responseID string, events []store.EventInput, now time.Time, cancelling, manifest bool) (run *runRow, next, num int64, err error) {
+func checkWrite(ctx context.Context, tx *sql.Conn, runID string, epoch int64, responseID string, events []store.EventInput, now time.Time, cancelling, manifest bool) (run *runRow, next, num int64, err error) {
 	var nextSeq, respNum sql.NullInt64
 	var cancelRequested sql.NullBool
 	extra := []any{&nextSeq, &respNum, &cancelRequested}
@@ -213,7 +225,7 @@ func checkWrite(ctx context.Context, tx *sql.Tx, runID string, epoch int64, resp
 func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) error {
 	now := orNow(p.Now)
 	rec := encodeRecord(p.Events)
-	return s.writeWake(ctx, "event append", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Tx) error {
+	return s.writeWake(ctx, "event append", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Conn) error {
 		run, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now, false, false)
 		if err != nil {
 			return err

@@ -40,7 +40,7 @@ func (s *Store) ConversationCreate(ctx context.Context, p *store.ConversationCre
 	}
 	c.TurnResponseID, c.Version = "", 0
 	var items []store.ConversationItem
-	err := s.write(ctx, "conversation create", func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, "conversation create", func(ctx context.Context, tx *sql.Conn) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO conversations (id, owner, metadata, created_at) VALUES (?, ?, ?, ?)`,
 			c.ID, c.Owner, c.Metadata, c.CreatedAt.UnixNano())
 		if err != nil {
@@ -59,7 +59,7 @@ func (s *Store) ConversationCreate(ctx context.Context, p *store.ConversationCre
 // appendItemsTx appends items to conversation id and ends turn's turn
 // (when turn is not empty); it returns the items as stored, or
 // store.ErrNotFound when the conversation does not exist.
-func appendItemsTx(ctx context.Context, tx *sql.Tx, id, turn string, items []store.ConversationItem, now time.Time) ([]store.ConversationItem, error) {
+func appendItemsTx(ctx context.Context, tx *sql.Conn, id, turn string, items []store.ConversationItem, now time.Time) ([]store.ConversationItem, error) {
 	var base int64
 	err := tx.QueryRowContext(ctx, `UPDATE conversations SET next_seq = next_seq + ?1,
 		version = version + (?1 > 0),
@@ -92,7 +92,7 @@ func (s *Store) ConversationGet(ctx context.Context, id string) (*store.Conversa
 // ConversationUpdate replaces a conversation's metadata (store.ErrNotFound).
 func (s *Store) ConversationUpdate(ctx context.Context, id string, metadata []byte) (*store.Conversation, error) {
 	var c *store.Conversation
-	err := s.write(ctx, "conversation update", func(ctx context.Context, tx *sql.Tx) (err error) {
+	err := s.write(ctx, "conversation update", func(ctx context.Context, tx *sql.Conn) (err error) {
 		c, err = scanConversation(tx.QueryRowContext(ctx, "UPDATE conversations SET metadata = ? WHERE id = ? RETURNING "+
 			conversationColumns, metadata, id))
 		return mapError("conversation update "+id, err)
@@ -103,7 +103,7 @@ func (s *Store) ConversationUpdate(ctx context.Context, id string, metadata []by
 // ConversationDelete deletes a conversation and its items
 // (store.ErrNotFound).
 func (s *Store) ConversationDelete(ctx context.Context, id string) error {
-	return s.write(ctx, "conversation delete", func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, "conversation delete", func(ctx context.Context, tx *sql.Conn) error {
 		res, err := tx.ExecContext(ctx, "DELETE FROM conversations WHERE id = ?", id)
 		if err != nil {
 			return mapError("conversation delete", err)
@@ -120,7 +120,7 @@ func (s *Store) ConversationDelete(ctx context.Context, id string) error {
 // store.ErrConflict for an item id it has).
 func (s *Store) ConversationItemsAdd(ctx context.Context, id string, items []store.ConversationItem) ([]store.ConversationItem, error) {
 	var out []store.ConversationItem
-	err := s.write(ctx, "conversation items add", func(ctx context.Context, tx *sql.Tx) (err error) {
+	err := s.write(ctx, "conversation items add", func(ctx context.Context, tx *sql.Conn) (err error) {
 		out, err = appendItemsTx(ctx, tx, id, "", items, time.Now())
 		return err
 	})
@@ -198,7 +198,7 @@ func (s *Store) ConversationItemGet(ctx context.Context, conversationID, itemID 
 
 // ConversationItemDelete deletes one item (store.ErrNotFound).
 func (s *Store) ConversationItemDelete(ctx context.Context, conversationID, itemID string) error {
-	return s.write(ctx, "conversation item delete", func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, "conversation item delete", func(ctx context.Context, tx *sql.Conn) error {
 		res, err := tx.ExecContext(ctx, "DELETE FROM conversation_items WHERE conversation_id = ? AND item_id = ?", conversationID, itemID)
 		if err != nil {
 			return mapError("conversation item delete", err)
@@ -213,7 +213,7 @@ func (s *Store) ConversationItemDelete(ctx context.Context, conversationID, item
 
 // takeTurnTx takes conversation turn's turn for response id in
 // ResponseCreate's transaction (a *store.ConversationError when refused).
-func takeTurnTx(ctx context.Context, tx *sql.Tx, turn *store.ConversationTurn, id string) error {
+func takeTurnTx(ctx context.Context, tx *sql.Conn, turn *store.ConversationTurn, id string) error {
 	var holder string
 	var version int64
 	err := tx.QueryRowContext(ctx, "SELECT turn_response_id, version FROM conversations WHERE id = ?", turn.ID).Scan(&holder, &version)
@@ -243,7 +243,7 @@ func takeTurnTx(ctx context.Context, tx *sql.Tx, turn *store.ConversationTurn, i
 
 // commitExtrasTx writes what a commit adds besides the superstep: its
 // conversation append and its pending calls (store.CommitParams).
-func commitExtrasTx(ctx context.Context, tx *sql.Tx, p *store.CommitParams, now time.Time) error {
+func commitExtrasTx(ctx context.Context, tx *sql.Conn, p *store.CommitParams, now time.Time) error {
 	if a := p.Conversation; a != nil {
 		_, err := appendItemsTx(ctx, tx, a.ID, p.ResponseID, a.Items, now)
 		if err != nil && !errors.Is(err, store.ErrNotFound) { // a deleted conversation is skipped

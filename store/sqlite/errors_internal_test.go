@@ -68,11 +68,11 @@ func TestMapError_Transient(t *testing.T) {
 		defer s.Close()
 		c := storetest.CreateResponse(ctx, t, s, nil)
 		var pages int64
-		if err := s.wdb.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
+		if err := s.wconn.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
 			t.Fatal(err)
 		}
 		// The database may not grow: as full as a full disk.
-		if _, err := s.wdb.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", pages)); err != nil {
+		if _, err := s.wconn.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", pages)); err != nil {
 			t.Fatal(err)
 		}
 		big := make([]byte, 1<<20)
@@ -82,7 +82,7 @@ func TestMapError_Transient(t *testing.T) {
 		if !errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrConflict) {
 			t.Fatalf("commit into a full database: %v, want ErrUnavailable", err)
 		}
-		if _, err := s.wdb.ExecContext(ctx, "PRAGMA max_page_count = 1073741823"); err != nil {
+		if _, err := s.wconn.ExecContext(ctx, "PRAGMA max_page_count = 1073741823"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Commit(ctx, p); err != nil {

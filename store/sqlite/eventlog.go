@@ -31,7 +31,7 @@ func encodeRecord(events []store.EventInput) []byte {
 // response numbered respNum as one record, data (encodeRecord(events));
 // none for no events. The caller has checked that they continue the log
 // (checkSeq), so the record starts where the last one ended.
-func insertRecord(ctx context.Context, tx *sql.Tx, respNum, step int64, events []store.EventInput, data []byte) error {
+func insertRecord(ctx context.Context, tx *sql.Conn, respNum, step int64, events []store.EventInput, data []byte) error {
 	if len(events) == 0 {
 		return nil
 	}

@@ -34,7 +34,7 @@ func (s *Store) HostHeartbeat(ctx context.Context, p *store.HostHeartbeatParams)
 	}
 	now := orNow(p.Now)
 	var h *store.HostInfo
-	err := s.write(ctx, "host heartbeat", func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, "host heartbeat", func(ctx context.Context, tx *sql.Conn) error {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM hosts WHERE expires_at <= ? AND id != ?", now.UnixNano(), p.Host.ID); err != nil {
 			return err
 		}
@@ -75,7 +75,7 @@ func (s *Store) HostList(ctx context.Context, now time.Time) ([]*store.HostInfo,
 
 // HostRemove deletes the host's row; an absent row is not an error.
 func (s *Store) HostRemove(ctx context.Context, id string) error {
-	return s.write(ctx, "host remove", func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, "host remove", func(ctx context.Context, tx *sql.Conn) error {
 		_, err := tx.ExecContext(ctx, "DELETE FROM hosts WHERE id = ?", id)
 		return err
 	})

@@ -28,7 +28,7 @@ func validateIdempotencyKey(p *store.ResponseCreateParams) error {
 // recordIdempotencyKey records p's idempotency key for the response id, or
 // returns an *store.IdempotencyError when a live record of it exists. It
 // first deletes a few expired records.
-func recordIdempotencyKey(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, id string, now time.Time) error {
+func recordIdempotencyKey(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, id string, now time.Time) error {
 	expired := now.Add(-store.IdempotencyWindow).UnixNano() // created at or before: expired
 	_, err := tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE (owner, key) IN
 		(SELECT owner, key FROM idempotency_keys WHERE created_at <= ? ORDER BY created_at LIMIT ?)`,

@@ -119,7 +119,7 @@ var _ store.RunInspector = (*Store)(nil)
 
 // recordClaim records the claim of run's lease that claimLease (or
 // LeaseClaim) just made; nothing when owner is "" (no claim).
-func recordClaim(ctx context.Context, tx *sql.Tx, run *store.Run, owner string, now time.Time) error {
+func recordClaim(ctx context.Context, tx *sql.Conn, run *store.Run, owner string, now time.Time) error {
 	if owner == "" {
 		return nil
 	}

@@ -19,7 +19,7 @@ func (s *Store) JournalAppend(ctx context.Context, p *store.JournalAppendParams)
 		return nil
 	}
 	now := orNow(p.Now)
-	return s.write(ctx, "journal append", func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, "journal append", func(ctx context.Context, tx *sql.Conn) error {
 		run, err := getRunRow(ctx, tx, p.RunID)
 		if err != nil {
 			return err
@@ -39,7 +39,7 @@ var _ store.JournalBatcher = (*Store)(nil)
 
 // insertJournal appends entries to the journal of (run, step), made under
 // epoch, which the caller checked is the run's (the fence).
-func insertJournal(ctx context.Context, tx *sql.Tx, run *runRow, epoch, step int64, entries []store.JournalInput, now time.Time) error {
+func insertJournal(ctx context.Context, tx *sql.Conn, run *runRow, epoch, step int64, entries []store.JournalInput, now time.Time) error {
 	if !run.Active || step != run.LastStep+1 {
 		return fmt.Errorf("%w: run %s: journal of step %d (last step %d, active %v)",
 			store.ErrConflict, run.ID, step, run.LastStep, run.Active)
@@ -80,7 +80,7 @@ func (s *Store) JournalList(ctx context.Context, runID string, step int64) ([]st
 
 // pruneJournalTx deletes the journal of the run's steps up to step, in a
 // commit's transaction (CommitParams.JournalPrune).
-func pruneJournalTx(ctx context.Context, tx *sql.Tx, runID string, step int64) error {
+func pruneJournalTx(ctx context.Context, tx *sql.Conn, runID string, step int64) error {
 	_, err := tx.ExecContext(ctx, "DELETE FROM journal WHERE run_id = ? AND step <= ?", runID, step)
 	return mapError("journal prune", err)
 }

@@ -24,7 +24,7 @@ func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]*s
 		limit = -1 // SQLite: no limit
 	}
 	var runs []*store.Run
-	err := s.write(ctx, "lease claim", func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, "lease claim", func(ctx context.Context, tx *sql.Conn) error {
 		runs = nil
 		rows, err := tx.QueryContext(ctx, `UPDATE runs SET lease_owner = ?, lease_epoch = lease_epoch + 1, lease_expires_at = ?,
 			updated_at = ? WHERE id IN (SELECT id FROM runs WHERE active = 1 AND (lease_owner = '' OR lease_expires_at <= ?4)
@@ -63,7 +63,7 @@ func (s *Store) LeaseRenew(ctx context.Context, p *store.LeaseParams) (time.Time
 	}
 	now := orNow(p.Now)
 	expires := now.Add(p.Duration)
-	err := s.write(ctx, "lease renew", func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, "lease renew", func(ctx context.Context, tx *sql.Conn) error {
 		if _, err := checkLease(ctx, tx, p, now); err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func (s *Store) LeaseRelease(ctx context.Context, p *store.LeaseParams) error {
 	}
 	now := orNow(p.Now)
 	var active bool
-	err := s.write(ctx, "lease release", func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, "lease release", func(ctx context.Context, tx *sql.Conn) error {
 		run, err := checkLease(ctx, tx, p, now)
 		if err != nil {
 			return err
@@ -114,7 +114,7 @@ func (s *Store) LeaseRelease(ctx context.Context, p *store.LeaseParams) error {
 
 // checkLease returns the run, or a *store.FencedError unless p.Owner holds
 // the run's lease at p.Epoch and it has not expired at now.
-func checkLease(ctx context.Context, tx *sql.Tx, p *store.LeaseParams, now time.Time) (*runRow, error) {
+func checkLease(ctx context.Context, tx *sql.Conn, p *store.LeaseParams, now time.Time) (*runRow, error) {
 	run, err := getRunRow(ctx, tx, p.RunID)
 	if err != nil {
 		return nil, err

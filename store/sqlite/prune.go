@@ -41,7 +41,7 @@ func (s *Store) ResponsePrune(ctx context.Context, p *store.ResponsePruneParams)
 		return 0, err
 	}
 	var deleted int
-	err = s.writeWake(ctx, "response prune", ids, func(ctx context.Context, tx *sql.Tx) error {
+	err = s.writeWake(ctx, "response prune", ids, func(ctx context.Context, tx *sql.Conn) error {
 		deleted = 0
 		for _, id := range ids {
 			var still string

@@ -45,8 +45,8 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 		return nil, err
 	}
 	now := orNow(p.Now)
-	parts := hashParts(p.Checkpoint)
-	rec := encodeRecord(p.Events)
+	w := &commitWork{parts: hashParts(p.Checkpoint), rec: encodeRecord(p.Events), snapshot: snapref.Encode(p.Response.Snapshot, p.Events)}
+	w.manifest = encodeManifest(w.parts)
 	resp := *p.Response
 	resp.RunID, resp.NextSeq, resp.CreatedAt, resp.UpdatedAt = p.RunID, int64(len(p.Events)), now, now
 	if resp.CreatedAt = p.Response.CreatedAt; resp.CreatedAt.IsZero() {
@@ -57,8 +57,8 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 		resp.CompletedAt = &now
 	}
 	var run *store.Run
-	err := s.writeWake(ctx, "response create", nil, func(ctx context.Context, tx *sql.Tx) (err error) {
-		run, err = createTx(ctx, tx, p, &resp, parts, rec, now)
+	err := s.writeWake(ctx, "response create", nil, func(ctx context.Context, tx *sql.Conn) (err error) {
+		run, err = createTx(ctx, tx, p, &resp, w, now)
 		return err
 	})
 	if err != nil {
@@ -102,8 +102,16 @@ func checkSeq(op string, events []store.EventInput, next int64) error {
 	return nil
 }
 
+// createCheckSQL reads, in one statement, what a create checks first:
+// whether response ?1 exists, whether run ?2 does, and the number a new
+// run gets (one more than the greatest). Three statements before; a new
+// run (the common create) now reads nothing more, a continued one reads
+// its run next.
+const createCheckSQL = `SELECT (SELECT count(*) FROM responses WHERE id = ?1), (SELECT count(*) FROM runs WHERE id = ?2),
+	(SELECT coalesce(max(num), 0) + 1 FROM runs)`
+
 // createTx is ResponseCreate inside the writer's transaction.
-func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, rec []byte, now time.Time) (*store.Run, error) {
+func createTx(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, resp *store.Response, w *commitWork, now time.Time) (*store.Run, error) {
 	if p.IdempotencyKey != "" {
 		// First: a create that repeats a key is refused as such, whatever
 		// else of it would conflict now (its run was continued since).
@@ -111,8 +119,8 @@ func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, re
 			return nil, err
 		}
 	}
-	var exists int
-	err := tx.QueryRowContext(ctx, "SELECT count(*) FROM responses WHERE id = ?", resp.ID).Scan(&exists)
+	var exists, runExists, runNum int64
+	err := tx.QueryRowContext(ctx, createCheckSQL, resp.ID, p.RunID).Scan(&exists, &runExists, &runNum)
 	if err != nil {
 		return nil, mapError("response create", err)
 	}
@@ -124,14 +132,15 @@ func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, re
 			return nil, err
 		}
 	}
-	run, err := getRun(ctx, tx, p.RunID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		run, err = createRun(ctx, tx, p, resp, parts, now)
-	case err == nil && p.Branch:
-		err = fmt.Errorf("sqlite: response create: %w: branch run %s exists", store.ErrConflict, p.RunID)
-	case err == nil:
-		err = continueRun(ctx, tx, p, run, resp, now)
+	var run *store.Run
+	if runExists == 0 {
+		run, err = createRun(ctx, tx, p, resp, w, runNum, now)
+	} else if run, err = getRun(ctx, tx, p.RunID); err == nil {
+		if p.Branch {
+			err = fmt.Errorf("sqlite: response create: %w: branch run %s exists", store.ErrConflict, p.RunID)
+		} else {
+			err = continueRun(ctx, tx, p, run, resp, now)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -139,21 +148,22 @@ func createTx(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, re
 	if err := fault.Point(ctx, "create.run_written"); err != nil {
 		return nil, err
 	}
-	num, err := insertResponse(ctx, tx, resp, snapref.Encode(resp.Snapshot, p.Events))
+	num, err := insertResponse(ctx, tx, resp, w.snapshot)
 	if err != nil {
 		return nil, err
 	}
 	if err := fault.Point(ctx, "create.response_inserted"); err != nil {
 		return nil, err
 	}
-	if err := insertRecord(ctx, tx, num, 0, p.Events, rec); err != nil {
+	if err := insertRecord(ctx, tx, num, 0, p.Events, w.rec); err != nil {
 		return nil, err
 	}
 	return run, fault.Point(ctx, "create.events_inserted")
 }
 
-// createRun inserts a new run headed by resp, with its step-0 checkpoint.
-func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, resp *store.Response, parts []hashedPart, now time.Time) (*store.Run, error) {
+// createRun inserts a new run numbered num headed by resp, with its
+// step-0 checkpoint.
+func createRun(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, resp *store.Response, w *commitWork, num int64, now time.Time) (*store.Run, error) {
 	base := int64(0) // the run's first step: a branch starts where the previous response left its run
 	if resp.PreviousResponseID != "" {
 		// A continuation never creates a run (its run was deleted), but a
@@ -177,14 +187,10 @@ func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, r
 	if err := recordClaim(ctx, tx, run, p.LeaseOwner, now); err != nil {
 		return nil, err
 	}
-	var num int64
-	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(num), 0) + 1 FROM runs").Scan(&num); err != nil {
-		return nil, mapError("number run", err)
-	}
 	cpStep := int64(-1)
 	if p.Checkpoint != nil {
 		cpStep = base
-		if _, err := writeCheckpoint(ctx, tx, run.ID, num, base, -1, nil, parts, now); err != nil {
+		if _, err := writeCheckpoint(ctx, tx, run.ID, num, base, -1, nil, w.parts, w.manifest, now); err != nil {
 			return nil, err
 		}
 		if err := fault.Point(ctx, "create.checkpoint_inserted"); err != nil {
@@ -201,7 +207,7 @@ func createRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, r
 
 // continueRun makes resp the head of an existing, inactive run whose head
 // is resp.PreviousResponseID and whose last commit is that response's.
-func continueRun(ctx context.Context, tx *sql.Tx, p *store.ResponseCreateParams, run *store.Run, resp *store.Response, now time.Time) error {
+func continueRun(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams, run *store.Run, resp *store.Response, now time.Time) error {
 	if resp.PreviousResponseID == "" {
 		return fmt.Errorf("sqlite: response create: %w: run %s exists; a new response of it must name its head", store.ErrConflict, run.ID)
 	}
@@ -253,7 +259,7 @@ func claimLease(run *store.Run, owner string, d time.Duration, now time.Time) {
 
 // insertResponse inserts resp, with snapshot stored for its snapshot
 // (snapref.Encode), and returns its number (for event keys).
-func insertResponse(ctx context.Context, tx *sql.Tx, r *store.Response, snapshot []byte) (int64, error) {
+func insertResponse(ctx context.Context, tx *sql.Conn, r *store.Response, snapshot []byte) (int64, error) {
 	r.StartStep = r.CommitStep // the run's step now
 	res, err := tx.ExecContext(ctx, `INSERT INTO responses (`+responseColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.RunID, r.PreviousResponseID, r.Model, r.Owner, r.Status, r.Request, snapshot, r.Error, r.Usage,
@@ -330,7 +336,7 @@ func (s *Store) ResponseListByRun(ctx context.Context, runID string) ([]*store.R
 // returned as it is. Idempotent (store.ErrNotFound).
 func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response, error) {
 	var recorded bool
-	err := s.writeWake(ctx, "response cancel", []string{id}, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.writeWake(ctx, "response cancel", []string{id}, func(ctx context.Context, tx *sql.Conn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE responses SET cancel_requested = 1, status = ?, updated_at = ?
 			WHERE id = ? AND status NOT IN (?, ?, ?, ?)`, store.StatusCancelled, time.Now().UnixNano(), id,
 			store.StatusCompleted, store.StatusFailed, store.StatusCancelled, store.StatusIncomplete)
@@ -361,14 +367,14 @@ func (s *Store) ResponseCancel(ctx context.Context, id string) (*store.Response,
 // response the head and the run inactive (nothing is left to drive)
 // (store.ErrNotFound).
 func (s *Store) ResponseDelete(ctx context.Context, id string) error {
-	return s.writeWake(ctx, "response delete", []string{id}, func(ctx context.Context, tx *sql.Tx) error {
+	return s.writeWake(ctx, "response delete", []string{id}, func(ctx context.Context, tx *sql.Conn) error {
 		return deleteResponseTx(ctx, tx, id)
 	})
 }
 
 // deleteResponseTx is ResponseDelete inside the writer's transaction (also
 // used by ResponsePrune).
-func deleteResponseTx(ctx context.Context, tx *sql.Tx, id string) error {
+func deleteResponseTx(ctx context.Context, tx *sql.Conn, id string) error {
 	var runID string
 	var num int64
 	if err := tx.QueryRowContext(ctx, "SELECT run_id, num FROM responses WHERE id = ?", id).Scan(&runID, &num); err != nil {

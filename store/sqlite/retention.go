@@ -85,7 +85,7 @@ func (s *Store) CheckpointList(ctx context.Context, runID string) ([]store.Check
 func (s *Store) CheckpointPrune(ctx context.Context, p *store.CheckpointPruneParams) (int, error) {
 	keep := max(p.KeepLast, 1)
 	var deleted int
-	err := s.write(ctx, "checkpoint prune", func(ctx context.Context, tx *sql.Tx) (err error) {
+	err := s.write(ctx, "checkpoint prune", func(ctx context.Context, tx *sql.Conn) (err error) {
 		deleted, err = pruneTx(ctx, tx, p.RunID, keep)
 		return err
 	})
@@ -93,7 +93,7 @@ func (s *Store) CheckpointPrune(ctx context.Context, p *store.CheckpointPrunePar
 }
 
 // pruneTx is CheckpointPrune inside the writer's transaction.
-func pruneTx(ctx context.Context, tx *sql.Tx, runID string, keep int) (int, error) {
+func pruneTx(ctx context.Context, tx *sql.Conn, runID string, keep int) (int, error) {
 	run, err := getRunRow(ctx, tx, runID)
 	if err != nil {
 		return 0, err
@@ -126,7 +126,7 @@ const (
 // among them, the common case). The run's blobs are collected only when a
 // deleted checkpoint referenced one: a history of inline parts (the
 // common one) is pruned by two statements.
-func pruneRunTx(ctx context.Context, tx *sql.Tx, runID string, runNum int64, keep int) (int, error) {
+func pruneRunTx(ctx context.Context, tx *sql.Conn, runID string, runNum int64, keep int) (int, error) {
 	lo := logKey(runNum, 0)
 	var hi, minCommit sql.NullInt64
 	if err := tx.QueryRowContext(ctx, pruneBoundSQL, runID, lo, logKey(runNum, lowMax), keep).Scan(&hi, &minCommit); err != nil {
@@ -168,7 +168,7 @@ func pruneRunTx(ctx context.Context, tx *sql.Tx, runID string, runNum int64, kee
 
 // collectBlobs deletes the run's blobs that no checkpoint of the run
 // references (blobs are shared only within a run).
-func collectBlobs(ctx context.Context, tx *sql.Tx, runID string, runNum int64) error {
+func collectBlobs(ctx context.Context, tx *sql.Conn, runID string, runNum int64) error {
 	rows, err := tx.QueryContext(ctx, "SELECT manifest FROM checkpoints WHERE k BETWEEN ? AND ?", logKey(runNum, 0), logKey(runNum, lowMax))
 	if err != nil {
 		return err
@@ -198,7 +198,7 @@ func collectBlobs(ctx context.Context, tx *sql.Tx, runID string, runNum int64) e
 }
 
 // deleteDeadBlobs deletes the run's blobs whose hash is not live.
-func deleteDeadBlobs(ctx context.Context, tx *sql.Tx, runID string, live map[[sha256.Size]byte]bool) error {
+func deleteDeadBlobs(ctx context.Context, tx *sql.Conn, runID string, live map[[sha256.Size]byte]bool) error {
 	rows, err := tx.QueryContext(ctx, "SELECT hash FROM blobs WHERE run_id = ?", runID)
 	if err != nil {
 		return err

@@ -35,7 +35,7 @@ func scanWebhook(row interface{ Scan(...any) error }) (*store.WebhookDelivery, e
 
 // insertWebhooks writes p's webhook deliveries in the commit's
 // transaction (commitTx), due at once.
-func insertWebhooks(ctx context.Context, tx *sql.Tx, p *store.CommitParams, now time.Time) error {
+func insertWebhooks(ctx context.Context, tx *sql.Conn, p *store.CommitParams, now time.Time) error {
 	for _, w := range p.Webhooks {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (event_id, type, response_id, endpoint, created_at, next_attempt_at)
 			VALUES (?, ?, ?, ?, ?, ?)`, w.EventID, w.Type, p.ResponseID, w.Endpoint, now.UnixNano(), now.UnixNano()); err != nil {
@@ -57,7 +57,7 @@ func (s *Store) WebhookClaim(ctx context.Context, p *store.WebhookClaimParams) (
 	}
 	now := orNow(p.Now)
 	var out []*store.WebhookDelivery
-	err := s.write(ctx, "webhook claim", func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, "webhook claim", func(ctx context.Context, tx *sql.Conn) error {
 		out = out[:0]
 		rows, err := tx.QueryContext(ctx, `UPDATE webhook_deliveries SET attempts = attempts + 1, claim_owner = ?1, next_attempt_at = ?2
 			WHERE id IN (SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ?3
@@ -101,7 +101,7 @@ func (s *Store) WebhookReport(ctx context.Context, p *store.WebhookReportParams)
 		return err
 	}
 	now := orNow(p.Now)
-	return s.write(ctx, "webhook report", func(ctx context.Context, tx *sql.Tx) error {
+	return s.write(ctx, "webhook report", func(ctx context.Context, tx *sql.Conn) error {
 		var res sql.Result
 		var err error
 		if p.Status == store.WebhookPending {
@@ -204,7 +204,7 @@ func (s *Store) WebhookPrune(ctx context.Context, p *store.WebhookPruneParams) (
 		limit = 1000
 	}
 	var n int64
-	err := s.write(ctx, "webhook prune", func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, "webhook prune", func(ctx context.Context, tx *sql.Conn) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries
 			WHERE status <> 'pending' AND done_at < ? ORDER BY done_at LIMIT ?)`, p.Before.UnixNano(), limit)
 		if err != nil {

@@ -1,0 +1,244 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/storetest"
+)
+
+// runAsBatch runs the writes as one group-commit batch, in their order:
+// it holds the writer's leadership while it starts them one by one (each
+// queued before the next starts), then leads their batch itself.
+func runAsBatch(t *testing.T, s *Store, writes ...func()) {
+	t.Helper()
+	s.mu.Lock()
+	if s.leading {
+		s.mu.Unlock()
+		t.Fatal("a batch is in flight")
+	}
+	s.leading = true
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for i, w := range writes {
+		wg.Go(w)
+		for {
+			s.mu.Lock()
+			n := len(s.queue)
+			s.mu.Unlock()
+			if n == i+1 {
+				break
+			}
+			time.Sleep(time.Millisecond) // waiting for the write to queue
+		}
+	}
+	st := s.Stats()
+	s.lead()
+	wg.Wait()
+	if got := s.Stats(); got.Transactions != st.Transactions+1 || got.Writes != st.Writes+int64(len(writes)) {
+		t.Fatalf("the %d writes took %d transactions, %d writes; want 1 and %d", len(writes),
+			got.Transactions-st.Transactions, got.Writes-st.Writes, len(writes))
+	}
+}
+
+// TestRunBatch_FailingWriteFailsAlone: in a group-commit batch, a write
+// that fails after writing (a conversation append whose item id is taken:
+// it moved the conversation's next_seq first) fails alone with its own
+// error and none of its changes; the writes before and after it commit,
+// each as if it had been alone, the write after it seeing the state
+// without the failed one; writes applied a second time (the batch is
+// redone without the failed write: the LeaseClaim before it) return what
+// they did once.
+func TestRunBatch_FailingWriteFailsAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a := storetest.CreateResponse(ctx, t, s, nil)
+	b := storetest.CreateResponse(ctx, t, s, nil)
+	free := storetest.CreateResponse(ctx, t, s, &storetest.ResponseOpts{NoLease: true})
+	conv, _, err := s.ConversationCreate(ctx, &store.ConversationCreateParams{
+		Conversation: &store.Conversation{ID: "conv_batch"},
+		Items:        []store.ConversationItem{{ID: "item_0", Data: []byte(`{}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa := storetest.NextCommit(ctx, t, s, a.Run.ID, nil)
+	pb := storetest.NextCommit(ctx, t, s, b.Run.ID, nil)
+	var (
+		resA, resB       *store.CommitResult
+		errA, errB       error
+		items1, items3   []store.ConversationItem
+		err1, err2, err3 error
+		claimed          []*store.Run
+		errClaim         error
+	)
+	runAsBatch(t, s,
+		func() { resA, errA = s.Commit(ctx, pa) },
+		func() {
+			claimed, errClaim = s.LeaseClaim(ctx, &store.LeaseClaimParams{Owner: "host-b", Duration: time.Hour})
+		},
+		func() {
+			items1, err1 = s.ConversationItemsAdd(ctx, conv.ID, []store.ConversationItem{{ID: "item_1", Data: []byte(`{}`)}})
+		},
+		func() {
+			// item_2 is new, item_0 taken: the insert of item_0 fails
+			// after next_seq moved by 2 and item_2 was inserted.
+			_, err2 = s.ConversationItemsAdd(ctx, conv.ID, []store.ConversationItem{
+				{ID: "item_2", Data: []byte(`{}`)}, {ID: "item_0", Data: []byte(`{}`)}})
+		},
+		func() {
+			items3, err3 = s.ConversationItemsAdd(ctx, conv.ID, []store.ConversationItem{{ID: "item_3", Data: []byte(`{}`)}})
+		},
+		func() { resB, errB = s.Commit(ctx, pb) },
+	)
+	if !errors.Is(err2, store.ErrConflict) {
+		t.Fatalf("the failing write: %v, want ErrConflict", err2)
+	}
+	for i, err := range []error{errA, errClaim, err1, err3, errB} {
+		if err != nil {
+			t.Fatalf("write %d of the batch: %v", i, err)
+		}
+	}
+	if got := s.Stats().Redone; got != 1 {
+		t.Fatalf("Stats().Redone = %d, want 1", got)
+	}
+	if resA.NextSeq != pa.Events[len(pa.Events)-1].Seq+1 || resB.NextSeq != pb.Events[len(pb.Events)-1].Seq+1 {
+		t.Fatalf("commit results %+v, %+v", resA, resB)
+	}
+	if len(claimed) != 1 || claimed[0].ID != free.Run.ID {
+		t.Fatalf("LeaseClaim returned %d runs (%v), want run %s once", len(claimed), claimed, free.Run.ID)
+	}
+	if len(items1) != 1 || items1[0].Seq != 1 || len(items3) != 1 || items3[0].Seq != 2 {
+		t.Fatalf("appended items %+v and %+v, want seq 1 and 2 (as if the failed append had not run)", items1, items3)
+	}
+	list, _, err := s.ConversationItemList(ctx, &store.ConversationItemListParams{ConversationID: conv.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids string
+	for _, it := range list {
+		ids += fmt.Sprintf(" %s@%d", it.ID, it.Seq)
+	}
+	if want := " item_0@0 item_1@1 item_3@2"; ids != want {
+		t.Fatalf("conversation items%s, want%s", ids, want)
+	}
+	got, err := s.ConversationGet(ctx, conv.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Version != conv.Version+2 {
+		t.Fatalf("conversation version %d, want %d (two appends)", got.Version, conv.Version+2)
+	}
+	for _, c := range []*store.ResponseCreateResult{a, b} {
+		run, err := s.RunGet(ctx, c.Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.LastStep != 1 {
+			t.Fatalf("run %s at step %d, want 1", run.ID, run.LastStep)
+		}
+	}
+}
+
+// TestRunBatch_PoisonedBatchFails: a write failing with a SQLite error
+// that may have rolled the transaction back (SQLITE_FULL) fails the whole
+// batch, every write with an error naming it, and nothing of the batch is
+// committed.
+func TestRunBatch_PoisonedBatchFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cs := make([]*store.ResponseCreateResult, 3)
+	ps := make([]*store.CommitParams, 3)
+	for i := range cs {
+		cs[i] = storetest.CreateResponse(ctx, t, s, nil)
+		ps[i] = storetest.NextCommit(ctx, t, s, cs[i].Run.ID, nil)
+	}
+	ps[1].Checkpoint = []store.Part{{Name: "big", Data: make([]byte, 1<<20)}}
+	var pages int64
+	if err := s.wconn.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.wconn.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", pages+4)); err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, 3)
+	runAsBatch(t, s,
+		func() { _, errs[0] = s.Commit(ctx, ps[0]) },
+		func() { _, errs[1] = s.Commit(ctx, ps[1]) },
+		func() { _, errs[2] = s.Commit(ctx, ps[2]) },
+	)
+	for i, err := range errs {
+		requireCode(t, err, sqlite3.ErrFull)
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("write %d: %v, want ErrUnavailable", i, err)
+		}
+		run, err := s.RunGet(ctx, cs[i].Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.LastStep != 0 {
+			t.Fatalf("run %d at step %d after its batch failed, want 0", i, run.LastStep)
+		}
+	}
+	if _, err := s.wconn.ExecContext(ctx, "PRAGMA max_page_count = 1073741823"); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range ps {
+		if _, err := s.Commit(ctx, p); err != nil {
+			t.Fatalf("commit %d once there is room: %v", i, err)
+		}
+	}
+}
+
+// TestCommit_AllInlineSkipsParent: a commit whose parts are all inline
+// does not read its parent checkpoint (it refers to no blob, so nothing
+// of the parent is needed): it succeeds over a damaged parent manifest,
+// while a commit with a part stored as a blob still reads the parent and
+// reports the damage. Either way the checkpoint written reads back whole.
+func TestCommit_AllInlineSkipsParent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := storetest.CreateResponse(ctx, t, s, nil)
+	if _, err := s.wconn.ExecContext(ctx, "UPDATE checkpoints SET manifest = x'05ff' WHERE k = (SELECT num FROM runs WHERE id = ?) << 32",
+		c.Run.ID); err != nil {
+		t.Fatal(err)
+	}
+	blob := storetest.NextCommit(ctx, t, s, c.Run.ID, &storetest.CommitOpts{Checkpoint: []store.Part{{Name: "big", Data: make([]byte, 2000)}}})
+	if _, err := s.Commit(ctx, blob); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("commit of a blob part over a damaged parent: %v, want ErrCorrupt", err)
+	}
+	inline := []store.Part{{Name: "small", Data: []byte("inline")}}
+	p := storetest.NextCommit(ctx, t, s, c.Run.ID, &storetest.CommitOpts{Checkpoint: inline})
+	if _, err := s.Commit(ctx, p); err != nil {
+		t.Fatalf("commit of inline parts over a damaged parent: %v", err)
+	}
+	cp, err := s.CheckpointGet(ctx, c.Run.ID, p.Step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cp.Parts) != 1 || cp.Parts[0].Name != "small" || string(cp.Parts[0].Data) != "inline" {
+		t.Fatalf("checkpoint read back: %+v", cp.Parts)
+	}
+}
