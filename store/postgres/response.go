@@ -17,7 +17,10 @@ import (
 // with its first events, optional step-0 checkpoint and lease claim, in one
 // transaction. See store.Store. Its time (the lease's expiry, and the
 // times it records but Response.CreatedAt) is p.Now or else the
-// database's clock (callTime).
+// database's clock (callTime). The create of a new run (newRunOnly), the
+// common one, is one statement in autocommit, as a commit is
+// (createNewRun); the others are a transaction of a statement per row
+// (createInTx).
 func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParams) (*store.ResponseCreateResult, error) {
 	if _, err := s.begin(p.Now); err != nil {
 		return nil, err
@@ -26,6 +29,94 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 	if err := validateCreate(p); err != nil {
 		return nil, err
 	}
+	var res *store.ResponseCreateResult
+	var enc *encodedParts
+	var err error
+	if newRunOnly(p) && !s.opts.createInTx {
+		res, enc, err = s.createNewRun(ctx, p, now)
+	} else {
+		res, enc, err = s.createInTx(ctx, p, now)
+	}
+	if err != nil {
+		return nil, mapError("create response "+p.Response.ID, p.RunID, 0, err)
+	}
+	if enc != nil {
+		s.parts.set(p.RunID, enc.all)
+	}
+	// No event announcement: nobody can wait on a response before it
+	// exists. A run left without an owner is announced to the hosts that
+	// may claim it.
+	if res.Run.Active && res.Run.Lease.Owner == "" {
+		s.sendNotice(store.Notice{Kind: store.NoticeRunReady, RunID: res.Run.ID})
+	}
+	return res, nil
+}
+
+// newRunOnly reports whether p creates a new run and writes nothing
+// else but the run's rows (no idempotency key, no conversation turn, not
+// a continuation nor a branch): createNewRun's one statement.
+func newRunOnly(p *store.ResponseCreateParams) bool {
+	return p.IdempotencyKey == "" && p.Conversation == nil && p.Response.PreviousResponseID == "" && !p.Branch
+}
+
+// createNewRunSQL calls the migration's superstep_create (019): one
+// statement, so one round trip and one transaction in autocommit. It
+// returns runColumns and the response's times.
+const createNewRunSQL = `SELECT o_id, o_model, o_head_response_id, o_last_step, o_lease_owner, o_lease_epoch,
+	o_lease_expires_at, o_active, o_created_at, o_updated_at, o_resume_failures, o_resume_error, o_resume_not_before,
+	o_resp_created_at, o_resp_updated_at, o_resp_completed_at
+	FROM superstep_create($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+		coalesce($16::timestamptz, now()), $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30)`
+
+// createNewRun is ResponseCreate of a new run (newRunOnly) in one
+// statement: it writes what createInTx writes for it, in the same order,
+// and fails the same way (a run that exists is a conflict, a response
+// that exists the violation of its key).
+func (s *Store) createNewRun(ctx context.Context, p *store.ResponseCreateParams, now *time.Time) (*store.ResponseCreateResult, *encodedParts, error) {
+	r := p.Response
+	var created *time.Time // the response's own, else the call's
+	if !r.CreatedAt.IsZero() {
+		c := normTime(r.CreatedAt)
+		created = &c
+	}
+	base, forkRun, forkStep := int64(0), "", int64(-1)
+	if f := p.ForkedFrom; f != nil {
+		base, forkRun, forkStep = f.Step, f.RunID, f.Step
+	}
+	ev := encodeEvents(p.Events)
+	var enc *encodedParts
+	cp := &encodedParts{}
+	if p.Checkpoint != nil {
+		enc = encodeParts(p.Checkpoint, nil)
+		cp = enc
+	}
+	var run store.Run
+	resp := *r
+	dest := append(runDest(&run), &resp.CreatedAt, &resp.UpdatedAt, &resp.CompletedAt)
+	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		return conn.QueryRow(ctx, createNewRunSQL,
+			p.RunID, r.ID, r.Model, r.Owner, string(r.Status), r.Status.Terminal(), r.Request,
+			snapref.Encode(r.Snapshot, p.Events), r.Error, r.Usage, r.CancelRequested, r.Publication, r.Input,
+			r.TraceContext, created, now, p.LeaseOwner, micros(p.LeaseDuration), base, forkRun, forkStep,
+			ev.count, ev.bytes, ev.data,
+			p.Checkpoint != nil, cp.manifest, cp.partHashes, cp.blobHashes, cp.blobData, cp.size).Scan(dest...)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	normRun(&run)
+	resp.RunID, resp.NextSeq, resp.CommitStep, resp.StartStep = p.RunID, ev.count, run.LastStep, run.LastStep
+	resp.CreatedAt, resp.UpdatedAt = resp.CreatedAt.UTC(), resp.UpdatedAt.UTC()
+	if resp.CompletedAt != nil {
+		t := resp.CompletedAt.UTC()
+		resp.CompletedAt = &t
+	}
+	return &store.ResponseCreateResult{Response: &resp, Run: &run}, enc, nil
+}
+
+// createInTx is ResponseCreate as a transaction of several statements,
+// for every create.
+func (s *Store) createInTx(ctx context.Context, p *store.ResponseCreateParams, now *time.Time) (*store.ResponseCreateResult, *encodedParts, error) {
 	var res *store.ResponseCreateResult
 	var enc *encodedParts
 	err := s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
@@ -61,19 +152,7 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 		res = &store.ResponseCreateResult{Response: resp, Run: run}
 		return nil
 	})
-	if err != nil {
-		return nil, mapError("create response "+p.Response.ID, p.RunID, 0, err)
-	}
-	if enc != nil {
-		s.parts.set(p.RunID, enc.all)
-	}
-	// No event announcement: nobody can wait on a response before it
-	// exists. A run left without an owner is announced to the hosts that
-	// may claim it.
-	if res.Run.Active && res.Run.Lease.Owner == "" {
-		s.sendNotice(store.Notice{Kind: store.NoticeRunReady, RunID: res.Run.ID})
-	}
-	return res, nil
+	return res, enc, err
 }
 
 func validateCreate(p *store.ResponseCreateParams) error {

@@ -1,0 +1,249 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/storetest"
+)
+
+// createTables are the tables a create writes, dumped by dumpCreated.
+var createTables = []string{"runs", "lease_claims", "responses", "event_records", "checkpoints", "blobs"}
+
+// dumpCreated returns the rows of createTables in s's schema as JSON, in
+// a stable order and without responses.ord (a sequence's draw).
+func dumpCreated(t *testing.T, s *Store) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, table := range createTables {
+		var js string
+		err := s.pool.QueryRow(t.Context(), `SELECT coalesce(jsonb_agg(j ORDER BY j::text), '[]')::text
+			FROM (SELECT to_jsonb(x) - 'ord' AS j FROM `+table+` x) AS y`).Scan(&js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[table] = js
+	}
+	return out
+}
+
+// createCase is a ResponseCreate made in a store and in a reference store
+// that takes the transaction path for every create (Options.createInTx).
+type createCase struct {
+	name   string
+	before func(p *store.ResponseCreateParams) []*store.ResponseCreateParams // creates made first, in both
+	params func() *store.ResponseCreateParams
+	want   error // nil for a success
+}
+
+// TestCreateNewRun_SameAsTransaction: the one statement of a new run's
+// create (superstep_create, migration 019) writes the rows the
+// transaction of several statements writes, returns the same result, and
+// fails with the same errors, writing nothing then.
+func TestCreateNewRun_SameAsTransaction(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 4, 21, 0, 0, 123456000, time.UTC)
+	base := func(mod func(p *store.ResponseCreateParams)) func() *store.ResponseCreateParams {
+		return func() *store.ResponseCreateParams {
+			p := storetest.ResponseParams(&storetest.ResponseOpts{ID: "resp_a", RunID: "run_a", Now: now})
+			if mod != nil {
+				mod(p)
+			}
+			return p
+		}
+	}
+	existing := func(id, run string) func(*store.ResponseCreateParams) []*store.ResponseCreateParams {
+		return func(*store.ResponseCreateParams) []*store.ResponseCreateParams {
+			return []*store.ResponseCreateParams{storetest.ResponseParams(&storetest.ResponseOpts{ID: id, RunID: run, Now: now})}
+		}
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 4096) // a blob, not inline
+	cases := []createCase{
+		{name: "Default", params: base(nil)},
+		{name: "NoCheckpointNoLease", params: base(func(p *store.ResponseCreateParams) {
+			p.Checkpoint, p.LeaseOwner, p.LeaseDuration = nil, "", 0
+		})},
+		{name: "EmptyCheckpoint", params: base(func(p *store.ResponseCreateParams) { p.Checkpoint = []store.Part{} })},
+		{name: "BlobParts", params: base(func(p *store.ResponseCreateParams) {
+			p.Checkpoint = []store.Part{{Name: "a", Data: big}, {Name: "b", Data: big}, {Name: "c", Data: []byte("small")}}
+		})},
+		{name: "NoEvents", params: base(func(p *store.ResponseCreateParams) { p.Events = nil })},
+		{name: "ManyEvents", params: base(func(p *store.ResponseCreateParams) {
+			for i := 1; i < 5; i++ {
+				p.Events = append(p.Events, store.EventInput{Seq: int64(i), Type: "t", Payload: bytes.Repeat([]byte{'x'}, i*100)})
+			}
+		})},
+		{name: "Terminal", params: base(func(p *store.ResponseCreateParams) {
+			p.Response.Status = store.StatusCompleted
+		})},
+		{name: "Queued", params: base(func(p *store.ResponseCreateParams) {
+			p.Response.Status, p.LeaseOwner = store.StatusQueued, ""
+		})},
+		{name: "AllFacts", params: base(func(p *store.ResponseCreateParams) {
+			r := p.Response
+			r.Owner, r.CreatedAt, r.Error, r.Usage = "owner-1", now.Add(-time.Second), []byte(`{"e":1}`), []byte(`{"u":2}`)
+			r.CancelRequested, r.Publication, r.Input, r.TraceContext = true, "live", []byte(`[1]`), "00-abc-def-01"
+			r.Snapshot = bytes.Repeat([]byte("s"), 5000) // long: stored by reference to response.created (snapref)
+			p.Events[0].Payload = r.Snapshot
+		})},
+		{name: "Fork", params: base(func(p *store.ResponseCreateParams) {
+			p.ForkedFrom = &store.ForkPoint{RunID: "run_origin", Step: 3}
+		})},
+		{name: "RunExists", before: existing("resp_other", "run_a"), params: base(nil), want: store.ErrConflict},
+		{name: "RunExistsNoLease", before: existing("resp_other", "run_a"), want: store.ErrConflict,
+			params: base(func(p *store.ResponseCreateParams) { p.LeaseOwner, p.LeaseDuration = "", 0 })},
+		{name: "ResponseExists", before: existing("resp_a", "run_other"), params: base(nil), want: store.ErrConflict},
+		{name: "ResponseExistsFork", before: existing("resp_a", "run_other"), want: store.ErrConflict,
+			params: base(func(p *store.ResponseCreateParams) { p.ForkedFrom = &store.ForkPoint{RunID: "run_other", Step: 0} })},
+		{name: "BothExist", before: existing("resp_a", "run_a"), params: base(nil), want: store.ErrConflict},
+		{name: "FirstSeqNotZero", params: base(func(p *store.ResponseCreateParams) { p.Events[0].Seq = 1 }), want: store.ErrConflict},
+		{name: "InvalidStatus", params: base(func(p *store.ResponseCreateParams) { p.Response.Status = "bogus" }),
+			want: errors.New("invalid status")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			s := openStore(t, newSchemaName(t), nil)
+			ref := openStore(t, newSchemaName(t), &Options{createInTx: true})
+			var results [2]*store.ResponseCreateResult
+			var errs [2]error
+			for i, st := range []*Store{s, ref} {
+				p := c.params()
+				if c.before != nil {
+					for _, q := range c.before(p) {
+						if _, err := st.ResponseCreate(ctx, q); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				results[i], errs[i] = st.ResponseCreate(ctx, p)
+			}
+			switch {
+			case c.want == nil:
+				if errs[0] != nil || errs[1] != nil {
+					t.Fatalf("create: %v; in a transaction: %v", errs[0], errs[1])
+				}
+				if !reflect.DeepEqual(results[0], results[1]) {
+					t.Errorf("result\n%+v\n%+v\nin a transaction\n%+v\n%+v", results[0].Run, results[0].Response,
+						results[1].Run, results[1].Response)
+				}
+			case errors.Is(c.want, store.ErrConflict):
+				if !errors.Is(errs[0], c.want) || !errors.Is(errs[1], c.want) {
+					t.Fatalf("create: %v; in a transaction: %v; want %v", errs[0], errs[1], c.want)
+				}
+			default:
+				if errs[0] == nil || errs[1] == nil || !strings.Contains(errs[0].Error(), c.want.Error()) ||
+					errs[0].Error() != errs[1].Error() {
+					t.Fatalf("create: %v; in a transaction: %v; want %q", errs[0], errs[1], c.want)
+				}
+			}
+			got, want := dumpCreated(t, s), dumpCreated(t, ref)
+			for _, table := range createTables {
+				if got[table] != want[table] {
+					t.Errorf("%s:\n%s\nin a transaction:\n%s", table, got[table], want[table])
+				}
+			}
+			if c.want == nil {
+				// What was written reads back, through the part cache and
+				// without it.
+				if r := results[0]; r.Run.Lease.Owner != "" && r.Run.Active {
+					storetest.Commit(ctx, t, s, "run_a", nil)
+				}
+				if err := store.Check(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestCreateNewRun_OneRoundTrip: the create of a new run is one round
+// trip; the other creates (here one with an idempotency key) keep their
+// transaction.
+func TestCreateNewRun_OneRoundTrip(t *testing.T) {
+	t.Parallel()
+	rt := &roundTrips{}
+	s := openStore(t, newSchemaName(t), &Options{tracer: rt})
+	ctx := counted(t.Context())
+	if _, err := s.ResponseCreate(ctx, storetest.ResponseParams(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.take(); len(got) != 1 {
+		t.Errorf("create of a new run: %d round trips %q, want 1", len(got), got)
+	}
+	p := storetest.ResponseParams(nil)
+	p.IdempotencyKey = "k"
+	if _, err := s.ResponseCreate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.take(); len(got) < 3 || got[0] != "begin" {
+		t.Errorf("create with an idempotency key: round trips %q, want a transaction", got)
+	}
+}
+
+// TestCreateNewRun_DatabaseClock: without Now, the one statement takes
+// every time from the database's clock, once: the run's, the claim's, the
+// response's and the checkpoint's are one instant, and the lease expires
+// LeaseDuration after it.
+func TestCreateNewRun_DatabaseClock(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	p := storetest.ResponseParams(nil)
+	p.Response.CreatedAt = time.Time{}
+	res, err := s.ResponseCreate(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, resp := res.Run, res.Response
+	claims, err := s.RunClaims(ctx, run.ID)
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claims %+v, %v", claims, err)
+	}
+	cp, err := s.CheckpointGetLast(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := run.CreatedAt
+	if !run.UpdatedAt.Equal(at) || !resp.CreatedAt.Equal(at) || !resp.UpdatedAt.Equal(at) || !claims[0].ClaimedAt.Equal(at) ||
+		!cp.CreatedAt.Equal(at) || !run.Lease.ExpiresAt.Equal(at.Add(p.LeaseDuration)) || time.Since(at) > time.Minute {
+		t.Errorf("times: run %+v, response %v %v, claim %v, checkpoint %v", run, resp.CreatedAt, resp.UpdatedAt,
+			claims[0].ClaimedAt, cp.CreatedAt)
+	}
+}
+
+// TestMigrateCreateFunction: a schema of version 18 (before
+// superstep_create) opens with this build, gains the function, and a new
+// run's create uses it (one round trip) and commits.
+func TestMigrateCreateFunction(t *testing.T) {
+	t.Parallel()
+	schema := newSchemaName(t)
+	ctx := t.Context()
+	pool := migrateSchemaTo(t, schema, 18)
+	var has bool
+	if err := pool.QueryRow(ctx, "SELECT to_regproc('superstep_create') IS NOT NULL").Scan(&has); err != nil || has {
+		t.Fatalf("version 18 has superstep_create: %v, %v", has, err)
+	}
+	rt := &roundTrips{}
+	s := openStore(t, schema, &Options{tracer: rt})
+	var v int
+	if err := s.pool.QueryRow(ctx, "SELECT max(version) FROM superstep_schema_version").Scan(&v); err != nil || v != latestVersion(t) {
+		t.Fatalf("schema version after open %d (%v), want %d", v, err, latestVersion(t))
+	}
+	res, err := s.ResponseCreate(counted(ctx), storetest.ResponseParams(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.take(); len(got) != 1 {
+		t.Errorf("create after the migration: %d round trips %q, want 1", len(got), got)
+	}
+	storetest.Commit(ctx, t, s, res.Run.ID, &storetest.CommitOpts{Status: store.StatusCompleted})
+	checkStore(t, s)
+}
