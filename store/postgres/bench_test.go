@@ -291,3 +291,66 @@ func BenchmarkEventAppend(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCreate measures the create of a response in a new run (the
+// host's common create: one event, a small step-0 checkpoint, a lease
+// claim) as one statement (superstep_create) and as the transaction of
+// a statement per row (Options.createInTx), in alternating rounds on one
+// store, and a commit for scale, at concurrency 1, 8 and 64. Metrics:
+// one-µs, tx-µs and commit-µs are mean latencies, one-p50-µs and
+// tx-p50-µs medians, ratio = tx-µs / one-µs.
+func BenchmarkCreate(b *testing.B) {
+	for _, conc := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) { benchCreate(b, conc) })
+	}
+}
+
+func benchCreate(b *testing.B, conc int) {
+	b.ReportAllocs()
+	ctx := context.Background()
+	s, err := Open(ctx, testURL(), &Options{Schema: newSchemaName(b), MaxConns: int32(conc) + 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	workers := make([]*benchRun, conc)
+	for i := range workers {
+		workers[i] = newBenchRun(ctx, b, s)
+	}
+	request := bytes.Repeat([]byte{'r'}, 300)
+	create := func(*benchRun) error {
+		p := storetest.ResponseParams(nil)
+		p.Response.Request = request
+		p.Checkpoint = []store.Part{{Name: "header", Data: bytes.Repeat([]byte{'h'}, 350)}}
+		_, err := s.ResponseCreate(ctx, p)
+		return err
+	}
+	commit := func(w *benchRun) error { return w.commit(ctx, s) }
+	for _, inTx := range []bool{false, true} { // warm up both paths
+		s.opts.createInTx = inTx
+		runWorkers(b, workers, 2*conc, create)
+	}
+	runWorkers(b, workers, 2*conc, commit)
+	b.ResetTimer()
+	const rounds = 20
+	var oneLat, txLat, commitLat []time.Duration
+	n := max(b.N/rounds, 1)
+	for range rounds {
+		s.opts.createInTx = false // no create in flight: runWorkers returned
+		_, lat := runWorkers(b, workers, n, create)
+		oneLat = append(oneLat, lat...)
+		s.opts.createInTx = true
+		_, lat = runWorkers(b, workers, n, create)
+		txLat = append(txLat, lat...)
+		_, lat = runWorkers(b, workers, n, commit)
+		commitLat = append(commitLat, lat...)
+	}
+	b.StopTimer()
+	om, tm := mean(oneLat), mean(txLat)
+	b.ReportMetric(float64(om.Microseconds()), "one-µs")
+	b.ReportMetric(float64(tm.Microseconds()), "tx-µs")
+	b.ReportMetric(float64(mean(commitLat).Microseconds()), "commit-µs")
+	b.ReportMetric(float64(pct(oneLat, 50).Microseconds()), "one-p50-µs")
+	b.ReportMetric(float64(pct(txLat, 50).Microseconds()), "tx-p50-µs")
+	b.ReportMetric(float64(tm)/float64(om), "ratio")
+}
