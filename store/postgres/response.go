@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -68,11 +69,18 @@ const createNewRunSQL = `SELECT o_id, o_model, o_head_response_id, o_last_step, 
 	FROM superstep_create($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
 		coalesce($16::timestamptz, now()), $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30)`
 
-// createNewRun is ResponseCreate of a new run (newRunOnly) in one
-// statement: it writes what createInTx writes for it, in the same order,
-// and fails the same way (a run that exists is a conflict, a response
-// that exists the violation of its key).
-func (s *Store) createNewRun(ctx context.Context, p *store.ResponseCreateParams, now *time.Time) (*store.ResponseCreateResult, *encodedParts, error) {
+// createCall is one new run's create (newRunOnly): createNewRunSQL's
+// parameters and, once it ran, its result.
+type createCall struct {
+	p    *store.ResponseCreateParams
+	args []any
+	enc  *encodedParts // the checkpoint's parts, nil without one
+	ev   *encodedEvents
+	run  store.Run
+	resp store.Response
+}
+
+func newCreateCall(p *store.ResponseCreateParams, now *time.Time) *createCall {
 	r := p.Response
 	var created *time.Time // the response's own, else the call's
 	if !r.CreatedAt.IsZero() {
@@ -83,35 +91,77 @@ func (s *Store) createNewRun(ctx context.Context, p *store.ResponseCreateParams,
 	if f := p.ForkedFrom; f != nil {
 		base, forkRun, forkStep = f.Step, f.RunID, f.Step
 	}
-	ev := encodeEvents(p.Events)
-	var enc *encodedParts
+	c := &createCall{p: p, ev: encodeEvents(p.Events), resp: *r}
 	cp := &encodedParts{}
 	if p.Checkpoint != nil {
-		enc = encodeParts(p.Checkpoint, nil)
-		cp = enc
+		c.enc = encodeParts(p.Checkpoint, nil)
+		cp = c.enc
 	}
-	var run store.Run
-	resp := *r
-	dest := append(runDest(&run), &resp.CreatedAt, &resp.UpdatedAt, &resp.CompletedAt)
-	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-		return conn.QueryRow(ctx, createNewRunSQL,
-			p.RunID, r.ID, r.Model, r.Owner, string(r.Status), r.Status.Terminal(), r.Request,
-			snapref.Encode(r.Snapshot, p.Events), r.Error, r.Usage, r.CancelRequested, r.Publication, r.Input,
-			r.TraceContext, created, now, p.LeaseOwner, micros(p.LeaseDuration), base, forkRun, forkStep,
-			ev.count, ev.bytes, ev.data,
-			p.Checkpoint != nil, cp.manifest, cp.partHashes, cp.blobHashes, cp.blobData, cp.size).Scan(dest...)
-	})
-	if err != nil {
-		return nil, nil, err
+	c.args = []any{p.RunID, r.ID, r.Model, r.Owner, string(r.Status), r.Status.Terminal(), r.Request,
+		snapref.Encode(r.Snapshot, p.Events), r.Error, r.Usage, r.CancelRequested, r.Publication, r.Input,
+		r.TraceContext, created, now, p.LeaseOwner, micros(p.LeaseDuration), base, forkRun, forkStep,
+		c.ev.count, c.ev.bytes, c.ev.data,
+		p.Checkpoint != nil, cp.manifest, cp.partHashes, cp.blobHashes, cp.blobData, cp.size}
+	return c
+}
+
+// size is the bytes c sends, for Options.CommitBatchBytes.
+func (c *createCall) size() int {
+	r := c.p.Response
+	n := len(r.Request) + len(r.Snapshot) + len(r.Input) + len(c.ev.data)
+	if c.enc != nil {
+		n += len(c.enc.manifest)
+		for _, b := range c.enc.blobData {
+			n += len(b)
+		}
 	}
-	normRun(&run)
-	resp.RunID, resp.NextSeq, resp.CommitStep, resp.StartStep = p.RunID, ev.count, run.LastStep, run.LastStep
+	return n
+}
+
+// sql is c's statement, alone or as a member of a group-commit batch
+// (inBatch: without a Now of its own, its time is its statement's, as it
+// would be alone, not the batch's start).
+func (c *createCall) sql(inBatch bool) string {
+	if inBatch {
+		return batchCreateSQL
+	}
+	return createNewRunSQL
+}
+
+// batchCreateSQL is createNewRunSQL for a member of a batch.
+var batchCreateSQL = strings.Replace(createNewRunSQL, "now())", "statement_timestamp())", 1)
+
+// dest are the scan destinations of c's statement's row.
+func (c *createCall) dest() []any {
+	return append(runDest(&c.run), &c.resp.CreatedAt, &c.resp.UpdatedAt, &c.resp.CompletedAt)
+}
+
+// result is c's result, once its row was scanned.
+func (c *createCall) result() *store.ResponseCreateResult {
+	normRun(&c.run)
+	resp := &c.resp
+	resp.RunID, resp.NextSeq, resp.CommitStep, resp.StartStep = c.p.RunID, c.ev.count, c.run.LastStep, c.run.LastStep
 	resp.CreatedAt, resp.UpdatedAt = resp.CreatedAt.UTC(), resp.UpdatedAt.UTC()
 	if resp.CompletedAt != nil {
 		t := resp.CompletedAt.UTC()
 		resp.CompletedAt = &t
 	}
-	return &store.ResponseCreateResult{Response: &resp, Run: &run}, enc, nil
+	return &store.ResponseCreateResult{Response: resp, Run: &c.run}
+}
+
+// createNewRun is ResponseCreate of a new run (newRunOnly) in one
+// statement: it writes what createInTx writes for it, in the same order,
+// and fails the same way (a run that exists is a conflict, a response
+// that exists the violation of its key).
+func (s *Store) createNewRun(ctx context.Context, p *store.ResponseCreateParams, now *time.Time) (*store.ResponseCreateResult, *encodedParts, error) {
+	c := newCreateCall(p, now)
+	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		return conn.QueryRow(ctx, c.sql(false), c.args...).Scan(c.dest()...)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.result(), c.enc, nil
 }
 
 // createInTx is ResponseCreate as a transaction of several statements,
