@@ -32,7 +32,7 @@ const commitSetSQL = `SELECT o_code, o_message, o_detail, o_next_seq, o_bytes, o
 // pending calls, webhooks) and a commit armed with a fault (tests) take
 // the savepoint path.
 func (r *commitReq) setEligible() bool {
-	return r.failAt == "" && !r.cancelling && !r.reset && !hasExtras(r.p)
+	return r.create == nil && r.failAt == "" && !r.cancelling && !r.reset && !hasExtras(r.p)
 }
 
 // setBatch reports whether the batch order (in run order) can be written

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,5 +246,106 @@ func TestMigrateCreateFunction(t *testing.T) {
 		t.Errorf("create after the migration: %d round trips %q, want 1", len(got), got)
 	}
 	storetest.Commit(ctx, t, s, res.Run.ID, &storetest.CommitOpts{Status: store.StatusCompleted})
+	checkStore(t, s)
+}
+
+// TestGroupCommit_CreatesRide: creates of new runs made while a batch is
+// in flight are written in the next batch's transaction with the commits
+// queued then; each returns what it returns alone (the same result as the
+// transaction path's, for the same parameters), and one that conflicts
+// fails alone with ErrConflict, writing nothing, the others written.
+func TestGroupCommit_CreatesRide(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := oneBatchStore(t)
+	ref := openStore(t, newSchemaName(t), &Options{createInTx: true})
+	now := time.Date(2026, 12, 4, 22, 0, 0, 654321000, time.UTC)
+	var commits []*store.CommitParams
+	for range 3 {
+		c := storetest.CreateResponse(ctx, t, s, nil)
+		commits = append(commits, storetest.NextCommit(ctx, t, s, c.Run.ID, nil))
+	}
+	taken := storetest.CreateResponse(ctx, t, s, nil)
+	opts := []*storetest.ResponseOpts{{ID: "resp_1", RunID: "run_1", Now: now},
+		{ID: "resp_2", RunID: "run_2", Now: now, NoLease: true, NoCheckpoint: true},
+		{ID: "resp_3", RunID: "run_3", Now: now, Owner: "o"}}
+	var creates []*store.ResponseCreateParams
+	for _, o := range opts {
+		creates = append(creates, storetest.ResponseParams(o))
+	}
+	creates[2].ForkedFrom = &store.ForkPoint{RunID: "run_x", Step: 2}
+	runExists := storetest.ResponseParams(&storetest.ResponseOpts{RunID: taken.Run.ID})
+	respExists := storetest.ResponseParams(&storetest.ResponseOpts{ID: taken.Response.ID})
+	dbClock := storetest.ResponseParams(nil)
+	dbClock.Response.CreatedAt = time.Time{}
+	all := append(slices.Clone(creates), runExists, respExists, dbClock)
+
+	f := holdCommits(t, s)
+	before := s.CommitStats()
+	type createResult struct {
+		p   *store.ResponseCreateParams
+		res *store.ResponseCreateResult
+		err error
+	}
+	created := make(chan createResult, len(all))
+	for _, p := range all {
+		go func() {
+			res, err := s.ResponseCreate(ctx, p)
+			created <- createResult{p, res, err}
+		}()
+	}
+	committed := commitAll(ctx, s, commits)
+	f.waitQueued(t, len(all)+len(commits))
+	f.release(t)
+	for range commits {
+		if r := <-committed; r.err != nil {
+			t.Errorf("commit of run %s: %v", r.p.RunID, r.err)
+		}
+	}
+	for range all {
+		r := <-created
+		switch r.p {
+		case runExists, respExists:
+			if !errors.Is(r.err, store.ErrConflict) {
+				t.Errorf("create %s in run %s: %v, want ErrConflict", r.p.Response.ID, r.p.RunID, r.err)
+			}
+		case dbClock:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			run, resp := r.res.Run, r.res.Response
+			if !run.UpdatedAt.Equal(run.CreatedAt) || !resp.CreatedAt.Equal(run.CreatedAt) || !resp.UpdatedAt.Equal(run.CreatedAt) ||
+				!run.Lease.ExpiresAt.Equal(run.CreatedAt.Add(r.p.LeaseDuration)) || time.Since(run.CreatedAt) > time.Minute {
+				t.Errorf("create on the database's clock: run %+v, response %+v", run, resp)
+			}
+		default:
+			if r.err != nil {
+				t.Fatalf("create %s: %v", r.p.Response.ID, r.err)
+			}
+			want, err := ref.ResponseCreate(ctx, r.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(r.res, want) {
+				t.Errorf("create %s in a batch:\n%+v\n%+v\nin a transaction:\n%+v\n%+v", r.p.Response.ID,
+					r.res.Run, r.res.Response, want.Run, want.Response)
+			}
+		}
+	}
+	after := s.CommitStats()
+	if after.Creates-before.Creates != int64(len(all)) || after.Commits-before.Commits != int64(len(commits)) ||
+		after.Batches-before.Batches != 1 || after.Sizes[4]-before.Sizes[4] != 1 {
+		t.Errorf("commit stats %+v (before %+v, the lone commit counted): want one batch of %d creates and %d commits",
+			after, before, len(all), len(commits))
+	}
+	if _, err := s.RunGet(ctx, respExists.RunID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("run of the create whose response exists: %v, want ErrNotFound", err)
+	}
+	if run, err := s.RunGet(ctx, taken.Run.ID); err != nil || run.HeadResponseID != taken.Response.ID {
+		t.Errorf("run the refused create named: %+v, %v", run, err)
+	}
+	for _, p := range append(creates[:1], dbClock) {
+		storetest.Commit(ctx, t, s, p.RunID, nil) // the part cache was filled by the create
+	}
 	checkStore(t, s)
 }

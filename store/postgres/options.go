@@ -84,6 +84,9 @@ type Options struct {
 	// transaction of several statements, the reference for the one
 	// statement of createNewRun.
 	createInTx bool
+	// createAlone (tests only) keeps new runs' creates out of the
+	// group-commit batches: each is its own statement in autocommit.
+	createAlone bool
 }
 
 const (

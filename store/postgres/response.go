@@ -19,9 +19,9 @@ import (
 // transaction. See store.Store. Its time (the lease's expiry, and the
 // times it records but Response.CreatedAt) is p.Now or else the
 // database's clock (callTime). The create of a new run (newRunOnly), the
-// common one, is one statement in autocommit, as a commit is
-// (createNewRun); the others are a transaction of a statement per row
-// (createInTx).
+// common one, is one statement, as a commit is (createNewRun), and rides
+// group commit as commits do; the others are a transaction of a
+// statement per row (createInTx).
 func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParams) (*store.ResponseCreateResult, error) {
 	if _, err := s.begin(p.Now); err != nil {
 		return nil, err
@@ -33,10 +33,20 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 	var res *store.ResponseCreateResult
 	var enc *encodedParts
 	var err error
-	if newRunOnly(p) && !s.opts.createInTx {
-		res, enc, err = s.createNewRun(ctx, p, now)
-	} else {
+	switch {
+	case !newRunOnly(p) || s.opts.createInTx:
 		res, enc, err = s.createInTx(ctx, p, now)
+	case s.opts.GroupCommit && !s.opts.createAlone:
+		// Made while a group-commit batch is in flight, it goes in the
+		// next batch's transaction (failing alone if it fails), else
+		// alone as below.
+		c := newCreateCall(p, now)
+		if err := s.commits.do(ctx, s.newCreateReq(ctx, c)); err != nil {
+			return nil, err // mapped (commitReq.mapError)
+		}
+		res, enc = c.result(), c.enc
+	default:
+		res, enc, err = s.createNewRun(ctx, p, now)
 	}
 	if err != nil {
 		return nil, mapError("create response "+p.Response.ID, p.RunID, 0, err)
