@@ -349,3 +349,77 @@ func TestGroupCommit_CreatesRide(t *testing.T) {
 	}
 	checkStore(t, s)
 }
+
+// TestGroupCommit_CreatesWithSetCommits: a batch of creates and plain
+// commits is one round trip, one transaction without savepoints (the
+// creates' statements and one superstep_commit_batch statement); a
+// fenced commit fails alone there, the others written.
+func TestGroupCommit_CreatesWithSetCommits(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	rt := &roundTrips{}
+	s := openStore(t, newSchemaName(t), &Options{CommitBatchesInFlight: 1, tracer: rt})
+	var commits []*store.CommitParams
+	for range 3 {
+		c := storetest.CreateResponse(ctx, t, s, nil)
+		commits = append(commits, storetest.NextCommit(ctx, t, s, c.Run.ID, nil))
+	}
+	fenced := commits[1]
+	fenced.Epoch++
+	var creates []*store.ResponseCreateParams
+	for range 3 {
+		creates = append(creates, storetest.ResponseParams(nil))
+	}
+	f := holdCommits(t, s)
+	before := s.CommitStats()
+	rt.take()
+	created := make(chan error, len(creates))
+	for _, p := range creates {
+		go func() {
+			_, err := s.ResponseCreate(counted(ctx), p)
+			created <- err
+		}()
+	}
+	committed := commitAll(counted(ctx), s, commits)
+	f.waitQueued(t, len(creates)+len(commits))
+	f.release(t)
+	for range creates {
+		if err := <-created; err != nil {
+			t.Errorf("create: %v", err)
+		}
+	}
+	for range commits {
+		r := <-committed
+		if r.p == fenced {
+			if !errors.Is(r.err, store.ErrFenced) {
+				t.Errorf("fenced commit: %v, want ErrFenced", r.err)
+			}
+		} else if r.err != nil {
+			t.Errorf("commit of run %s: %v", r.p.RunID, r.err)
+		}
+	}
+	if got := rt.take(); len(got) != 1 {
+		t.Errorf("batch of creates and commits: %d round trips %q, want 1", len(got), got)
+	}
+	after := s.CommitStats()
+	if after.SetBatches-before.SetBatches != 1 || after.SetDeclined != before.SetDeclined ||
+		after.Creates-before.Creates != int64(len(creates)) || after.Batches-before.Batches != 1 {
+		t.Errorf("commit stats %+v (before %+v): want one set batch of the creates and commits", after, before)
+	}
+	for _, p := range creates {
+		if run, err := s.RunGet(ctx, p.RunID); err != nil || run.HeadResponseID != p.Response.ID || run.Lease.Epoch != 1 {
+			t.Errorf("created run %s: %+v, %v", p.RunID, run, err)
+		}
+		storetest.Commit(ctx, t, s, p.RunID, nil)
+	}
+	for _, p := range commits {
+		want := int64(1)
+		if p == fenced {
+			want = 0
+		}
+		if st := storetest.ReadRunState(ctx, t, s, p.RunID); st.Run.LastStep != want {
+			t.Errorf("run %s: last step %d, want %d", p.RunID, st.Run.LastStep, want)
+		}
+	}
+	checkStore(t, s)
+}

@@ -33,6 +33,12 @@ import (
 // which takes what is queued (up to Options.CommitBatchMax commits and
 // CommitBatchBytes bytes), so batches grow with the load and never wait
 // to fill.
+//
+// A new run's create (ResponseCreate, createCall) queues as a commit
+// does and rides the batches with the commits, as one more member: with
+// commits superstep_commit_batch can write, the batch is BEGIN, the
+// creates' statements, that statement and COMMIT in one round trip
+// (commitSetCreates); otherwise each create is a member in a savepoint.
 
 // commitReq is one Commit call waiting in the queue.
 type commitReq struct {
@@ -456,7 +462,19 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), s.opts.WriteTimeout)
 	defer cancel()
 	declined, err := true, error(nil)
-	if setBatch(order) {
+	creates := slices.DeleteFunc(slices.Clone(order), func(r *commitReq) bool { return r.create == nil })
+	commits := slices.DeleteFunc(slices.Clone(order), func(r *commitReq) bool { return r.create != nil })
+	if len(creates) > 0 && setBatch(commits) {
+		// The creates and one statement for the commits, in one
+		// transaction; declined when one member must fail alone by an
+		// exception.
+		switch declined, err = s.commitSetCreates(ctx, creates, commits, errs); {
+		case declined:
+			s.commits.declined.Add(1)
+		case err == nil:
+			s.commits.sets.Add(1)
+		}
+	} else if setBatch(order) {
 		// One statement for all (commitset.go); declined when one member
 		// needs the savepoint path to fail alone.
 		switch declined, err = s.commitSet(ctx, order, errs); {
