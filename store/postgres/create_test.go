@@ -49,7 +49,7 @@ type createCase struct {
 // fails with the same errors, writing nothing then.
 func TestCreateNewRun_SameAsTransaction(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 12, 4, 21, 0, 0, 123456000, time.UTC)
+	now := time.Now().UTC().Truncate(time.Microsecond) // the one time of both stores; commits follow, on the clock
 	base := func(mod func(p *store.ResponseCreateParams)) func() *store.ResponseCreateParams {
 		return func() *store.ResponseCreateParams {
 			p := storetest.ResponseParams(&storetest.ResponseOpts{ID: "resp_a", RunID: "run_a", Now: now})
@@ -259,7 +259,7 @@ func TestGroupCommit_CreatesRide(t *testing.T) {
 	ctx := t.Context()
 	s := oneBatchStore(t)
 	ref := openStore(t, newSchemaName(t), &Options{createInTx: true})
-	now := time.Date(2026, 12, 4, 22, 0, 0, 654321000, time.UTC)
+	now := time.Now().UTC().Truncate(time.Microsecond) // the one time of both stores; commits follow, on the clock
 	var commits []*store.CommitParams
 	for range 3 {
 		c := storetest.CreateResponse(ctx, t, s, nil)
