@@ -273,8 +273,8 @@ func (s *superstepSys) close(ctx context.Context) error {
 	}
 	if pg, ok := s.closer.(*postgres.Store); ok && (pgCommitStats || storeStats) {
 		st := pg.CommitStats()
-		fmt.Fprintf(os.Stderr, "bench: %s %s: group commit: %d commits in %d transactions (mean %.2f), batch sizes %v (bounds %v)\n",
-			s.label, s.stor, st.Commits, st.Batches, st.MeanBatch(), st.Sizes, st.SizeBounds)
+		fmt.Fprintf(os.Stderr, "bench: %s %s: group commit: %d commits and %d creates in %d transactions (mean %.2f), batch sizes %v (bounds %v)\n",
+			s.label, s.stor, st.Commits, st.Creates, st.Batches, st.MeanBatch(), st.Sizes, st.SizeBounds)
 	}
 	return errors.Join(err, s.closer.Close())
 }

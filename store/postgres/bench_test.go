@@ -291,3 +291,139 @@ func BenchmarkEventAppend(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCreate measures the create of a response in a new run (the
+// host's common create: one event, a small step-0 checkpoint, a lease
+// claim) as one statement (superstep_create) and as the transaction of
+// a statement per row (Options.createInTx), in alternating rounds on one
+// store, and a commit for scale, at concurrency 1, 8 and 64. Metrics:
+// one-µs, tx-µs and commit-µs are mean latencies, one-p50-µs and
+// tx-p50-µs medians, ratio = tx-µs / one-µs.
+func BenchmarkCreate(b *testing.B) {
+	for _, conc := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) { benchCreate(b, conc) })
+	}
+}
+
+func benchCreate(b *testing.B, conc int) {
+	b.ReportAllocs()
+	ctx := context.Background()
+	s, err := Open(ctx, testURL(), &Options{Schema: newSchemaName(b), MaxConns: int32(conc) + 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	workers := make([]*benchRun, conc)
+	for i := range workers {
+		workers[i] = newBenchRun(ctx, b, s)
+	}
+	request := bytes.Repeat([]byte{'r'}, 300)
+	create := func(*benchRun) error {
+		p := storetest.ResponseParams(nil)
+		p.Response.Request = request
+		p.Checkpoint = []store.Part{{Name: "header", Data: bytes.Repeat([]byte{'h'}, 350)}}
+		_, err := s.ResponseCreate(ctx, p)
+		return err
+	}
+	commit := func(w *benchRun) error { return w.commit(ctx, s) }
+	for _, inTx := range []bool{false, true} { // warm up both paths
+		s.opts.createInTx = inTx
+		runWorkers(b, workers, 2*conc, create)
+	}
+	runWorkers(b, workers, 2*conc, commit)
+	b.ResetTimer()
+	const rounds = 20
+	var oneLat, txLat, commitLat []time.Duration
+	n := max(b.N/rounds, 1)
+	for range rounds {
+		s.opts.createInTx = false // no create in flight: runWorkers returned
+		_, lat := runWorkers(b, workers, n, create)
+		oneLat = append(oneLat, lat...)
+		s.opts.createInTx = true
+		_, lat = runWorkers(b, workers, n, create)
+		txLat = append(txLat, lat...)
+		_, lat = runWorkers(b, workers, n, commit)
+		commitLat = append(commitLat, lat...)
+	}
+	b.StopTimer()
+	om, tm := mean(oneLat), mean(txLat)
+	b.ReportMetric(float64(om.Microseconds()), "one-µs")
+	b.ReportMetric(float64(tm.Microseconds()), "tx-µs")
+	b.ReportMetric(float64(mean(commitLat).Microseconds()), "commit-µs")
+	b.ReportMetric(float64(pct(oneLat, 50).Microseconds()), "one-p50-µs")
+	b.ReportMetric(float64(pct(txLat, 50).Microseconds()), "tx-p50-µs")
+	b.ReportMetric(float64(tm)/float64(om), "ratio")
+}
+
+// BenchmarkCreateCommit measures a W3-like workflow, the create of a
+// response in a new run and its one, terminal commit, with the creates
+// riding the group-commit batches (ride) and each create alone
+// (Options.createAlone), in alternating rounds on one store, at
+// concurrency 1, 8 and 64. Metrics: ride-µs and alone-µs are mean
+// workflow latencies, ride-wf/s and alone-wf/s throughputs, ride-tx/wf
+// and alone-tx/wf the transactions per workflow (batches, and the
+// creates made alone), ratio = alone-µs / ride-µs.
+func BenchmarkCreateCommit(b *testing.B) {
+	for _, conc := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) { benchCreateCommit(b, conc) })
+	}
+}
+
+func benchCreateCommit(b *testing.B, conc int) {
+	b.ReportAllocs()
+	ctx := context.Background()
+	s, err := Open(ctx, testURL(), &Options{Schema: newSchemaName(b), MaxConns: int32(conc) + 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	workers := make([]*benchRun, conc)
+	request := bytes.Repeat([]byte{'r'}, 300)
+	flow := func(*benchRun) error {
+		p := storetest.ResponseParams(nil)
+		p.Response.Request = request
+		p.Checkpoint = []store.Part{{Name: "header", Data: bytes.Repeat([]byte{'h'}, 350)}}
+		res, err := s.ResponseCreate(ctx, p)
+		if err != nil {
+			return err
+		}
+		_, err = s.Commit(ctx, &store.CommitParams{RunID: p.RunID, Epoch: res.Run.Lease.Epoch, Step: 1,
+			ResponseID: p.Response.ID, Status: store.StatusCompleted, Snapshot: bytes.Repeat([]byte{'s'}, 300),
+			Checkpoint: []store.Part{p.Checkpoint[0], {Name: "out", Data: bytes.Repeat([]byte{'o'}, 2000)}},
+			Events:     []store.EventInput{{Seq: 1, Type: "response.completed", Payload: bytes.Repeat([]byte{'e'}, 3000)}},
+			Release:    true})
+		return err
+	}
+	for _, alone := range []bool{false, true} { // warm up both modes
+		s.opts.createAlone = alone
+		runWorkers(b, workers, 2*conc, flow)
+	}
+	b.ResetTimer()
+	const rounds = 20
+	var lat [2][]time.Duration
+	var dur [2]time.Duration
+	var tx [2]int64
+	n := max(b.N/rounds, 1)
+	for i := range rounds {
+		for _, mode := range []int{i % 2, 1 - i%2} { // each mode first in every other round
+			alone := mode == 1
+			s.opts.createAlone = alone // no create in flight: runWorkers returned
+			st0 := s.CommitStats()
+			d, l := runWorkers(b, workers, n, flow)
+			st := s.CommitStats()
+			lat[mode], dur[mode] = append(lat[mode], l...), dur[mode]+d
+			tx[mode] += st.Batches - st0.Batches
+			if alone {
+				tx[mode] += int64(n) // each create its own transaction
+			}
+		}
+	}
+	b.StopTimer()
+	total := float64(n * rounds)
+	for mode, name := range []string{"ride", "alone"} {
+		b.ReportMetric(float64(mean(lat[mode]).Microseconds()), name+"-µs")
+		b.ReportMetric(total/dur[mode].Seconds(), name+"-wf/s")
+		b.ReportMetric(float64(tx[mode])/total, name+"-tx/wf")
+	}
+	b.ReportMetric(float64(mean(lat[1]))/float64(mean(lat[0])), "ratio")
+}

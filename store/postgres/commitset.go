@@ -3,8 +3,10 @@ package postgres
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -32,7 +34,7 @@ const commitSetSQL = `SELECT o_code, o_message, o_detail, o_next_seq, o_bytes, o
 // pending calls, webhooks) and a commit armed with a fault (tests) take
 // the savepoint path.
 func (r *commitReq) setEligible() bool {
-	return r.failAt == "" && !r.cancelling && !r.reset && !hasExtras(r.p)
+	return r.create == nil && r.failAt == "" && !r.cancelling && !r.reset && !hasExtras(r.p)
 }
 
 // setBatch reports whether the batch order (in run order) can be written
@@ -60,35 +62,82 @@ func (s *Store) commitSet(ctx context.Context, order []*commitReq, errs map[*com
 			return err
 		}
 		defer rows.Close()
-		i := 0
-		for rows.Next() {
-			if i >= len(order) {
-				return errors.New("store/postgres: commit batch: more results than members")
-			}
-			r := order[i]
-			var code, msg, detail string
-			var res store.CommitResult
-			var pruned int64
-			if err := rows.Scan(&code, &msg, &detail, &res.NextSeq, &res.BytesWritten, &pruned); err != nil {
-				return err
-			}
-			res.Pruned = int(pruned)
-			if code != "" {
-				// The error superstep_fence raises for it alone.
-				errs[r] = &pgconn.PgError{Severity: "ERROR", Code: code, Message: msg, Detail: detail}
-				res = store.CommitResult{}
-			}
-			r.res = res
-			i++
+		return readSetRows(rows, order, errs)
+	})
+	return setOutcome(order, errs, err)
+}
+
+// readSetRows reads superstep_commit_batch's rows for the members of
+// order: each member's result, or its own failure in errs.
+func readSetRows(rows pgx.Rows, order []*commitReq, errs map[*commitReq]error) error {
+	i := 0
+	for rows.Next() {
+		if i >= len(order) {
+			return errors.New("store/postgres: commit batch: more results than members")
 		}
-		if err := rows.Err(); err != nil {
+		r := order[i]
+		var code, msg, detail string
+		var res store.CommitResult
+		var pruned int64
+		if err := rows.Scan(&code, &msg, &detail, &res.NextSeq, &res.BytesWritten, &pruned); err != nil {
 			return err
 		}
-		if i != len(order) {
-			return errors.New("store/postgres: commit batch: fewer results than members")
+		res.Pruned = int(pruned)
+		if code != "" {
+			// The error superstep_fence raises for it alone.
+			errs[r] = &pgconn.PgError{Severity: "ERROR", Code: code, Message: msg, Detail: detail}
+			res = store.CommitResult{}
 		}
-		return nil
+		r.res = res
+		i++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if i != len(order) {
+		return errors.New("store/postgres: commit batch: fewer results than members")
+	}
+	return nil
+}
+
+// commitSetCreates writes a batch of new runs' creates and of commits
+// that superstep_commit_batch can write (setBatch) in one transaction,
+// in one round trip: BEGIN, the creates' statements, the commits'
+// statement, COMMIT, with no savepoint. A commit that is fenced or does
+// not follow its run fails alone (errs); any statement that raises (a
+// create that conflicts, one of the refusals superstep_commit_batch
+// leaves to the savepoint path) undoes the transaction, declined: the
+// caller writes the batch again by the savepoint path, where each member
+// fails alone. err is a failure of the transaction itself, as for a
+// batch.
+func (s *Store) commitSetCreates(ctx context.Context, creates, commits []*commitReq, errs map[*commitReq]error) (declined bool, err error) {
+	all := slices.Concat(creates, commits)
+	err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		for _, r := range creates {
+			r.queue(b, "", func() {})
+		}
+		if len(commits) > 0 {
+			b.Queue(commitSetSQL, setArgs(commits, s.txChannel())...).Query(func(rows pgx.Rows) error {
+				return readSetRows(rows, commits, errs)
+			})
+		}
+		b.Queue("COMMIT")
+		err := conn.SendBatch(ctx, b).Close()
+		if err != nil {
+			// Ends the transaction if it is open (a no-op warning
+			// otherwise); a broken connection is dropped by the pool.
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+		return err
 	})
+	return setOutcome(all, errs, err)
+}
+
+// setOutcome is the outcome of a set statement for the members of order
+// that failed with err (nil: written).
+func setOutcome(order []*commitReq, errs map[*commitReq]error, err error) (declined bool, _ error) {
 	if err == nil {
 		return false, nil
 	}

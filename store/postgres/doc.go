@@ -30,6 +30,12 @@
 // have been sent, its context's cancellation no longer interrupts it, so an
 // error means nothing was written (Options.WriteTimeout still bounds it).
 //
+// A response's create is one call of superstep_create (migration 019) too
+// when it starts a new run (no idempotency key, conversation turn,
+// continuation nor branch): the run, its lease claim, the response, its
+// first events and its first checkpoint in one statement. The other
+// creates are a transaction of a statement per row.
+//
 // EventAppend calls (live publication) are group-committed: concurrent calls
 // are written in one transaction, each succeeding or failing alone, each as
 // one record.

@@ -33,6 +33,12 @@ import (
 // which takes what is queued (up to Options.CommitBatchMax commits and
 // CommitBatchBytes bytes), so batches grow with the load and never wait
 // to fill.
+//
+// A new run's create (ResponseCreate, createCall) queues as a commit
+// does and rides the batches with the commits, as one more member: with
+// commits superstep_commit_batch can write, the batch is BEGIN, the
+// creates' statements, that statement and COMMIT in one round trip
+// (commitSetCreates); otherwise each create is a member in a savepoint.
 
 // commitReq is one Commit call waiting in the queue.
 type commitReq struct {
@@ -40,7 +46,8 @@ type commitReq struct {
 	// own goroutine, is bounded by its cancellation (while waiting for a
 	// connection, as before group commit).
 	ctx        context.Context
-	p          *store.CommitParams
+	p          *store.CommitParams // nil for a create
+	create     *createCall         // a new run's create (ResponseCreate) riding the batch, else nil
 	ev         *encodedEvents
 	enc        *encodedParts
 	snap       []byte // p.Snapshot as stored (snapref.Encode), made once for every send
@@ -67,6 +74,7 @@ type committer struct {
 	leaders int // batches in flight (at most Options.CommitBatchesInFlight)
 
 	commits, batches atomic.Int64
+	creates          atomic.Int64 // creates taken into a batch
 	sizes            [len(batchSizeBounds) + 1]atomic.Int64
 	sets             atomic.Int64 // batches written by superstep_commit_batch
 	declined         atomic.Int64 // batches superstep_commit_batch refused, written again in savepoints
@@ -80,6 +88,10 @@ var batchSizeBounds = [...]int{1, 2, 4, 8, 16, 32, 64, 128}
 // benchmarks and tests.
 type CommitStats struct {
 	Commits int64 // commits taken into a batch
+	// Creates counts the creates of new runs taken into a batch: a
+	// create made while a batch is in flight goes in the next, with the
+	// commits.
+	Creates int64
 	Batches int64 // batches written (transactions)
 	// Sizes[i] counts batches of at most SizeBounds[i] commits (and more
 	// than the bound before); the last element counts larger ones.
@@ -95,18 +107,19 @@ type CommitStats struct {
 	SetDeclined int64
 }
 
-// MeanBatch is the mean number of commits per batch (0 with none).
+// MeanBatch is the mean number of members (commits and creates) per
+// batch (0 with none).
 func (c CommitStats) MeanBatch() float64 {
 	if c.Batches == 0 {
 		return 0
 	}
-	return float64(c.Commits) / float64(c.Batches)
+	return float64(c.Commits+c.Creates) / float64(c.Batches)
 }
 
 // CommitStats returns the commit counters since Open.
 func (s *Store) CommitStats() CommitStats {
 	c := s.commits
-	st := CommitStats{Commits: c.commits.Load(), Batches: c.batches.Load(), SizeBounds: batchSizeBounds[:],
+	st := CommitStats{Commits: c.commits.Load(), Creates: c.creates.Load(), Batches: c.batches.Load(), SizeBounds: batchSizeBounds[:],
 		SetBatches: c.sets.Load(), SetDeclined: c.declined.Load()}
 	for i := range c.sizes {
 		st.Sizes = append(st.Sizes, c.sizes[i].Load())
@@ -114,8 +127,16 @@ func (s *Store) CommitStats() CommitStats {
 	return st
 }
 
-func (c *committer) count(n int) {
-	c.commits.Add(int64(n))
+func (c *committer) count(batch []*commitReq) {
+	n := len(batch)
+	creates := 0
+	for _, r := range batch {
+		if r.create != nil {
+			creates++
+		}
+	}
+	c.commits.Add(int64(n - creates))
+	c.creates.Add(int64(creates))
 	c.batches.Add(1)
 	i, _ := slices.BinarySearch(batchSizeBounds[:], n)
 	c.sizes[i].Add(1)
@@ -134,6 +155,27 @@ func (s *Store) newCommitReq(ctx context.Context, p *store.CommitParams, ev *enc
 		r.size += len(b)
 	}
 	return r
+}
+
+// newCreateReq prepares a new run's create for the queue.
+func (s *Store) newCreateReq(ctx context.Context, c *createCall) *commitReq {
+	return &commitReq{ctx: ctx, create: c, done: make(chan error, 1), size: c.size()}
+}
+
+// what names r in errors.
+func (r *commitReq) what() string {
+	if r.create != nil {
+		return "create response " + r.create.p.Response.ID
+	}
+	return fmt.Sprintf("commit run %s step %d", r.p.RunID, r.p.Step)
+}
+
+// runID is r's run.
+func (r *commitReq) runID() string {
+	if r.create != nil {
+		return r.create.p.RunID
+	}
+	return r.p.RunID
 }
 
 // do queues r and returns its outcome once the transaction that carried
@@ -173,7 +215,7 @@ func (c *committer) await(ctx context.Context, r *commitReq) (lead bool, err err
 	if !r.taken && !r.lead {
 		c.queue = slices.DeleteFunc(c.queue, func(q *commitReq) bool { return q == r })
 		c.mu.Unlock()
-		return false, fmt.Errorf("store/postgres: commit run %s step %d: %w", r.p.RunID, r.p.Step, ctx.Err())
+		return false, fmt.Errorf("store/postgres: %s: %w", r.what(), ctx.Err())
 	}
 	c.mu.Unlock()
 	err = <-r.done
@@ -191,7 +233,7 @@ func (c *committer) lead(r *commitReq) {
 		r.taken = true
 		c.closeQueue()
 		c.mu.Unlock()
-		r.done <- fmt.Errorf("store/postgres: commit run %s step %d: %w", r.p.RunID, r.p.Step, store.ErrClosed)
+		r.done <- fmt.Errorf("store/postgres: %s: %w", r.what(), store.ErrClosed)
 		return
 	}
 	batch, size := []*commitReq{r}, r.size
@@ -207,7 +249,7 @@ func (c *committer) lead(r *commitReq) {
 	}
 	c.queue = slices.DeleteFunc(c.queue, func(q *commitReq) bool { return q.taken })
 	c.mu.Unlock()
-	c.count(len(batch))
+	c.count(batch)
 	if len(batch) == 1 {
 		r.done <- c.s.commitAlone(r)
 	} else {
@@ -236,7 +278,7 @@ func (c *committer) closeQueue() {
 	for _, q := range c.queue {
 		if !q.lead {
 			q.taken = true
-			q.done <- fmt.Errorf("store/postgres: commit run %s step %d: %w", q.p.RunID, q.p.Step, store.ErrClosed)
+			q.done <- fmt.Errorf("store/postgres: %s: %w", q.what(), store.ErrClosed)
 		}
 	}
 	c.queue = slices.DeleteFunc(c.queue, func(q *commitReq) bool { return q.taken })
@@ -247,6 +289,12 @@ func (c *committer) closeQueue() {
 // round trip in autocommit, or a transaction when the commit also reopens
 // a cancelled response, resets failed resumes or prunes checkpoints.
 func (s *Store) commitAlone(r *commitReq) error {
+	if c := r.create; c != nil {
+		err := s.write(r.ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+			return conn.QueryRow(ctx, c.sql(false), c.args...).Scan(c.dest()...)
+		})
+		return r.mapError(err)
+	}
 	var err error
 	declined := true
 	if r.complex() && r.setEligible() {
@@ -279,7 +327,7 @@ func (s *Store) commitAlone(r *commitReq) error {
 // complex reports whether the commit takes more than its one statement
 // (r.sql: the commit function, and the journal prune folded in).
 func (r *commitReq) complex() bool {
-	return r.cancelling || r.reset || r.p.PruneKeep > 0 || hasExtras(r.p)
+	return r.create == nil && (r.cancelling || r.reset || r.p.PruneKeep > 0 || hasExtras(r.p))
 }
 
 // sql is r's commit statement, alone or as a member of a batch (inBatch).
@@ -343,8 +391,33 @@ func (s *Store) commitSteps(ctx context.Context, tx pgx.Tx, r *commitReq, inBatc
 	return err
 }
 
-// mapError is the error of r's failed commit.
+// queue queues r's statement, as a member of a batch, in b; done is
+// called once its row was read.
+func (r *commitReq) queue(b *pgx.Batch, channel string, done func()) {
+	if c := r.create; c != nil {
+		b.Queue(c.sql(true), c.args...).QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(c.dest()...); err != nil {
+				return err
+			}
+			done()
+			return nil
+		})
+		return
+	}
+	b.Queue(r.sql(true), r.args(channel)...).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&r.res.NextSeq, &r.res.BytesWritten); err != nil {
+			return err
+		}
+		done()
+		return nil
+	})
+}
+
+// mapError is the error of r's failed commit (or create).
 func (r *commitReq) mapError(err error) error {
+	if r.create != nil {
+		return mapError(r.what(), r.create.p.RunID, 0, err)
+	}
 	p := r.p
 	if r.injected != nil && isInjected(err) {
 		return fmt.Errorf("store/postgres: commit run %s step %d: %w", p.RunID, p.Step, r.injected)
@@ -382,14 +455,26 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	// Rows are locked in run order, so two batches never wait on each
 	// other in a cycle.
 	order := slices.Clone(batch)
-	slices.SortFunc(order, func(a, b *commitReq) int { return strings.Compare(a.p.RunID, b.p.RunID) })
+	slices.SortFunc(order, func(a, b *commitReq) int { return strings.Compare(a.runID(), b.runID()) })
 	errs := make(map[*commitReq]error, len(batch))
 	// No caller's cancellation ends a batch of several: the connection is
 	// awaited and the batch run under Options.WriteTimeout.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), s.opts.WriteTimeout)
 	defer cancel()
 	declined, err := true, error(nil)
-	if setBatch(order) {
+	creates := slices.DeleteFunc(slices.Clone(order), func(r *commitReq) bool { return r.create == nil })
+	commits := slices.DeleteFunc(slices.Clone(order), func(r *commitReq) bool { return r.create != nil })
+	if len(creates) > 0 && setBatch(commits) {
+		// The creates and one statement for the commits, in one
+		// transaction; declined when one member must fail alone by an
+		// exception.
+		switch declined, err = s.commitSetCreates(ctx, creates, commits, errs); {
+		case declined:
+			s.commits.declined.Add(1)
+		case err == nil:
+			s.commits.sets.Add(1)
+		}
+	} else if setBatch(order) {
 		// One statement for all (commitset.go); declined when one member
 		// needs the savepoint path to fail alone.
 		switch declined, err = s.commitSet(ctx, order, errs); {
@@ -410,9 +495,10 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	}
 	for _, r := range batch {
 		switch {
+		case err != nil && r.create != nil:
+			r.done <- mapError(fmt.Sprintf("%s (in a batch of %d)", r.what(), len(batch)), r.runID(), 0, err)
 		case err != nil:
-			r.done <- mapError(fmt.Sprintf("commit run %s step %d (in a batch of %d)", r.p.RunID, r.p.Step, len(batch)),
-				r.p.RunID, r.p.Epoch, err)
+			r.done <- mapError(fmt.Sprintf("%s (in a batch of %d)", r.what(), len(batch)), r.p.RunID, r.p.Epoch, err)
 		case errs[r] != nil:
 			r.done <- r.mapError(errs[r])
 		default:
@@ -516,13 +602,7 @@ func (s *Store) commitPipelined(ctx context.Context, tx interface {
 			b.Queue("RELEASE SAVEPOINT m")
 		}
 		b.Queue("SAVEPOINT m").Exec(func(pgconn.CommandTag) error { saved[i] = true; return nil })
-		b.Queue(r.sql(true), r.args(s.txChannel())...).QueryRow(func(row pgx.Row) error {
-			if err := row.Scan(&r.res.NextSeq, &r.res.BytesWritten); err != nil {
-				return err
-			}
-			done[i] = true
-			return nil
-		})
+		r.queue(b, s.txChannel(), func() { done[i] = true })
 	}
 	if commit {
 		b.Queue("COMMIT")
@@ -566,9 +646,7 @@ func (s *Store) commitMember(ctx context.Context, tx pgx.Tx, r *commitReq, relea
 	saved := false
 	b.Queue("SAVEPOINT m").Exec(func(pgconn.CommandTag) error { saved = true; return nil })
 	if !r.complex() {
-		b.Queue(r.sql(true), r.args(s.txChannel())...).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&r.res.NextSeq, &r.res.BytesWritten)
-		})
+		r.queue(b, s.txChannel(), func() {})
 	}
 	own = tx.SendBatch(ctx, b).Close()
 	if !saved {

@@ -80,6 +80,13 @@ type Options struct {
 	// tracer, when set (tests only), traces the statements of the main
 	// pool's connections.
 	tracer pgx.QueryTracer
+	// createInTx (tests only) makes every ResponseCreate take the
+	// transaction of several statements, the reference for the one
+	// statement of createNewRun.
+	createInTx bool
+	// createAlone (tests only) keeps new runs' creates out of the
+	// group-commit batches: each is its own statement in autocommit.
+	createAlone bool
 }
 
 const (

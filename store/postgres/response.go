@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,7 +18,10 @@ import (
 // with its first events, optional step-0 checkpoint and lease claim, in one
 // transaction. See store.Store. Its time (the lease's expiry, and the
 // times it records but Response.CreatedAt) is p.Now or else the
-// database's clock (callTime).
+// database's clock (callTime). The create of a new run (newRunOnly), the
+// common one, is one statement, as a commit is (createNewRun), and rides
+// group commit as commits do; the others are a transaction of a
+// statement per row (createInTx).
 func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParams) (*store.ResponseCreateResult, error) {
 	if _, err := s.begin(p.Now); err != nil {
 		return nil, err
@@ -26,6 +30,153 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 	if err := validateCreate(p); err != nil {
 		return nil, err
 	}
+	var res *store.ResponseCreateResult
+	var enc *encodedParts
+	var err error
+	switch {
+	case !newRunOnly(p) || s.opts.createInTx:
+		res, enc, err = s.createInTx(ctx, p, now)
+	case s.opts.GroupCommit && !s.opts.createAlone:
+		// Made while a group-commit batch is in flight, it goes in the
+		// next batch's transaction (failing alone if it fails), else
+		// alone as below.
+		c := newCreateCall(p, now)
+		if err := s.commits.do(ctx, s.newCreateReq(ctx, c)); err != nil {
+			return nil, err // mapped (commitReq.mapError)
+		}
+		res, enc = c.result(), c.enc
+	default:
+		res, enc, err = s.createNewRun(ctx, p, now)
+	}
+	if err != nil {
+		return nil, mapError("create response "+p.Response.ID, p.RunID, 0, err)
+	}
+	if enc != nil {
+		s.parts.set(p.RunID, enc.all)
+	}
+	// No event announcement: nobody can wait on a response before it
+	// exists. A run left without an owner is announced to the hosts that
+	// may claim it.
+	if res.Run.Active && res.Run.Lease.Owner == "" {
+		s.sendNotice(store.Notice{Kind: store.NoticeRunReady, RunID: res.Run.ID})
+	}
+	return res, nil
+}
+
+// newRunOnly reports whether p creates a new run and writes nothing
+// else but the run's rows (no idempotency key, no conversation turn, not
+// a continuation nor a branch): createNewRun's one statement.
+func newRunOnly(p *store.ResponseCreateParams) bool {
+	return p.IdempotencyKey == "" && p.Conversation == nil && p.Response.PreviousResponseID == "" && !p.Branch
+}
+
+// createNewRunSQL calls the migration's superstep_create (019): one
+// statement, so one round trip and one transaction in autocommit. It
+// returns runColumns and the response's times.
+const createNewRunSQL = `SELECT o_id, o_model, o_head_response_id, o_last_step, o_lease_owner, o_lease_epoch,
+	o_lease_expires_at, o_active, o_created_at, o_updated_at, o_resume_failures, o_resume_error, o_resume_not_before,
+	o_resp_created_at, o_resp_updated_at, o_resp_completed_at
+	FROM superstep_create($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+		coalesce($16::timestamptz, now()), $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30)`
+
+// createCall is one new run's create (newRunOnly): createNewRunSQL's
+// parameters and, once it ran, its result.
+type createCall struct {
+	p    *store.ResponseCreateParams
+	args []any
+	enc  *encodedParts // the checkpoint's parts, nil without one
+	ev   *encodedEvents
+	run  store.Run
+	resp store.Response
+}
+
+func newCreateCall(p *store.ResponseCreateParams, now *time.Time) *createCall {
+	r := p.Response
+	var created *time.Time // the response's own, else the call's
+	if !r.CreatedAt.IsZero() {
+		c := normTime(r.CreatedAt)
+		created = &c
+	}
+	base, forkRun, forkStep := int64(0), "", int64(-1)
+	if f := p.ForkedFrom; f != nil {
+		base, forkRun, forkStep = f.Step, f.RunID, f.Step
+	}
+	c := &createCall{p: p, ev: encodeEvents(p.Events), resp: *r}
+	cp := &encodedParts{}
+	if p.Checkpoint != nil {
+		c.enc = encodeParts(p.Checkpoint, nil)
+		cp = c.enc
+	}
+	c.args = []any{p.RunID, r.ID, r.Model, r.Owner, string(r.Status), r.Status.Terminal(), r.Request,
+		snapref.Encode(r.Snapshot, p.Events), r.Error, r.Usage, r.CancelRequested, r.Publication, r.Input,
+		r.TraceContext, created, now, p.LeaseOwner, micros(p.LeaseDuration), base, forkRun, forkStep,
+		c.ev.count, c.ev.bytes, c.ev.data,
+		p.Checkpoint != nil, cp.manifest, cp.partHashes, cp.blobHashes, cp.blobData, cp.size}
+	return c
+}
+
+// size is the bytes c sends, for Options.CommitBatchBytes.
+func (c *createCall) size() int {
+	r := c.p.Response
+	n := len(r.Request) + len(r.Snapshot) + len(r.Input) + len(c.ev.data)
+	if c.enc != nil {
+		n += len(c.enc.manifest)
+		for _, b := range c.enc.blobData {
+			n += len(b)
+		}
+	}
+	return n
+}
+
+// sql is c's statement, alone or as a member of a group-commit batch
+// (inBatch: without a Now of its own, its time is its statement's, as it
+// would be alone, not the batch's start).
+func (c *createCall) sql(inBatch bool) string {
+	if inBatch {
+		return batchCreateSQL
+	}
+	return createNewRunSQL
+}
+
+// batchCreateSQL is createNewRunSQL for a member of a batch.
+var batchCreateSQL = strings.Replace(createNewRunSQL, "now())", "statement_timestamp())", 1)
+
+// dest are the scan destinations of c's statement's row.
+func (c *createCall) dest() []any {
+	return append(runDest(&c.run), &c.resp.CreatedAt, &c.resp.UpdatedAt, &c.resp.CompletedAt)
+}
+
+// result is c's result, once its row was scanned.
+func (c *createCall) result() *store.ResponseCreateResult {
+	normRun(&c.run)
+	resp := &c.resp
+	resp.RunID, resp.NextSeq, resp.CommitStep, resp.StartStep = c.p.RunID, c.ev.count, c.run.LastStep, c.run.LastStep
+	resp.CreatedAt, resp.UpdatedAt = resp.CreatedAt.UTC(), resp.UpdatedAt.UTC()
+	if resp.CompletedAt != nil {
+		t := resp.CompletedAt.UTC()
+		resp.CompletedAt = &t
+	}
+	return &store.ResponseCreateResult{Response: resp, Run: &c.run}
+}
+
+// createNewRun is ResponseCreate of a new run (newRunOnly) in one
+// statement: it writes what createInTx writes for it, in the same order,
+// and fails the same way (a run that exists is a conflict, a response
+// that exists the violation of its key).
+func (s *Store) createNewRun(ctx context.Context, p *store.ResponseCreateParams, now *time.Time) (*store.ResponseCreateResult, *encodedParts, error) {
+	c := newCreateCall(p, now)
+	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		return conn.QueryRow(ctx, c.sql(false), c.args...).Scan(c.dest()...)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.result(), c.enc, nil
+}
+
+// createInTx is ResponseCreate as a transaction of several statements,
+// for every create.
+func (s *Store) createInTx(ctx context.Context, p *store.ResponseCreateParams, now *time.Time) (*store.ResponseCreateResult, *encodedParts, error) {
 	var res *store.ResponseCreateResult
 	var enc *encodedParts
 	err := s.writeTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
@@ -61,19 +212,7 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 		res = &store.ResponseCreateResult{Response: resp, Run: run}
 		return nil
 	})
-	if err != nil {
-		return nil, mapError("create response "+p.Response.ID, p.RunID, 0, err)
-	}
-	if enc != nil {
-		s.parts.set(p.RunID, enc.all)
-	}
-	// No event announcement: nobody can wait on a response before it
-	// exists. A run left without an owner is announced to the hosts that
-	// may claim it.
-	if res.Run.Active && res.Run.Lease.Owner == "" {
-		s.sendNotice(store.Notice{Kind: store.NoticeRunReady, RunID: res.Run.ID})
-	}
-	return res, nil
+	return res, enc, err
 }
 
 func validateCreate(p *store.ResponseCreateParams) error {

@@ -16,12 +16,22 @@ const runColumns = `id, model, head_response_id, last_step, lease_owner, lease_e
 
 func scanRun(row pgx.Row) (*store.Run, error) {
 	var r store.Run
-	err := row.Scan(&r.ID, &r.Model, &r.HeadResponseID, &r.LastStep, &r.Lease.Owner, &r.Lease.Epoch,
-		&r.Lease.ExpiresAt, &r.Active, &r.CreatedAt, &r.UpdatedAt,
-		&r.Resume.Failures, &r.Resume.Error, &r.Resume.NotBefore)
-	if err != nil {
+	if err := row.Scan(runDest(&r)...); err != nil {
 		return nil, err
 	}
+	normRun(&r)
+	return &r, nil
+}
+
+// runDest are the scan destinations of runColumns in r; normRun finishes
+// a run so scanned.
+func runDest(r *store.Run) []any {
+	return []any{&r.ID, &r.Model, &r.HeadResponseID, &r.LastStep, &r.Lease.Owner, &r.Lease.Epoch,
+		&r.Lease.ExpiresAt, &r.Active, &r.CreatedAt, &r.UpdatedAt,
+		&r.Resume.Failures, &r.Resume.Error, &r.Resume.NotBefore}
+}
+
+func normRun(r *store.Run) {
 	r.Lease.ExpiresAt = r.Lease.ExpiresAt.UTC()
 	if r.Resume.NotBefore.Unix() <= 0 {
 		r.Resume.NotBefore = time.Time{} // 'epoch': none
@@ -29,7 +39,6 @@ func scanRun(row pgx.Row) (*store.Run, error) {
 		r.Resume.NotBefore = r.Resume.NotBefore.UTC()
 	}
 	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
-	return &r, nil
 }
 
 // responseColumns are selected by every query that returns a response;
