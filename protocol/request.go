@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/superstep/superstep/internal/jsonstr"
 )
 
 // This file and input.go are the one reader of create requests: the HTTP
@@ -315,8 +317,8 @@ func optString(raw json.RawMessage, param string) (*string, error) {
 	if IsNull(raw) {
 		return nil, nil
 	}
-	var v string
-	if err := json.Unmarshal(raw, &v); err != nil {
+	v, ok := jsonstr.Unquote(raw) // one allocation, json.Unmarshal's two
+	if !ok {
 		return nil, typeError(param, "a string", raw)
 	}
 	return &v, nil
