@@ -346,13 +346,17 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 // recovery and input_items will read from it (the one reader,
 // protocol.ReadInput) must be p's input: a request the reader refuses, or
 // whose input differs from p.Input, is an *InputError before anything is
-// stored. p itself is not changed.
+// stored; a request p.Parsed says ParseCreate read p.Input from is not read
+// again. p itself is not changed.
 func withStoredRequest(p *CreateParams) (*CreateParams, error) {
 	q := *p
 	if len(q.Request) == 0 {
 		q.Request = protocol.BuildRequest(&protocol.RequestParams{Model: p.Model, Input: p.Input, Metadata: p.Metadata,
 			Background: p.Background, Stream: p.Stream, Store: p.Store, Instructions: p.Instructions,
 			PreviousResponseID: p.PreviousResponseID})
+	}
+	if p.Parsed.InputOf(q.Request, q.Input) {
+		return &q, nil // read by the one reader from these very bytes
 	}
 	in, err := protocol.ReadInput(q.Request)
 	if err != nil {

@@ -192,8 +192,15 @@ type CreateParams struct {
 	Owner string // API key identity; "" when auth is off
 	// Request is the raw JSON body as received; it is stored and the
 	// Response's echo fields (tools, temperature, ...) come from it.
-	Request      []byte
-	Input        []InputItem // normalised input
+	Request []byte
+	Input   []InputItem // normalised input
+	// Parsed, when not nil, is what protocol.ParseCreate read Request
+	// into, Input being its Input (Parsed.InputOf): the host then knows
+	// Input is what recovery will read from the stored Request without
+	// reading it a second time (for an 8 MiB text, 17 MB allocated and
+	// compared). Any other Request or Input is read and compared as
+	// without it.
+	Parsed       *protocol.CreateRequest
 	Instructions *string
 	Metadata     map[string]string
 	Stream       bool

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/superstep/superstep/internal/jsonstr"
 )
 
 // Input item types a create request may hold. A client that keeps the
@@ -186,9 +188,10 @@ func scanInput(raw []byte, want func(int) bool, visit func(int, InputItem) error
 		return 0, nil
 	case "a string":
 		if want == nil || want(0) {
-			var text string
-			if err := json.Unmarshal(raw, &text); err != nil {
-				return 0, fmt.Errorf("protocol: read input: %w", err)
+			// One allocation for the text (json.Unmarshal makes two).
+			text, ok := jsonstr.Unquote(raw)
+			if !ok {
+				return 0, fmt.Errorf("protocol: read input: not a JSON string")
 			}
 			if err := visit(0, InputItem{Type: InputMessage, Role: "user", Text: text}); err != nil {
 				return 0, err

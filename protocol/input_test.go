@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -382,6 +383,43 @@ func TestParseOutputItemID(t *testing.T) {
 		"rs_abc_0", "resp_abc", "fco_abc_0000"} {
 		if r, i, ok := ParseOutputItemID(id); ok {
 			t.Errorf("%q read as %s %d", id, r, i)
+		}
+	}
+}
+
+// TestInputOf: InputOf holds for the body ParseCreate read and the Input
+// it returned (which ReadInput reads alike), and for nothing else: an
+// equal copy of either, another request's, a nil request.
+func TestInputOf(t *testing.T) {
+	body := []byte(`{"model":"m","input":[{"role":"user","content":"hi"},{"type":"function_call_output","call_id":"c","output":"o"}]}`)
+	req, err := ParseCreate(body, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !req.InputOf(body, req.Input) {
+		t.Fatal("InputOf(the body, its Input) = false")
+	}
+	if again, err := ReadInput(body); err != nil || !reflect.DeepEqual(again, req.Input) {
+		t.Fatalf("ReadInput = %v, %v; want ParseCreate's input", again, err)
+	}
+	other, err := ParseCreate(slices.Clone(body), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nilReq *CreateRequest
+	for name, ok := range map[string]bool{
+		"CopiedBody":   req.InputOf(slices.Clone(body), req.Input),
+		"CopiedInput":  req.InputOf(body, slices.Clone(req.Input)),
+		"ShorterInput": req.InputOf(body, req.Input[:1]),
+		"ShorterBody":  req.InputOf(body[:len(body)-1], req.Input),
+		"OtherRequest": req.InputOf(body, other.Input),
+		"OtherInputs":  other.InputOf(body, req.Input),
+		"NilRequest":   nilReq.InputOf(body, req.Input),
+		"NilBody":      req.InputOf(nil, req.Input),
+		"NotFromParse": (&CreateRequest{Input: req.Input}).InputOf(body, req.Input),
+	} {
+		if ok {
+			t.Errorf("%s: InputOf = true", name)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/superstep/superstep/internal/jsonstr"
 )
 
 // This file and input.go are the one reader of create requests: the HTTP
@@ -83,6 +85,21 @@ type CreateRequest struct {
 	// none): its items are the turn's context, and the turn's items are
 	// appended to it. It cannot go with PreviousResponseID.
 	Conversation string
+
+	// body is the body ParseCreate read (InputOf).
+	body []byte
+}
+
+// InputOf reports whether request and input are the body ParseCreate read
+// r from and the Input it returned: the same bytes and the same items,
+// not equal copies. ReadInput(request) then returns input (it reads the
+// input with the code ParseCreate read it with, and refuses nothing
+// ParseCreate accepts), so a caller holding both need not read the
+// request again to know what recovery will read from it. A caller that
+// changes request or input in place after ParseCreate breaks this.
+func (r *CreateRequest) InputOf(request []byte, input []InputItem) bool {
+	return r != nil && len(request) > 0 && len(request) == len(r.body) && &request[0] == &r.body[0] &&
+		len(input) == len(r.Input) && (len(input) == 0 || &input[0] == &r.Input[0])
 }
 
 // ParseCreate parses the body of a create request (POST /v1/responses).
@@ -126,6 +143,7 @@ func ParseCreate(body []byte, maxInputItems int) (*CreateRequest, error) {
 		return nil, err
 	}
 	p.Instructions = mp.Instructions
+	p.body = body
 	return p, nil
 }
 
@@ -299,8 +317,8 @@ func optString(raw json.RawMessage, param string) (*string, error) {
 	if IsNull(raw) {
 		return nil, nil
 	}
-	var v string
-	if err := json.Unmarshal(raw, &v); err != nil {
+	v, ok := jsonstr.Unquote(raw) // one allocation, json.Unmarshal's two
+	if !ok {
 		return nil, typeError(param, "a string", raw)
 	}
 	return &v, nil

@@ -42,7 +42,7 @@ func parseCreate(body []byte, maxInputItems int) (*host.CreateParams, error) {
 	if err != nil {
 		return nil, requestError(err)
 	}
-	return &host.CreateParams{Request: body, Model: req.Model, Input: req.Input, Instructions: req.Instructions,
+	return &host.CreateParams{Request: body, Model: req.Model, Input: req.Input, Parsed: req, Instructions: req.Instructions,
 		Metadata: req.Metadata, Stream: req.Stream, Background: req.Background, Store: req.Store,
 		PreviousResponseID: req.PreviousResponseID, Conversation: req.Conversation}, nil
 }

@@ -50,7 +50,10 @@ func TestParseCreate_Valid(t *testing.T) {
 			if string(got.Request) != tt.body {
 				t.Errorf("Request = %q, want the body as received", got.Request)
 			}
-			got.Request = nil
+			if !got.Parsed.InputOf(got.Request, got.Input) {
+				t.Error("Parsed does not say Input was read from Request: the host would read it again")
+			}
+			got.Request, got.Parsed = nil, nil
 			if !reflect.DeepEqual(*got, tt.want) {
 				t.Errorf("parseCreate =\n %+v\nwant\n %+v", *got, tt.want)
 			}

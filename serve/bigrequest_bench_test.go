@@ -54,11 +54,15 @@ func BenchmarkBigRequest(b *testing.B) {
 // timing cannot move, where a peak is the live bytes plus whatever
 // garbage the collector had not reached yet. Issue 14 #6 brought it from
 // 34-35 (non-streamed) and 52-53 (streamed) to 13.5-14.4 and 15.5-16.3
-// (the first request of each kind the more). The peak resident
+// (the first request of each kind the more), then to 10.7-11.6 and
+// 11.7-12.5 (the input read once, in one allocation; SQLite's rows read
+// without database/sql's copy). Of those 12, five copies of the text in
+// the step's frames are 4.8 (see TestBigRequest_StoredBytes for what is
+// stored). The peak resident
 // set it raised is logged (VmHWM: noisy under load, GOGC=10 here to keep
 // garbage out of it).
 func TestBigRequest_Memory(t *testing.T) {
-	const maxAlloc = 28.0
+	const maxAlloc = 15.0
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
 	base, stop := startBig(t)
 	defer stop()
