@@ -265,7 +265,7 @@ func readCheckpoint(ctx context.Context, q querier, runID string, step int64) (*
 			c.Parts[i] = store.Part{Name: e.name, Data: data}
 			continue
 		}
-		err := q.QueryRowContext(ctx, "SELECT data FROM blobs WHERE run_id = ? AND hash = ?", runID, e.hash[:]).Scan(ownBytes{&data})
+		err := q.QueryRowContext(ctx, "SELECT data FROM blobs WHERE run_id = ? AND hash = ?", runID, e.hash[:]).Scan(&data)
 		if err == sql.ErrNoRows {
 			return nil, store.Corruptf("sqlite: checkpoint %s/%d: part %q: blob missing", runID, step, e.name)
 		}

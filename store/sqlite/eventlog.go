@@ -86,7 +86,7 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) ([]stor
 	for rows.Next() {
 		var rec store.EventRecord
 		var data []byte
-		if err := rows.Scan(&rec.FirstSeq, &rec.LastSeq, &rec.Step, ownBytes{&data}); err != nil {
+		if err := rows.Scan(&rec.FirstSeq, &rec.LastSeq, &rec.Step, &data); err != nil {
 			return nil, mapError("event list", err)
 		}
 		// SQLite steps the query row by row: stopping here reads no

@@ -21,8 +21,8 @@ func scanResponse(row interface{ Scan(...any) error }) (*store.Response, error) 
 	var r store.Response
 	var created, updated int64
 	var completed sql.NullInt64
-	err := row.Scan(&r.ID, &r.RunID, &r.PreviousResponseID, &r.Model, &r.Owner, &r.Status, ownBytes{&r.Request}, ownBytes{&r.Snapshot},
-		ownBytes{&r.Error}, ownBytes{&r.Usage}, &r.NextSeq, &r.CommitStep, &r.StartStep, &r.Publication, ownBytes{&r.Input}, &r.CancelRequested, &created, &updated, &completed,
+	err := row.Scan(&r.ID, &r.RunID, &r.PreviousResponseID, &r.Model, &r.Owner, &r.Status, &r.Request, &r.Snapshot,
+		&r.Error, &r.Usage, &r.NextSeq, &r.CommitStep, &r.StartStep, &r.Publication, &r.Input, &r.CancelRequested, &created, &updated, &completed,
 		&r.TraceContext)
 	if err != nil {
 		return nil, err
