@@ -211,14 +211,43 @@ func (s *Store) runBatch(batch []*request) {
 
 // begin starts the writer's transaction (BEGIN IMMEDIATE: the write lock
 // at once, so no statement of it waits for the lock half-way).
+//
+// When BEGIN fails and the connection is still inside a transaction (a
+// COMMIT failed and left it open, and the ROLLBACK that followed failed
+// too), that transaction is rolled back and BEGIN tried once more: else
+// every later BEGIN would fail ("cannot start a transaction within a
+// transaction") and the store would refuse every write until reopened.
 func (s *Store) begin() error {
-	_, err := s.wconn.ExecContext(context.Background(), "BEGIN IMMEDIATE")
+	bg := context.Background()
+	_, err := s.wconn.ExecContext(bg, "BEGIN IMMEDIATE")
+	if err == nil || !s.inTx() {
+		return err
+	}
+	if _, rerr := s.wconn.ExecContext(bg, "ROLLBACK"); rerr != nil {
+		return fmt.Errorf("%w (and rollback of the transaction left open: %w)", err, rerr)
+	}
+	_, err = s.wconn.ExecContext(bg, "BEGIN IMMEDIATE")
 	return err
+}
+
+// inTx reports whether the writer's connection is inside a transaction
+// (SQLite's autocommit flag is off). It is one cgo call: Raw starts no
+// goroutine. When the connection cannot be reached it reports false.
+func (s *Store) inTx() bool {
+	in := false
+	s.wconn.Raw(func(c any) error {
+		if sc, ok := c.(*sqlite3.SQLiteConn); ok {
+			in = !sc.AutoCommit()
+		}
+		return nil
+	})
+	return in
 }
 
 // commit commits the writer's transaction. When COMMIT fails SQLite may
 // leave the transaction open, so it is rolled back (harmless when it is
-// not): the next batch begins on a clean connection.
+// not); if that ROLLBACK fails too, the next begin rolls the transaction
+// back before it begins: the next batch begins on a clean connection.
 func (s *Store) commit() error {
 	_, err := s.wconn.ExecContext(context.Background(), "COMMIT")
 	if err != nil {
@@ -228,7 +257,8 @@ func (s *Store) commit() error {
 }
 
 // rollback rolls the writer's transaction back. Its error is ignored: a
-// failed statement may have ended the transaction already.
+// failed statement may have ended the transaction already, and a
+// transaction it failed to end is rolled back by the next begin.
 func (s *Store) rollback() {
 	s.wconn.ExecContext(context.Background(), "ROLLBACK")
 }

@@ -242,3 +242,45 @@ func TestCommit_AllInlineSkipsParent(t *testing.T) {
 		t.Fatalf("checkpoint read back: %+v", cp.Parts)
 	}
 }
+
+// TestBegin_RollsBackLeftOpenTransaction: when the writer's connection is
+// left inside a transaction (a COMMIT failed and left it open, and the
+// ROLLBACK after it failed too), the next write still succeeds: begin
+// rolls the transaction left open back instead of failing every later
+// write with "cannot start a transaction within a transaction". What
+// the transaction left open had written is not committed.
+func TestBegin_RollsBackLeftOpenTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := storetest.CreateResponse(ctx, t, s, nil)
+	p := storetest.NextCommit(ctx, t, s, c.Run.ID, nil)
+	for i, q := range []string{"BEGIN IMMEDIATE", "UPDATE runs SET last_step = 7"} {
+		if _, err := s.wconn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("statement %d: %v", i, err)
+		}
+	}
+	if !s.inTx() {
+		t.Fatal("inTx = false inside a transaction")
+	}
+	if _, err := s.Commit(ctx, p); err != nil {
+		t.Fatalf("commit after a transaction was left open: %v", err)
+	}
+	if s.inTx() {
+		t.Fatal("inTx = true after the commit")
+	}
+	d := storetest.CreateResponse(ctx, t, s, nil)
+	for _, id := range []string{c.Run.ID, d.Run.ID} {
+		run, err := s.RunGet(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]int64{c.Run.ID: 1, d.Run.ID: 0}[id]; run.LastStep != want {
+			t.Fatalf("run %s at step %d, want %d", id, run.LastStep, want)
+		}
+	}
+}
