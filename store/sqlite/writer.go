@@ -22,7 +22,11 @@ type request struct {
 	ctx context.Context
 	// apply runs inside the batch's transaction, on the writer's
 	// connection; it may run twice (see runBatch), so it sets what it
-	// returns rather than adding to it.
+	// returns rather than adding to it. It must return every driver error
+	// it gets (wrapped or not), never swallow one: SQLite may have rolled
+	// the whole transaction back on it, and the writer decides from the
+	// error what else of the batch may commit. (An apply that returns nil
+	// after its transaction ended fails, and with it the batch.)
 	apply func(ctx context.Context, tx *sql.Conn) error
 	// wake lists the responses whose waiters to wake after the commit.
 	wake []string
@@ -171,7 +175,13 @@ func (s *Store) runBatch(batch []*request) {
 	}
 	failed := -1
 	for i, r := range batch {
-		if err := r.apply(r.ctx, s.wconn); err != nil {
+		err := r.apply(r.ctx, s.wconn)
+		if err == nil && !s.inTx() {
+			// The write swallowed an error that ended the transaction:
+			// the next writes would run as autocommits, durable each.
+			err = errTxEnded
+		}
+		if err != nil {
 			errs[i], failed = mapError(r.op, err), i
 			break
 		}
@@ -264,7 +274,9 @@ func (s *Store) rollback() {
 }
 
 // applyOne runs r inside a savepoint, rolling back to it on error. It
-// reports whether the error may have ended the transaction.
+// reports whether the error may have ended the transaction. An apply that
+// returns nil after the transaction ended needs no check of its own: the
+// RELEASE of the savepoint then fails, which poisons.
 func applyOne(tx *sql.Conn, r *request) (error, bool) {
 	bg := context.Background()
 	if _, err := tx.ExecContext(bg, "SAVEPOINT w"); err != nil {
@@ -282,12 +294,17 @@ func applyOne(tx *sql.Conn, r *request) (error, bool) {
 	return mapError(r.op, err), err != nil && poisons(err)
 }
 
+// errTxEnded is the error of a write whose apply returned nil although
+// the batch's transaction had ended (it swallowed the error that ended
+// it).
+var errTxEnded = errors.New("the write ended the batch's transaction without returning an error")
+
 // poisons reports whether a failed request's error came from SQLite in a
 // way that may have rolled back the transaction (anything but a
-// constraint violation).
+// constraint violation), or is errTxEnded.
 func poisons(err error) bool {
 	var serr sqlite3.Error
-	return errors.As(err, &serr) && serr.Code != sqlite3.ErrConstraint
+	return errors.As(err, &serr) && serr.Code != sqlite3.ErrConstraint || errors.Is(err, errTxEnded)
 }
 
 // finish reports each request's outcome; a failed commit fails them all.

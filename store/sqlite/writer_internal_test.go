@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -281,6 +282,59 @@ func TestBegin_RollsBackLeftOpenTransaction(t *testing.T) {
 		}
 		if want := map[string]int64{c.Run.ID: 1, d.Run.ID: 0}[id]; run.LastStep != want {
 			t.Fatalf("run %s at step %d, want %d", id, run.LastStep, want)
+		}
+	}
+}
+
+// TestRunBatch_SwallowedRollbackFailsBatch: a write whose apply ends the
+// batch's transaction (here a ROLLBACK, as SQLite does on some errors)
+// and returns nil fails the batch: the writes after it are not left to
+// run as separate autocommits, durable while their callers are told the
+// batch failed. Nothing of the batch is committed, and the store writes
+// normally afterwards.
+func TestRunBatch_SwallowedRollbackFailsBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a := storetest.CreateResponse(ctx, t, s, nil)
+	b := storetest.CreateResponse(ctx, t, s, nil)
+	pa := storetest.NextCommit(ctx, t, s, a.Run.ID, nil)
+	pb := storetest.NextCommit(ctx, t, s, b.Run.ID, nil)
+	var errA, errB, errS error
+	runAsBatch(t, s,
+		func() { _, errA = s.Commit(ctx, pa) },
+		func() {
+			errS = s.write(ctx, "swallow", func(ctx context.Context, tx *sql.Conn) error {
+				tx.ExecContext(ctx, "ROLLBACK") // the error that ended the transaction, swallowed
+				return nil
+			})
+		},
+		func() { _, errB = s.Commit(ctx, pb) },
+	)
+	if !errors.Is(errS, errTxEnded) {
+		t.Fatalf("the swallowing write: %v, want errTxEnded", errS)
+	}
+	for i, err := range []error{errA, errB} {
+		if !errors.Is(err, errTxEnded) {
+			t.Fatalf("write %d of the batch: %v, want the batch aborted with errTxEnded", i, err)
+		}
+	}
+	for _, c := range []*store.ResponseCreateResult{a, b} {
+		run, err := s.RunGet(ctx, c.Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.LastStep != 0 {
+			t.Fatalf("run %s at step %d after its batch failed, want 0", run.ID, run.LastStep)
+		}
+	}
+	for i, p := range []*store.CommitParams{pa, pb} {
+		if _, err := s.Commit(ctx, p); err != nil {
+			t.Fatalf("commit %d after the batch: %v", i, err)
 		}
 	}
 }
