@@ -162,9 +162,12 @@ func (s *Store) endLead() {
 // request's error is the one it would have got in a SAVEPOINT. Apply
 // functions may so run twice: they set, not accumulate, what they return.
 //
-// A SQLite error other than a constraint violation may have rolled the
-// whole transaction back, so it fails the whole batch: nothing of it is
-// committed.
+// The first pass's failed write is left out of the redo whatever its
+// error: even one that may have rolled the whole transaction back (a
+// SQLITE_FULL of a big checkpoint, say) fails alone, the redo beginning
+// a new transaction. In the redo, an error that may have ended the
+// transaction (applyOne: anything but a constraint violation) fails the
+// whole batch: nothing of it is committed.
 func (s *Store) runBatch(batch []*request) {
 	errs := make([]error, len(batch))
 	s.stats.transactions.Add(1)
@@ -193,10 +196,6 @@ func (s *Store) runBatch(batch []*request) {
 	s.rollback()
 	if len(batch) == 1 {
 		s.finish(batch, errs, nil)
-		return
-	}
-	if poisons(errs[failed]) {
-		s.finish(batch, errs, fmt.Errorf("batch aborted: %w", errs[failed]))
 		return
 	}
 	s.stats.redone.Add(1)
@@ -301,10 +300,10 @@ var errTxEnded = errors.New("the write ended the batch's transaction without ret
 
 // poisons reports whether a failed request's error came from SQLite in a
 // way that may have rolled back the transaction (anything but a
-// constraint violation), or is errTxEnded.
+// constraint violation).
 func poisons(err error) bool {
 	var serr sqlite3.Error
-	return errors.As(err, &serr) && serr.Code != sqlite3.ErrConstraint || errors.Is(err, errTxEnded)
+	return errors.As(err, &serr) && serr.Code != sqlite3.ErrConstraint
 }
 
 // finish reports each request's outcome; a failed commit fails them all.

@@ -153,42 +153,72 @@ func TestRunBatch_FailingWriteFailsAlone(t *testing.T) {
 	}
 }
 
-// TestRunBatch_PoisonedBatchFails: a write failing with a SQLite error
-// that may have rolled the transaction back (SQLITE_FULL) fails the whole
-// batch, every write with an error naming it, and nothing of the batch is
-// committed.
-func TestRunBatch_PoisonedBatchFails(t *testing.T) {
+// TestRunBatch_FullWriteFailsAlone: a write failing with a SQLite error
+// that may have rolled the transaction back (SQLITE_FULL, a checkpoint
+// too big for the room left) in the first pass fails alone: the batch is
+// redone without it and the other writes commit.
+func TestRunBatch_FullWriteFailsAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	cs := make([]*store.ResponseCreateResult, 3)
-	ps := make([]*store.CommitParams, 3)
-	for i := range cs {
-		cs[i] = storetest.CreateResponse(ctx, t, s, nil)
-		ps[i] = storetest.NextCommit(ctx, t, s, cs[i].Run.ID, nil)
-	}
+	s, cs, ps := fullStore(t, 3)
 	ps[1].Checkpoint = []store.Part{{Name: "big", Data: make([]byte, 1<<20)}}
-	var pages int64
-	if err := s.wconn.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.wconn.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", pages+4)); err != nil {
-		t.Fatal(err)
-	}
 	errs := make([]error, 3)
 	runAsBatch(t, s,
 		func() { _, errs[0] = s.Commit(ctx, ps[0]) },
 		func() { _, errs[1] = s.Commit(ctx, ps[1]) },
 		func() { _, errs[2] = s.Commit(ctx, ps[2]) },
 	)
+	requireCode(t, errs[1], sqlite3.ErrFull)
+	if !errors.Is(errs[1], store.ErrUnavailable) {
+		t.Fatalf("the big write: %v, want ErrUnavailable", errs[1])
+	}
+	if errs[0] != nil || errs[2] != nil {
+		t.Fatalf("the other writes: %v, %v; want them committed", errs[0], errs[2])
+	}
+	if got := s.Stats().Redone; got != 1 {
+		t.Fatalf("Stats().Redone = %d, want 1", got)
+	}
+	for i, want := range []int64{1, 0, 1} {
+		run, err := s.RunGet(ctx, cs[i].Run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.LastStep != want {
+			t.Fatalf("run %d at step %d, want %d", i, run.LastStep, want)
+		}
+	}
+}
+
+// TestRunBatch_PoisonedBatchFails: a write failing in the redo (the first
+// pass failed at an earlier write) with a SQLite error that may have
+// rolled the transaction back (SQLITE_FULL) fails the whole batch, every
+// write with an error naming it (the write that failed the first pass
+// with its own), and nothing of the batch is committed.
+func TestRunBatch_PoisonedBatchFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, cs, ps := fullStore(t, 4)
+	ps[1].Epoch++ // fenced: fails the first pass
+	ps[2].Checkpoint = []store.Part{{Name: "big", Data: make([]byte, 1<<20)}}
+	errs := make([]error, 4)
+	runAsBatch(t, s,
+		func() { _, errs[0] = s.Commit(ctx, ps[0]) },
+		func() { _, errs[1] = s.Commit(ctx, ps[1]) },
+		func() { _, errs[2] = s.Commit(ctx, ps[2]) },
+		func() { _, errs[3] = s.Commit(ctx, ps[3]) },
+	)
+	if !errors.Is(errs[1], store.ErrFenced) {
+		t.Fatalf("the fenced write: %v, want ErrFenced", errs[1])
+	}
+	if got := s.Stats().Redone; got != 1 {
+		t.Fatalf("Stats().Redone = %d, want 1", got)
+	}
 	for i, err := range errs {
-		requireCode(t, err, sqlite3.ErrFull)
-		if !errors.Is(err, store.ErrUnavailable) {
-			t.Fatalf("write %d: %v, want ErrUnavailable", i, err)
+		if i != 1 {
+			requireCode(t, err, sqlite3.ErrFull)
+			if !errors.Is(err, store.ErrUnavailable) {
+				t.Fatalf("write %d: %v, want ErrUnavailable", i, err)
+			}
 		}
 		run, err := s.RunGet(ctx, cs[i].Run.ID)
 		if err != nil {
@@ -201,11 +231,38 @@ func TestRunBatch_PoisonedBatchFails(t *testing.T) {
 	if _, err := s.wconn.ExecContext(ctx, "PRAGMA max_page_count = 1073741823"); err != nil {
 		t.Fatal(err)
 	}
+	ps[1].Epoch--
 	for i, p := range ps {
 		if _, err := s.Commit(ctx, p); err != nil {
 			t.Fatalf("commit %d once there is room: %v", i, err)
 		}
 	}
+}
+
+// fullStore opens a store with n responses and their next commits, then
+// leaves the database room for a few pages only.
+func fullStore(t *testing.T, n int) (*Store, []*store.ResponseCreateResult, []*store.CommitParams) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	cs := make([]*store.ResponseCreateResult, n)
+	ps := make([]*store.CommitParams, n)
+	for i := range cs {
+		cs[i] = storetest.CreateResponse(ctx, t, s, nil)
+		ps[i] = storetest.NextCommit(ctx, t, s, cs[i].Run.ID, nil)
+	}
+	var pages int64
+	if err := s.wconn.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.wconn.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", pages+4)); err != nil {
+		t.Fatal(err)
+	}
+	return s, cs, ps
 }
 
 // TestCommit_AllInlineSkipsParent: a commit whose parts are all inline
@@ -286,13 +343,12 @@ func TestBegin_RollsBackLeftOpenTransaction(t *testing.T) {
 	}
 }
 
-// TestRunBatch_SwallowedRollbackFailsBatch: a write whose apply ends the
+// TestRunBatch_SwallowedRollbackFailsAlone: a write whose apply ends the
 // batch's transaction (here a ROLLBACK, as SQLite does on some errors)
-// and returns nil fails the batch: the writes after it are not left to
-// run as separate autocommits, durable while their callers are told the
-// batch failed. Nothing of the batch is committed, and the store writes
-// normally afterwards.
-func TestRunBatch_SwallowedRollbackFailsBatch(t *testing.T) {
+// and returns nil fails: the writes after it are not left to run as
+// separate autocommits, durable while their callers are told the batch
+// failed. The batch is redone without it: the other writes commit once.
+func TestRunBatch_SwallowedRollbackFailsAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
@@ -318,23 +374,22 @@ func TestRunBatch_SwallowedRollbackFailsBatch(t *testing.T) {
 	if !errors.Is(errS, errTxEnded) {
 		t.Fatalf("the swallowing write: %v, want errTxEnded", errS)
 	}
-	for i, err := range []error{errA, errB} {
-		if !errors.Is(err, errTxEnded) {
-			t.Fatalf("write %d of the batch: %v, want the batch aborted with errTxEnded", i, err)
-		}
+	if errA != nil || errB != nil {
+		t.Fatalf("the other writes: %v, %v; want them committed", errA, errB)
+	}
+	if got := s.Stats().Redone; got != 1 {
+		t.Fatalf("Stats().Redone = %d, want 1", got)
 	}
 	for _, c := range []*store.ResponseCreateResult{a, b} {
 		run, err := s.RunGet(ctx, c.Run.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if run.LastStep != 0 {
-			t.Fatalf("run %s at step %d after its batch failed, want 0", run.ID, run.LastStep)
+		if run.LastStep != 1 {
+			t.Fatalf("run %s at step %d, want 1", run.ID, run.LastStep)
 		}
 	}
-	for i, p := range []*store.CommitParams{pa, pb} {
-		if _, err := s.Commit(ctx, p); err != nil {
-			t.Fatalf("commit %d after the batch: %v", i, err)
-		}
+	if _, err := s.Commit(ctx, storetest.NextCommit(ctx, t, s, a.Run.ID, nil)); err != nil {
+		t.Fatalf("commit after the batch: %v", err)
 	}
 }
