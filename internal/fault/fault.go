@@ -72,6 +72,11 @@ func Reach(ctx context.Context, fn Func, at *At) error {
 
 // Injector decides which Point calls fail. The zero value records the
 // points it passes and fails none. An Injector is safe for concurrent use.
+//
+// A backend may run a write's statements twice: the SQLite writer redoes a
+// group-commit batch without a write that failed, so the other writes of
+// that batch reach their points again, and each arrival counts (Calls,
+// Passed, FailAt's index). A test that counts calls runs its write alone.
 type Injector struct {
 	// FailAt is the index (0-based, counted over every Point call that
 	// consults this Injector) of the call that fails; negative means none.

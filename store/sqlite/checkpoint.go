@@ -13,7 +13,8 @@ import (
 	"github.com/superstep/superstep/store"
 )
 
-// querier is what both *sql.DB and *sql.Tx offer.
+// querier is what *sql.DB, *sql.Conn (the writer's, in a batch's
+// transaction) and *sql.Tx offer.
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)

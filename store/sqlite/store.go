@@ -140,16 +140,19 @@ func (s *Store) openDBs(ctx context.Context) error {
 
 // Stats counts the writer's work since Open.
 type Stats struct {
-	// Transactions is how many transactions (each one fsync with
-	// Synchronous FULL) the writer committed or tried to.
+	// Transactions is how many batches the writer committed or tried to:
+	// each is one transaction (one fsync with Synchronous FULL), except
+	// a redone batch, whose first transaction was rolled back (see
+	// Redone), which counts once.
 	Transactions int64
 	// Writes is how many write calls (Commit, EventAppend, ResponseCreate,
 	// ...) those transactions carried; Writes/Transactions is the mean
 	// group-commit batch.
 	Writes int64
-	// Redone is how many batches were applied a second time because one
-	// of their writes failed (the writer applies a batch without a
-	// SAVEPOINT per write first; see runBatch).
+	// Redone is how many batches were applied a second time, in a second
+	// transaction (counted when it began), because one of their writes
+	// failed (the writer applies a batch without a SAVEPOINT per write
+	// first; see runBatch).
 	Redone int64
 }
 

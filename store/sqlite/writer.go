@@ -49,7 +49,7 @@ func (s *Store) write(ctx context.Context, op string, apply func(ctx context.Con
 }
 
 // writeWake is write that also wakes the EventWait callers of the given
-// responses (and of any the apply function adds) after the commit.
+// responses after the commit (the write succeeded).
 //
 // There is no writer goroutine: the caller that finds no batch in flight
 // leads, i.e. commits the queue (itself first) in its own goroutine, so a
@@ -161,6 +161,8 @@ func (s *Store) endLead() {
 // (applied again) see the same state as the first time, so the failed
 // request's error is the one it would have got in a SAVEPOINT. Apply
 // functions may so run twice: they set, not accumulate, what they return.
+// Under -tags faults a redone write also reaches its fault points twice,
+// and an Injector (internal/fault) counts both arrivals.
 //
 // The first pass's failed write is left out of the redo whatever its
 // error: even one that may have rolled the whole transaction back (a
@@ -198,11 +200,11 @@ func (s *Store) runBatch(batch []*request) {
 		s.finish(batch, errs, nil)
 		return
 	}
-	s.stats.redone.Add(1)
 	if err := s.begin(); err != nil {
 		s.finish(batch, errs, mapError("begin", err))
 		return
 	}
+	s.stats.redone.Add(1)
 	for i, r := range batch {
 		if i == failed {
 			continue
