@@ -423,3 +423,72 @@ func TestGroupCommit_CreatesWithSetCommits(t *testing.T) {
 	}
 	checkStore(t, s)
 }
+
+// TestGroupCommit_CreateAfterCommits: a create that rides a batch runs
+// after the batch's commits, so after any wait of theirs for a run's row:
+// its times (its lease's expiry among them) are not before that wait
+// ended, so it does not return with a lease that ran out while the batch
+// waited. Both ways of writing a batch: the set statement with the
+// creates, and savepoints (a commit with webhooks). The create's run
+// sorts before the commit's, so run order alone would put it first.
+func TestGroupCommit_CreateAfterCommits(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{"set", "savepoints"} {
+		t.Run(path, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			s := oneBatchStore(t)
+			x := storetest.CreateResponse(ctx, t, s, nil)
+			o := &storetest.CommitOpts{}
+			if path == "savepoints" {
+				o.Status = store.StatusCompleted
+			}
+			px := storetest.NextCommit(ctx, t, s, x.Run.ID, o)
+			if path == "savepoints" {
+				px.Webhooks = []store.WebhookInput{{EventID: storetest.NewID("evt"), Type: "response.completed", Endpoint: "http://hooks.test/a"}}
+			}
+			pr := storetest.ResponseParams(&storetest.ResponseOpts{RunID: "a" + storetest.NewID("run")})
+			pr.Response.CreatedAt = time.Time{} // the database's clock
+			blocker := lockRun(t, s, x.Run.ID)
+			f := holdCommits(t, s)
+			before := s.CommitStats()
+			committed := commitAll(ctx, s, []*store.CommitParams{px})
+			type createResult struct {
+				res *store.ResponseCreateResult
+				err error
+			}
+			created := make(chan createResult, 1)
+			go func() {
+				res, err := s.ResponseCreate(ctx, pr)
+				created <- createResult{res, err}
+			}()
+			f.waitQueued(t, 2)
+			f.release(t)
+			// The batch's commit of x waits for x's row.
+			waitLocked(t, blocker, s, "superstep_commit", 1)
+			var waited time.Time
+			if err := blocker.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&waited); err != nil {
+				t.Fatal(err)
+			}
+			rollback(t, blocker)
+			if r := <-committed; r.err != nil {
+				t.Fatalf("commit of run %s: %v", x.Run.ID, r.err)
+			}
+			r := <-created
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			run := r.res.Run
+			if run.CreatedAt.Before(waited) || !run.Lease.ExpiresAt.Equal(run.CreatedAt.Add(pr.LeaseDuration)) {
+				t.Errorf("create in the batch at %v, lease until %v: before the commit's wait ended (after %v)",
+					run.CreatedAt, run.Lease.ExpiresAt, waited)
+			}
+			after := s.CommitStats()
+			if sets := after.SetBatches - before.SetBatches; after.Batches-before.Batches != 1 || after.Creates-before.Creates != 1 ||
+				after.Commits-before.Commits != 1 || (sets == 1) != (path == "set") {
+				t.Errorf("commit stats %+v (before %+v): want one batch of the commit and the create", after, before)
+			}
+			checkStore(t, s)
+		})
+	}
+}

@@ -453,19 +453,21 @@ var batchCommitSQL = strings.Replace(commitSQL, "now())", "statement_timestamp()
 // it tries again.
 func (s *Store) commitBatch(batch []*commitReq) {
 	// Rows are locked in run order, so two batches never wait on each
-	// other in a cycle.
-	order := slices.Clone(batch)
-	slices.SortFunc(order, func(a, b *commitReq) int { return strings.Compare(a.runID(), b.runID()) })
+	// other in a cycle. The creates come after the commits: a create's
+	// times (its lease's expiry) are its statement's, which must not
+	// precede the commits' waits for their runs' rows.
+	commits := slices.DeleteFunc(slices.Clone(batch), func(r *commitReq) bool { return r.create != nil })
+	slices.SortFunc(commits, func(a, b *commitReq) int { return strings.Compare(a.runID(), b.runID()) })
+	creates := slices.DeleteFunc(slices.Clone(batch), func(r *commitReq) bool { return r.create == nil })
+	order := slices.Concat(commits, creates)
 	errs := make(map[*commitReq]error, len(batch))
 	// No caller's cancellation ends a batch of several: the connection is
 	// awaited and the batch run under Options.WriteTimeout.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), s.opts.WriteTimeout)
 	defer cancel()
 	declined, err := true, error(nil)
-	creates := slices.DeleteFunc(slices.Clone(order), func(r *commitReq) bool { return r.create == nil })
-	commits := slices.DeleteFunc(slices.Clone(order), func(r *commitReq) bool { return r.create != nil })
 	if len(creates) > 0 && setBatch(commits) {
-		// The creates and one statement for the commits, in one
+		// One statement for the commits, then the creates, in one
 		// transaction; declined when one member must fail alone by an
 		// exception.
 		switch declined, err = s.commitSetCreates(ctx, creates, commits, errs); {
