@@ -35,10 +35,11 @@ import (
 // to fill.
 //
 // A new run's create (ResponseCreate, createCall) queues as a commit
-// does and rides the batches with the commits, as one more member: with
-// commits superstep_commit_batch can write, the batch is BEGIN, the
-// creates' statements, that statement and COMMIT in one round trip
-// (commitSetCreates); otherwise each create is a member in a savepoint.
+// does and rides the batches with the commits, as one more member, after
+// the commits (commitBatch): with commits superstep_commit_batch can
+// write, the batch is BEGIN, that statement, the creates' statements and
+// COMMIT in one round trip (commitSetCreates); otherwise each create is a
+// member in a savepoint, after the commits'.
 
 // commitReq is one Commit call waiting in the queue.
 type commitReq struct {
@@ -452,13 +453,23 @@ var batchCommitSQL = strings.Replace(commitSQL, "now())", "statement_timestamp()
 // statement is: the caller (the host) recognises an applied commit when
 // it tries again.
 func (s *Store) commitBatch(batch []*commitReq) {
-	// Rows are locked in run order, so two batches never wait on each
-	// other in a cycle. The creates come after the commits: a create's
-	// times (its lease's expiry) are its statement's, which must not
-	// precede the commits' waits for their runs' rows.
+	// The order of a batch: its commits in run order, then its creates
+	// (in run order too). The commits lock existing run rows, in run
+	// order, so two batches' commits never wait on each other in a cycle.
+	// The creates only insert new keys, after every lock the commits
+	// took: a commit never waits for them (a run that is not committed is
+	// not found), and they wait only for the same key inserted by another
+	// transaction, a conflict in which one of the two creates fails
+	// anyway (two batches creating the same keys crosswise would end in
+	// PostgreSQL's deadlock error, failing one batch). And a create runs
+	// after the commits' waits: its times (its lease's expiry among them)
+	// are its statement's, right before the COMMIT that makes its run
+	// visible, not before a wait that may outlast its lease.
+	byRun := func(a, b *commitReq) int { return strings.Compare(a.runID(), b.runID()) }
 	commits := slices.DeleteFunc(slices.Clone(batch), func(r *commitReq) bool { return r.create != nil })
-	slices.SortFunc(commits, func(a, b *commitReq) int { return strings.Compare(a.runID(), b.runID()) })
+	slices.SortFunc(commits, byRun)
 	creates := slices.DeleteFunc(slices.Clone(batch), func(r *commitReq) bool { return r.create == nil })
+	slices.SortFunc(creates, byRun)
 	order := slices.Concat(commits, creates)
 	errs := make(map[*commitReq]error, len(batch))
 	// No caller's cancellation ends a batch of several: the connection is
@@ -509,8 +520,8 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	}
 }
 
-// commitPlain writes a batch of plain commits (none complex), in run
-// order, in one transaction whose BEGIN and COMMIT are pipelined with the
+// commitPlain writes a batch of plain commits (none complex) and
+// creates, in the batch's order (commitBatch), in one transaction whose BEGIN and COMMIT are pipelined with the
 // members: one round trip when none fails. A member that fails is rolled
 // back to its savepoint, and the members after it are sent again (with
 // the COMMIT) in the same transaction. It records each member's own
