@@ -111,16 +111,22 @@ func readSetRows(rows pgx.Rows, order []*commitReq, errs map[*commitReq]error) e
 // create that conflicts, one of the refusals superstep_commit_batch
 // leaves to the savepoint path) undoes the transaction, declined: the
 // caller writes the batch again by the savepoint path, where each member
-// fails alone. err is a failure of the transaction itself, as for a
-// batch.
-func (s *Store) commitSetCreates(ctx context.Context, creates, commits []*commitReq, errs map[*commitReq]error) (declined bool, err error) {
+// fails alone; byCreate then reports that the set statement (if any) was
+// done and a create raised. err is a failure of the transaction itself,
+// as for a batch.
+func (s *Store) commitSetCreates(ctx context.Context, creates, commits []*commitReq, errs map[*commitReq]error) (declined, byCreate bool, err error) {
 	all := slices.Concat(commits, creates)
+	setDone := len(commits) == 0
 	err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
 		if len(commits) > 0 {
 			b.Queue(commitSetSQL, setArgs(commits, s.txChannel())...).Query(func(rows pgx.Rows) error {
-				return readSetRows(rows, commits, errs)
+				if err := readSetRows(rows, commits, errs); err != nil {
+					return err
+				}
+				setDone = true
+				return nil
 			})
 		}
 		for _, r := range creates {
@@ -135,7 +141,8 @@ func (s *Store) commitSetCreates(ctx context.Context, creates, commits []*commit
 		}
 		return err
 	})
-	return setOutcome(all, errs, err)
+	declined, err = setOutcome(all, errs, err)
+	return declined, declined && setDone, err
 }
 
 // setOutcome is the outcome of a set statement for the members of order

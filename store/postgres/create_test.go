@@ -338,6 +338,13 @@ func TestGroupCommit_CreatesRide(t *testing.T) {
 		t.Errorf("commit stats %+v (before %+v, the lone commit counted): want one batch of %d creates and %d commits",
 			after, before, len(all), len(commits))
 	}
+	// The batch was tried without savepoints (the set statement and the
+	// creates), undone by the conflicting creates, and written again in
+	// savepoints.
+	if after.CreateDeclined-before.CreateDeclined != 1 || after.SetDeclined != before.SetDeclined ||
+		after.SetBatches != before.SetBatches || after.CreateBatches != before.CreateBatches {
+		t.Errorf("commit stats %+v (before %+v): want one batch declined by a create", after, before)
+	}
 	if _, err := s.RunGet(ctx, respExists.RunID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("run of the create whose response exists: %v, want ErrNotFound", err)
 	}
@@ -491,4 +498,43 @@ func TestGroupCommit_CreateAfterCommits(t *testing.T) {
 			checkStore(t, s)
 		})
 	}
+}
+
+// TestGroupCommit_CreatesOnly: creates queued together with no commit
+// are one batch written without savepoints, counted as CreateBatches,
+// not as a set batch.
+func TestGroupCommit_CreatesOnly(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := oneBatchStore(t)
+	f := holdCommits(t, s)
+	before := s.CommitStats()
+	var creates []*store.ResponseCreateParams
+	for range 3 {
+		creates = append(creates, storetest.ResponseParams(nil))
+	}
+	created := make(chan error, len(creates))
+	for _, p := range creates {
+		go func() {
+			_, err := s.ResponseCreate(ctx, p)
+			created <- err
+		}()
+	}
+	f.waitQueued(t, len(creates))
+	f.release(t)
+	for range creates {
+		if err := <-created; err != nil {
+			t.Errorf("create: %v", err)
+		}
+	}
+	after := s.CommitStats()
+	if after.CreateBatches-before.CreateBatches != 1 || after.SetBatches != before.SetBatches ||
+		after.SetDeclined != before.SetDeclined || after.CreateDeclined != before.CreateDeclined ||
+		after.Batches-before.Batches != 1 || after.Creates-before.Creates != int64(len(creates)) || after.Commits != before.Commits {
+		t.Errorf("commit stats %+v (before %+v): want one batch of %d creates", after, before, len(creates))
+	}
+	for _, p := range creates {
+		storetest.Commit(ctx, t, s, p.RunID, nil)
+	}
+	checkStore(t, s)
 }

@@ -77,8 +77,10 @@ type committer struct {
 	commits, batches atomic.Int64
 	creates          atomic.Int64 // creates taken into a batch
 	sizes            [len(batchSizeBounds) + 1]atomic.Int64
-	sets             atomic.Int64 // batches written by superstep_commit_batch
+	sets             atomic.Int64 // batches whose commits superstep_commit_batch wrote
 	declined         atomic.Int64 // batches superstep_commit_batch refused, written again in savepoints
+	createSets       atomic.Int64 // batches of creates only written without savepoints
+	createDeclined   atomic.Int64 // batches without savepoints a create refused, written again in savepoints
 }
 
 // batchSizeBounds are the upper bounds of CommitStats.Sizes' buckets.
@@ -86,26 +88,39 @@ var batchSizeBounds = [...]int{1, 2, 4, 8, 16, 32, 64, 128}
 
 // CommitStats counts this Store's group commits (Options.GroupCommit; zero
 // without it) and the transactions that carried them (one per batch), for
-// benchmarks and tests.
+// benchmarks and tests. A batch's members are commits and new runs'
+// creates (ResponseCreate of a new run, which rides the batches).
 type CommitStats struct {
-	Commits int64 // commits taken into a batch
-	// Creates counts the creates of new runs taken into a batch: a
-	// create made while a batch is in flight goes in the next, with the
-	// commits.
+	Commits int64 // commits taken into a batch (of one or more members)
+	// Creates counts the creates of new runs taken into a batch (of one
+	// or more members): a create made while a batch is in flight goes in
+	// the next, with the commits.
 	Creates int64
-	Batches int64 // batches written (transactions)
-	// Sizes[i] counts batches of at most SizeBounds[i] commits (and more
-	// than the bound before); the last element counts larger ones.
+	// Batches counts the batches written (transactions), batches of one
+	// member (a lone commit or create) included.
+	Batches int64
+	// Sizes[i] counts batches of at most SizeBounds[i] members (commits
+	// and creates; and more than the bound before); the last element
+	// counts larger ones.
 	Sizes      []int64
 	SizeBounds []int
-	// SetBatches counts the batches (of several commits) written by one
-	// superstep_commit_batch statement, without savepoints.
+	// SetBatches counts the batches of several members whose commits one
+	// superstep_commit_batch statement wrote, without savepoints (the
+	// batch's creates, if any, each a statement in the same transaction).
 	SetBatches int64
-	// SetDeclined counts the batches that statement refused (a member that
+	// SetDeclined counts the batches that statement refused (a commit that
 	// must fail alone by an exception), each then written again member by
 	// member in savepoints: the set statement's work done twice. It stays
 	// near zero; a count that follows SetBatches means the statement fails.
 	SetDeclined int64
+	// CreateBatches counts the batches of several creates and no commit,
+	// written without savepoints (a statement per create).
+	CreateBatches int64
+	// CreateDeclined counts the batches without savepoints (with or
+	// without a set statement) undone because one of their creates failed
+	// (a run or response that exists), each then written again in
+	// savepoints so that the create fails alone.
+	CreateDeclined int64
 }
 
 // MeanBatch is the mean number of members (commits and creates) per
@@ -121,7 +136,8 @@ func (c CommitStats) MeanBatch() float64 {
 func (s *Store) CommitStats() CommitStats {
 	c := s.commits
 	st := CommitStats{Commits: c.commits.Load(), Creates: c.creates.Load(), Batches: c.batches.Load(), SizeBounds: batchSizeBounds[:],
-		SetBatches: c.sets.Load(), SetDeclined: c.declined.Load()}
+		SetBatches: c.sets.Load(), SetDeclined: c.declined.Load(),
+		CreateBatches: c.createSets.Load(), CreateDeclined: c.createDeclined.Load()}
 	for i := range c.sizes {
 		st.Sizes = append(st.Sizes, c.sizes[i].Load())
 	}
@@ -481,11 +497,17 @@ func (s *Store) commitBatch(batch []*commitReq) {
 		// One statement for the commits, then the creates, in one
 		// transaction; declined when one member must fail alone by an
 		// exception.
-		switch declined, err = s.commitSetCreates(ctx, creates, commits, errs); {
+		var byCreate bool
+		switch declined, byCreate, err = s.commitSetCreates(ctx, creates, commits, errs); {
+		case declined && byCreate:
+			s.commits.createDeclined.Add(1)
 		case declined:
 			s.commits.declined.Add(1)
-		case err == nil:
+		case err != nil:
+		case len(commits) > 0:
 			s.commits.sets.Add(1)
+		default:
+			s.commits.createSets.Add(1)
 		}
 	} else if setBatch(order) {
 		// One statement for all (commitset.go); declined when one member
