@@ -107,11 +107,29 @@ func TestCreateNewRun_SameAsTransaction(t *testing.T) {
 		{name: "InvalidStatus", params: base(func(p *store.ResponseCreateParams) { p.Response.Status = "bogus" }),
 			want: errors.New("invalid status")},
 	}
+	// Both ways of writing the one statement: by the group commit's
+	// committer (the default; a lone create is a batch of one) and by
+	// createNewRun (NoGroupCommit).
+	modes := []struct {
+		name string
+		opts func() *Options
+	}{{"GroupCommit", func() *Options { return nil }}, {"NoGroupCommit", func() *Options { return &Options{NoGroupCommit: true} }}}
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			sameAsTransaction(t, cases, mode.opts)
+		})
+	}
+}
+
+// sameAsTransaction runs TestCreateNewRun_SameAsTransaction's cases in
+// stores opened with opts.
+func sameAsTransaction(t *testing.T, cases []createCase, opts func() *Options) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			s := openStore(t, newSchemaName(t), nil)
+			s := openStore(t, newSchemaName(t), opts())
 			ref := openStore(t, newSchemaName(t), &Options{createInTx: true})
 			var results [2]*store.ResponseCreateResult
 			var errs [2]error
@@ -437,7 +455,10 @@ func TestGroupCommit_CreatesWithSetCommits(t *testing.T) {
 // ended, so it does not return with a lease that ran out while the batch
 // waited. Both ways of writing a batch: the set statement with the
 // creates, and savepoints (a commit with webhooks). The create's run
-// sorts before the commit's, so run order alone would put it first.
+// sorts before the commit's, so run order alone would put it first. It
+// also shows that a batched create's times are its statement's
+// (statement_timestamp), not the batch transaction's start (now()),
+// which precedes the wait: it fails with either reverted.
 func TestGroupCommit_CreateAfterCommits(t *testing.T) {
 	t.Parallel()
 	for _, path := range []string{"set", "savepoints"} {
