@@ -273,8 +273,11 @@ func (s *superstepSys) close(ctx context.Context) error {
 	}
 	if pg, ok := s.closer.(*postgres.Store); ok && (pgCommitStats || storeStats) {
 		st := pg.CommitStats()
-		fmt.Fprintf(os.Stderr, "bench: %s %s: group commit: %d commits and %d creates in %d transactions (mean %.2f), batch sizes %v (bounds %v)\n",
-			s.label, s.stor, st.Commits, st.Creates, st.Batches, st.MeanBatch(), st.Sizes, st.SizeBounds)
+		fmt.Fprintf(os.Stderr, "bench: %s %s: group commit: %d commits and %d creates in %d transactions (mean %.2f members), "+
+			"batch sizes in members %v (bounds %v); without savepoints: %d set batches, %d create batches; "+
+			"declined by the set statement %d, by a create %d\n",
+			s.label, s.stor, st.Commits, st.Creates, st.Batches, st.MeanBatch(), st.Sizes, st.SizeBounds,
+			st.SetBatches, st.CreateBatches, st.SetDeclined, st.CreateDeclined)
 	}
 	return errors.Join(err, s.closer.Close())
 }

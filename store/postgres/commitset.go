@@ -102,26 +102,35 @@ func readSetRows(rows pgx.Rows, order []*commitReq, errs map[*commitReq]error) e
 
 // commitSetCreates writes a batch of new runs' creates and of commits
 // that superstep_commit_batch can write (setBatch) in one transaction,
-// in one round trip: BEGIN, the creates' statements, the commits'
-// statement, COMMIT, with no savepoint. A commit that is fenced or does
+// in one round trip: BEGIN, the commits' statement, the creates'
+// statements, COMMIT, with no savepoint. The creates come last, so that
+// each runs (and takes its times, its lease's expiry among them) after
+// the commits' waits for their runs' rows, right before the COMMIT that
+// makes its run visible. A commit that is fenced or does
 // not follow its run fails alone (errs); any statement that raises (a
 // create that conflicts, one of the refusals superstep_commit_batch
 // leaves to the savepoint path) undoes the transaction, declined: the
 // caller writes the batch again by the savepoint path, where each member
-// fails alone. err is a failure of the transaction itself, as for a
-// batch.
-func (s *Store) commitSetCreates(ctx context.Context, creates, commits []*commitReq, errs map[*commitReq]error) (declined bool, err error) {
-	all := slices.Concat(creates, commits)
+// fails alone; byCreate then reports that the set statement (if any) was
+// done and a create raised. err is a failure of the transaction itself,
+// as for a batch.
+func (s *Store) commitSetCreates(ctx context.Context, creates, commits []*commitReq, errs map[*commitReq]error) (declined, byCreate bool, err error) {
+	all := slices.Concat(commits, creates)
+	setDone := len(commits) == 0
 	err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
-		for _, r := range creates {
-			r.queue(b, "", func() {})
-		}
 		if len(commits) > 0 {
 			b.Queue(commitSetSQL, setArgs(commits, s.txChannel())...).Query(func(rows pgx.Rows) error {
-				return readSetRows(rows, commits, errs)
+				if err := readSetRows(rows, commits, errs); err != nil {
+					return err
+				}
+				setDone = true
+				return nil
 			})
+		}
+		for _, r := range creates {
+			r.queue(b, "", func() {})
 		}
 		b.Queue("COMMIT")
 		err := conn.SendBatch(ctx, b).Close()
@@ -132,7 +141,8 @@ func (s *Store) commitSetCreates(ctx context.Context, creates, commits []*commit
 		}
 		return err
 	})
-	return setOutcome(all, errs, err)
+	declined, err = setOutcome(all, errs, err)
+	return declined, declined && setDone, err
 }
 
 // setOutcome is the outcome of a set statement for the members of order

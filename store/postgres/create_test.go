@@ -107,11 +107,29 @@ func TestCreateNewRun_SameAsTransaction(t *testing.T) {
 		{name: "InvalidStatus", params: base(func(p *store.ResponseCreateParams) { p.Response.Status = "bogus" }),
 			want: errors.New("invalid status")},
 	}
+	// Both ways of writing the one statement: by the group commit's
+	// committer (the default; a lone create is a batch of one) and by
+	// createNewRun (NoGroupCommit).
+	modes := []struct {
+		name string
+		opts func() *Options
+	}{{"GroupCommit", func() *Options { return nil }}, {"NoGroupCommit", func() *Options { return &Options{NoGroupCommit: true} }}}
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			sameAsTransaction(t, cases, mode.opts)
+		})
+	}
+}
+
+// sameAsTransaction runs TestCreateNewRun_SameAsTransaction's cases in
+// stores opened with opts.
+func sameAsTransaction(t *testing.T, cases []createCase, opts func() *Options) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			s := openStore(t, newSchemaName(t), nil)
+			s := openStore(t, newSchemaName(t), opts())
 			ref := openStore(t, newSchemaName(t), &Options{createInTx: true})
 			var results [2]*store.ResponseCreateResult
 			var errs [2]error
@@ -338,6 +356,13 @@ func TestGroupCommit_CreatesRide(t *testing.T) {
 		t.Errorf("commit stats %+v (before %+v, the lone commit counted): want one batch of %d creates and %d commits",
 			after, before, len(all), len(commits))
 	}
+	// The batch was tried without savepoints (the set statement and the
+	// creates), undone by the conflicting creates, and written again in
+	// savepoints.
+	if after.CreateDeclined-before.CreateDeclined != 1 || after.SetDeclined != before.SetDeclined ||
+		after.SetBatches != before.SetBatches || after.CreateBatches != before.CreateBatches {
+		t.Errorf("commit stats %+v (before %+v): want one batch declined by a create", after, before)
+	}
 	if _, err := s.RunGet(ctx, respExists.RunID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("run of the create whose response exists: %v, want ErrNotFound", err)
 	}
@@ -420,6 +445,117 @@ func TestGroupCommit_CreatesWithSetCommits(t *testing.T) {
 		if st := storetest.ReadRunState(ctx, t, s, p.RunID); st.Run.LastStep != want {
 			t.Errorf("run %s: last step %d, want %d", p.RunID, st.Run.LastStep, want)
 		}
+	}
+	checkStore(t, s)
+}
+
+// TestGroupCommit_CreateAfterCommits: a create that rides a batch runs
+// after the batch's commits, so after any wait of theirs for a run's row:
+// its times (its lease's expiry among them) are not before that wait
+// ended, so it does not return with a lease that ran out while the batch
+// waited. Both ways of writing a batch: the set statement with the
+// creates, and savepoints (a commit with webhooks). The create's run
+// sorts before the commit's, so run order alone would put it first. It
+// also shows that a batched create's times are its statement's
+// (statement_timestamp), not the batch transaction's start (now()),
+// which precedes the wait: it fails with either reverted.
+func TestGroupCommit_CreateAfterCommits(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{"set", "savepoints"} {
+		t.Run(path, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			s := oneBatchStore(t)
+			x := storetest.CreateResponse(ctx, t, s, nil)
+			o := &storetest.CommitOpts{}
+			if path == "savepoints" {
+				o.Status = store.StatusCompleted
+			}
+			px := storetest.NextCommit(ctx, t, s, x.Run.ID, o)
+			if path == "savepoints" {
+				px.Webhooks = []store.WebhookInput{{EventID: storetest.NewID("evt"), Type: "response.completed", Endpoint: "http://hooks.test/a"}}
+			}
+			pr := storetest.ResponseParams(&storetest.ResponseOpts{RunID: "a" + storetest.NewID("run")})
+			pr.Response.CreatedAt = time.Time{} // the database's clock
+			blocker := lockRun(t, s, x.Run.ID)
+			f := holdCommits(t, s)
+			before := s.CommitStats()
+			committed := commitAll(ctx, s, []*store.CommitParams{px})
+			type createResult struct {
+				res *store.ResponseCreateResult
+				err error
+			}
+			created := make(chan createResult, 1)
+			go func() {
+				res, err := s.ResponseCreate(ctx, pr)
+				created <- createResult{res, err}
+			}()
+			f.waitQueued(t, 2)
+			f.release(t)
+			// The batch's commit of x waits for x's row.
+			waitLocked(t, blocker, s, "superstep_commit", 1)
+			var waited time.Time
+			if err := blocker.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&waited); err != nil {
+				t.Fatal(err)
+			}
+			rollback(t, blocker)
+			if r := <-committed; r.err != nil {
+				t.Fatalf("commit of run %s: %v", x.Run.ID, r.err)
+			}
+			r := <-created
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			run := r.res.Run
+			if run.CreatedAt.Before(waited) || !run.Lease.ExpiresAt.Equal(run.CreatedAt.Add(pr.LeaseDuration)) {
+				t.Errorf("create in the batch at %v, lease until %v: before the commit's wait ended (after %v)",
+					run.CreatedAt, run.Lease.ExpiresAt, waited)
+			}
+			after := s.CommitStats()
+			if sets := after.SetBatches - before.SetBatches; after.Batches-before.Batches != 1 || after.Creates-before.Creates != 1 ||
+				after.Commits-before.Commits != 1 || (sets == 1) != (path == "set") {
+				t.Errorf("commit stats %+v (before %+v): want one batch of the commit and the create", after, before)
+			}
+			checkStore(t, s)
+		})
+	}
+}
+
+// TestGroupCommit_CreatesOnly: creates queued together with no commit
+// are one batch written without savepoints, counted as CreateBatches,
+// not as a set batch.
+func TestGroupCommit_CreatesOnly(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := oneBatchStore(t)
+	f := holdCommits(t, s)
+	before := s.CommitStats()
+	var creates []*store.ResponseCreateParams
+	for range 3 {
+		creates = append(creates, storetest.ResponseParams(nil))
+	}
+	created := make(chan error, len(creates))
+	for _, p := range creates {
+		go func() {
+			_, err := s.ResponseCreate(ctx, p)
+			created <- err
+		}()
+	}
+	f.waitQueued(t, len(creates))
+	f.release(t)
+	for range creates {
+		if err := <-created; err != nil {
+			t.Errorf("create: %v", err)
+		}
+	}
+	after := s.CommitStats()
+	if after.CreateBatches-before.CreateBatches != 1 || after.SetBatches != before.SetBatches ||
+		after.SetDeclined != before.SetDeclined || after.CreateDeclined != before.CreateDeclined ||
+		after.Batches-before.Batches != 1 || after.Creates-before.Creates != int64(len(creates)) || after.Commits != before.Commits {
+		t.Errorf("commit stats %+v (before %+v): want one batch of %d creates", after, before, len(creates))
+	}
+	for _, p := range creates {
+		storetest.Commit(ctx, t, s, p.RunID, nil)
 	}
 	checkStore(t, s)
 }

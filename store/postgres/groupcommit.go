@@ -35,10 +35,11 @@ import (
 // to fill.
 //
 // A new run's create (ResponseCreate, createCall) queues as a commit
-// does and rides the batches with the commits, as one more member: with
-// commits superstep_commit_batch can write, the batch is BEGIN, the
-// creates' statements, that statement and COMMIT in one round trip
-// (commitSetCreates); otherwise each create is a member in a savepoint.
+// does and rides the batches with the commits, as one more member, after
+// the commits (commitBatch): with commits superstep_commit_batch can
+// write, the batch is BEGIN, that statement, the creates' statements and
+// COMMIT in one round trip (commitSetCreates); otherwise each create is a
+// member in a savepoint, after the commits'.
 
 // commitReq is one Commit call waiting in the queue.
 type commitReq struct {
@@ -76,8 +77,10 @@ type committer struct {
 	commits, batches atomic.Int64
 	creates          atomic.Int64 // creates taken into a batch
 	sizes            [len(batchSizeBounds) + 1]atomic.Int64
-	sets             atomic.Int64 // batches written by superstep_commit_batch
+	sets             atomic.Int64 // batches whose commits superstep_commit_batch wrote
 	declined         atomic.Int64 // batches superstep_commit_batch refused, written again in savepoints
+	createSets       atomic.Int64 // batches of creates only written without savepoints
+	createDeclined   atomic.Int64 // batches without savepoints a create refused, written again in savepoints
 }
 
 // batchSizeBounds are the upper bounds of CommitStats.Sizes' buckets.
@@ -85,26 +88,39 @@ var batchSizeBounds = [...]int{1, 2, 4, 8, 16, 32, 64, 128}
 
 // CommitStats counts this Store's group commits (Options.GroupCommit; zero
 // without it) and the transactions that carried them (one per batch), for
-// benchmarks and tests.
+// benchmarks and tests. A batch's members are commits and new runs'
+// creates (ResponseCreate of a new run, which rides the batches).
 type CommitStats struct {
-	Commits int64 // commits taken into a batch
-	// Creates counts the creates of new runs taken into a batch: a
-	// create made while a batch is in flight goes in the next, with the
-	// commits.
+	Commits int64 // commits taken into a batch (of one or more members)
+	// Creates counts the creates of new runs taken into a batch (of one
+	// or more members): a create made while a batch is in flight goes in
+	// the next, with the commits.
 	Creates int64
-	Batches int64 // batches written (transactions)
-	// Sizes[i] counts batches of at most SizeBounds[i] commits (and more
-	// than the bound before); the last element counts larger ones.
+	// Batches counts the batches written (transactions), batches of one
+	// member (a lone commit or create) included.
+	Batches int64
+	// Sizes[i] counts batches of at most SizeBounds[i] members (commits
+	// and creates; and more than the bound before); the last element
+	// counts larger ones.
 	Sizes      []int64
 	SizeBounds []int
-	// SetBatches counts the batches (of several commits) written by one
-	// superstep_commit_batch statement, without savepoints.
+	// SetBatches counts the batches of several members whose commits one
+	// superstep_commit_batch statement wrote, without savepoints (the
+	// batch's creates, if any, each a statement in the same transaction).
 	SetBatches int64
-	// SetDeclined counts the batches that statement refused (a member that
+	// SetDeclined counts the batches that statement refused (a commit that
 	// must fail alone by an exception), each then written again member by
 	// member in savepoints: the set statement's work done twice. It stays
 	// near zero; a count that follows SetBatches means the statement fails.
 	SetDeclined int64
+	// CreateBatches counts the batches of several creates and no commit,
+	// written without savepoints (a statement per create).
+	CreateBatches int64
+	// CreateDeclined counts the batches without savepoints (with or
+	// without a set statement) undone because one of their creates failed
+	// (a run or response that exists), each then written again in
+	// savepoints so that the create fails alone.
+	CreateDeclined int64
 }
 
 // MeanBatch is the mean number of members (commits and creates) per
@@ -120,7 +136,8 @@ func (c CommitStats) MeanBatch() float64 {
 func (s *Store) CommitStats() CommitStats {
 	c := s.commits
 	st := CommitStats{Commits: c.commits.Load(), Creates: c.creates.Load(), Batches: c.batches.Load(), SizeBounds: batchSizeBounds[:],
-		SetBatches: c.sets.Load(), SetDeclined: c.declined.Load()}
+		SetBatches: c.sets.Load(), SetDeclined: c.declined.Load(),
+		CreateBatches: c.createSets.Load(), CreateDeclined: c.createDeclined.Load()}
 	for i := range c.sizes {
 		st.Sizes = append(st.Sizes, c.sizes[i].Load())
 	}
@@ -452,27 +469,45 @@ var batchCommitSQL = strings.Replace(commitSQL, "now())", "statement_timestamp()
 // statement is: the caller (the host) recognises an applied commit when
 // it tries again.
 func (s *Store) commitBatch(batch []*commitReq) {
-	// Rows are locked in run order, so two batches never wait on each
-	// other in a cycle.
-	order := slices.Clone(batch)
-	slices.SortFunc(order, func(a, b *commitReq) int { return strings.Compare(a.runID(), b.runID()) })
+	// The order of a batch: its commits in run order, then its creates
+	// (in run order too). The commits lock existing run rows, in run
+	// order, so two batches' commits never wait on each other in a cycle.
+	// The creates only insert new keys, after every lock the commits
+	// took: a commit never waits for them (a run that is not committed is
+	// not found), and they wait only for the same key inserted by another
+	// transaction, a conflict in which one of the two creates fails
+	// anyway (two batches creating the same keys crosswise would end in
+	// PostgreSQL's deadlock error, failing one batch). And a create runs
+	// after the commits' waits: its times (its lease's expiry among them)
+	// are its statement's, right before the COMMIT that makes its run
+	// visible, not before a wait that may outlast its lease.
+	byRun := func(a, b *commitReq) int { return strings.Compare(a.runID(), b.runID()) }
+	commits := slices.DeleteFunc(slices.Clone(batch), func(r *commitReq) bool { return r.create != nil })
+	slices.SortFunc(commits, byRun)
+	creates := slices.DeleteFunc(slices.Clone(batch), func(r *commitReq) bool { return r.create == nil })
+	slices.SortFunc(creates, byRun)
+	order := slices.Concat(commits, creates)
 	errs := make(map[*commitReq]error, len(batch))
 	// No caller's cancellation ends a batch of several: the connection is
 	// awaited and the batch run under Options.WriteTimeout.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), s.opts.WriteTimeout)
 	defer cancel()
 	declined, err := true, error(nil)
-	creates := slices.DeleteFunc(slices.Clone(order), func(r *commitReq) bool { return r.create == nil })
-	commits := slices.DeleteFunc(slices.Clone(order), func(r *commitReq) bool { return r.create != nil })
 	if len(creates) > 0 && setBatch(commits) {
-		// The creates and one statement for the commits, in one
+		// One statement for the commits, then the creates, in one
 		// transaction; declined when one member must fail alone by an
 		// exception.
-		switch declined, err = s.commitSetCreates(ctx, creates, commits, errs); {
+		var byCreate bool
+		switch declined, byCreate, err = s.commitSetCreates(ctx, creates, commits, errs); {
+		case declined && byCreate:
+			s.commits.createDeclined.Add(1)
 		case declined:
 			s.commits.declined.Add(1)
-		case err == nil:
+		case err != nil:
+		case len(commits) > 0:
 			s.commits.sets.Add(1)
+		default:
+			s.commits.createSets.Add(1)
 		}
 	} else if setBatch(order) {
 		// One statement for all (commitset.go); declined when one member
@@ -507,8 +542,8 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	}
 }
 
-// commitPlain writes a batch of plain commits (none complex), in run
-// order, in one transaction whose BEGIN and COMMIT are pipelined with the
+// commitPlain writes a batch of plain commits (none complex) and
+// creates, in the batch's order (commitBatch), in one transaction whose BEGIN and COMMIT are pipelined with the
 // members: one round trip when none fails. A member that fails is rolled
 // back to its savepoint, and the members after it are sent again (with
 // the COMMIT) in the same transaction. It records each member's own
