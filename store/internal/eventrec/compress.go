@@ -39,17 +39,6 @@ const maxDecompressed = 1 << 30
 // stores a record that would exceed the bound as it is.
 const maxRatio = 4096
 
-// encoderWindow is how far back the encoder looks for a match. Each of
-// its (up to GOMAXPROCS) encoders keeps a history of twice the window
-// from the first record longer than the window on, for the life of the
-// process: 9.4 MB each with SpeedFastest's default window of 4 MiB, 3.1
-// MB with this one. A record's long repeats (a reply's text in its five
-// events) are references before compression (Records with references in
-// the package doc), and W3's largest records are a few hundred KB, so the
-// longer window found nothing more (an 8 MiB reply's record compressed
-// to the same size: TestEncoderWindow). Decoders read either.
-const encoderWindow = 1 << 20
-
 // The encoder and decoder are shared: EncodeAll and DecodeAll may be
 // called concurrently (each call on its own goroutine, up to the
 // concurrency given) and start no goroutines of their own.
@@ -59,8 +48,7 @@ var (
 )
 
 func mustEncoder() *zstd.Encoder {
-	e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithWindowSize(encoderWindow),
-		zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))
+	e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))
 	if err != nil {
 		panic(err) // options fixed here: a bug, not input
 	}
