@@ -16,6 +16,17 @@ import (
 	"github.com/superstep/superstep/store/storetest"
 )
 
+// openTemp opens a store on a new file of t's, closed when t ends.
+func openTemp(ctx context.Context, t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // runAsBatch runs the writes as one group-commit batch, in their order:
 // it holds the writer's leadership while it starts them one by one (each
 // queued before the next starts), then leads their batch itself.
@@ -61,11 +72,7 @@ func runAsBatch(t *testing.T, s *Store, writes ...func()) {
 func TestRunBatch_FailingWriteFailsAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(ctx, t)
 	a := storetest.CreateResponse(ctx, t, s, nil)
 	b := storetest.CreateResponse(ctx, t, s, nil)
 	free := storetest.CreateResponse(ctx, t, s, &storetest.ResponseOpts{NoLease: true})
@@ -244,11 +251,7 @@ func TestRunBatch_PoisonedBatchFails(t *testing.T) {
 func fullStore(t *testing.T, n int) (*Store, []*store.ResponseCreateResult, []*store.CommitParams) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openTemp(ctx, t)
 	cs := make([]*store.ResponseCreateResult, n)
 	ps := make([]*store.CommitParams, n)
 	for i := range cs {
@@ -273,11 +276,7 @@ func fullStore(t *testing.T, n int) (*Store, []*store.ResponseCreateResult, []*s
 func TestCommit_AllInlineSkipsParent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(ctx, t)
 	c := storetest.CreateResponse(ctx, t, s, nil)
 	if _, err := s.wconn.ExecContext(ctx, "UPDATE checkpoints SET manifest = x'05ff' WHERE k = (SELECT num FROM runs WHERE id = ?) << 32",
 		c.Run.ID); err != nil {
@@ -310,11 +309,7 @@ func TestCommit_AllInlineSkipsParent(t *testing.T) {
 func TestBegin_RollsBackLeftOpenTransaction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(ctx, t)
 	c := storetest.CreateResponse(ctx, t, s, nil)
 	p := storetest.NextCommit(ctx, t, s, c.Run.ID, nil)
 	for i, q := range []string{"BEGIN IMMEDIATE", "UPDATE runs SET last_step = 7"} {
@@ -351,11 +346,7 @@ func TestBegin_RollsBackLeftOpenTransaction(t *testing.T) {
 func TestRunBatch_SwallowedRollbackFailsAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(ctx, t)
 	a := storetest.CreateResponse(ctx, t, s, nil)
 	b := storetest.CreateResponse(ctx, t, s, nil)
 	pa := storetest.NextCommit(ctx, t, s, a.Run.ID, nil)
