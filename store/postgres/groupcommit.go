@@ -307,10 +307,7 @@ func (c *committer) closeQueue() {
 // a cancelled response, resets failed resumes or prunes checkpoints.
 func (s *Store) commitAlone(r *commitReq) error {
 	if c := r.create; c != nil {
-		err := s.write(r.ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-			return conn.QueryRow(ctx, c.sql(false), c.args...).Scan(c.dest()...)
-		})
-		return r.mapError(err)
+		return r.mapError(s.writeCreate(r.ctx, c))
 	}
 	var err error
 	declined := true

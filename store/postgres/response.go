@@ -165,13 +165,18 @@ func (c *createCall) result() *store.ResponseCreateResult {
 // that exists the violation of its key).
 func (s *Store) createNewRun(ctx context.Context, p *store.ResponseCreateParams, now *time.Time) (*store.ResponseCreateResult, *encodedParts, error) {
 	c := newCreateCall(p, now)
-	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-		return conn.QueryRow(ctx, c.sql(false), c.args...).Scan(c.dest()...)
-	})
-	if err != nil {
+	if err := s.writeCreate(ctx, c); err != nil {
 		return nil, nil, err
 	}
 	return c.result(), c.enc, nil
+}
+
+// writeCreate runs c's statement alone, in autocommit: createNewRun, and
+// a create that leads a group-commit batch of one (commitAlone).
+func (s *Store) writeCreate(ctx context.Context, c *createCall) error {
+	return s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		return conn.QueryRow(ctx, c.sql(false), c.args...).Scan(c.dest()...)
+	})
 }
 
 // createInTx is ResponseCreate as a transaction of several statements,
