@@ -8,14 +8,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/superstep/superstep/internal/testkit/pgtest"
 
-	"github.com/superstep/superstep/store/storetest"
+	"github.com/jackc/pgx/v5"
 )
 
 // bigText is n bytes of letters, spaces and the characters JSON encoders
@@ -56,22 +54,13 @@ func TestBigResponse_StoredOnceReadsBack(t *testing.T) {
 		})
 	})
 	t.Run("PostgreSQL", func(t *testing.T) {
-		url := os.Getenv("SUPERSTEP_TEST_POSTGRES")
-		if url == "" {
-			t.Skip("SUPERSTEP_TEST_POSTGRES not set")
-		}
-		schema := strings.ToLower(storetest.NewID("big_"))
-		conn, err := pgx.Connect(t.Context(), url)
+		dbURL, schema := pgtest.SchemaURL(t, "bigresp")
+		conn, err := pgx.Connect(t.Context(), dbURL)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer conn.Close(context.Background())
-		defer conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		sep := "?"
-		if strings.Contains(url, "?") {
-			sep = "&"
-		}
-		checkBigResponse(t, url+sep+"search_path="+schema, func() int64 {
+		checkBigResponse(t, dbURL, func() int64 {
 			var n int64
 			q := `SELECT sum(coalesce(octet_length(request), 0) + coalesce(octet_length(snapshot), 0) +
 				coalesce(octet_length(input), 0)) FROM ` + pgx.Identifier{schema, "responses"}.Sanitize()

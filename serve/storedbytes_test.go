@@ -10,12 +10,11 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
-	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/superstep/superstep/internal/testkit/pgtest"
 
-	"github.com/superstep/superstep/store/storetest"
+	"github.com/jackc/pgx/v5"
 )
 
 // sqliteStoredColumns returns the bytes each column of each table of the SQLite
@@ -191,22 +190,13 @@ func TestBigRequest_StoredBytes(t *testing.T) {
 			}
 		})
 		t.Run(fmt.Sprintf("PostgreSQL/stream=%v", stream), func(t *testing.T) {
-			url := os.Getenv("SUPERSTEP_TEST_POSTGRES")
-			if url == "" {
-				t.Skip("SUPERSTEP_TEST_POSTGRES not set")
-			}
-			schema := strings.ToLower(storetest.NewID("big_"))
-			conn, err := pgx.Connect(t.Context(), url)
+			dbURL, schema := pgtest.SchemaURL(t, "bigstored")
+			conn, err := pgx.Connect(t.Context(), dbURL)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer conn.Close(context.Background())
-			defer conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-			sep := "?"
-			if strings.Contains(url, "?") {
-				sep = "&"
-			}
-			n := run(t, url+sep+"search_path="+schema, stream)
+			n := run(t, dbURL, stream)
 			check(t, logColumns(t, pgStoredColumns(t, conn, schema), n), n)
 		})
 	}

@@ -81,6 +81,22 @@ func Schema(tb TB, prefix string) string {
 	return name
 }
 
+// SchemaURL is Schema for code that takes a URL only (a server's --db, a
+// store opened without Options): it returns URL() with search_path set to
+// the fresh schema, which postgres.Open creates, and the schema's name.
+func SchemaURL(tb TB, prefix string) (u, schema string) {
+	tb.Helper()
+	schema = Schema(tb, prefix)
+	parsed, err := url.Parse(URL())
+	if err != nil {
+		tb.Fatalf("pgtest: parse %s: %v", URL(), err)
+	}
+	q := parsed.Query()
+	q.Set("search_path", schema)
+	parsed.RawQuery = q.Encode()
+	return parsed.String(), schema
+}
+
 // uniqueName returns prefix, "_" and random hex: unique across the tests
 // and processes sharing the server.
 func uniqueName(tb TB, prefix string) string {

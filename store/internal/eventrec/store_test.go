@@ -6,10 +6,11 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/superstep/superstep/internal/testkit/pgtest"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/superstep/superstep/store"
@@ -44,22 +45,13 @@ func TestStoresShareStrings(t *testing.T) {
 		})
 	})
 	t.Run("PostgreSQL", func(t *testing.T) {
-		url := os.Getenv("SUPERSTEP_TEST_POSTGRES")
-		if url == "" {
-			t.Skip("SUPERSTEP_TEST_POSTGRES not set")
-		}
-		schema := strings.ToLower(storetest.NewID("eventrec_"))
-		conn, err := pgx.Connect(t.Context(), url)
+		dbURL, schema := pgtest.SchemaURL(t, "eventrec")
+		conn, err := pgx.Connect(t.Context(), dbURL)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer conn.Close(context.Background())
-		defer conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		sep := "?"
-		if strings.Contains(url, "?") {
-			sep = "&"
-		}
-		s, err := postgres.Open(t.Context(), url+sep+"search_path="+schema, nil)
+		s, err := postgres.Open(t.Context(), dbURL, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
