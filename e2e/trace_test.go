@@ -66,8 +66,10 @@ func TestTrace_StreamedToolCall(t *testing.T) {
 		option.WithHeader("traceparent", "00-"+traceID+"-"+parentID+"-01")), nil)
 	requireLifecycle(t, s, "response.completed")
 	id := s.last().Response.ID
-	all := waitSpans(t, rc, "the response span", func(ss []rspan) bool {
-		return len(filter(ss, func(s rspan) bool { return s.Name == "response" && s.Attrs["superstep.response.status"] != nil })) > 0
+	// The request's span may be exported after the response's: wait for both.
+	all := waitSpans(t, rc, "the response and request spans", func(ss []rspan) bool {
+		return len(filter(ss, func(s rspan) bool { return s.Name == "response" && s.Attrs["superstep.response.status"] != nil })) > 0 &&
+			len(filter(ss, named("POST /v1/responses"))) > 0
 	})
 	if len(filter(all, func(s rspan) bool { return s.TraceID != traceID })) > 0 {
 		t.Fatalf("spans outside the caller's trace:\n%s", dumpSpans(all))
@@ -297,8 +299,12 @@ func TestTrace_GRPC(t *testing.T) {
 	s := drain(c.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "demo.echo",
 		Input: textInput("over grpc")}, option.WithHeader("traceparent", "00-"+traceID+"-"+parentID+"-01")), nil)
 	requireLifecycle(t, s, "response.completed")
-	all := waitSpans(t, rc, "the response span", func(ss []rspan) bool {
-		return len(filter(ss, func(s rspan) bool { return s.Name == "response" })) == 1
+	// The request's span ends after the response's (the handler returns
+	// once the stream is written) and may be exported in a later batch:
+	// wait for both.
+	all := waitSpans(t, rc, "the response and request spans", func(ss []rspan) bool {
+		return len(filter(ss, func(s rspan) bool { return s.Name == "response" })) == 1 &&
+			len(filter(ss, named("POST /v1/responses"))) > 0
 	})
 	req := one(t, filter(all, named("POST /v1/responses")), "of the request", all)
 	resp := one(t, childrenOf(all, req), "under the request", all)
