@@ -75,15 +75,20 @@ type commitWork struct {
 // run's number. The parent checkpoint's manifest is read with the run
 // only when a part is a blob (see writeCheckpoint).
 func commitTx(ctx context.Context, tx *sql.Conn, p *store.CommitParams, w *commitWork, now time.Time, res *store.CommitResult) (int64, error) {
-	run, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now, p.Status == store.StatusCancelled, !allInline(w.parts))
+	var same *sameCheck
+	if len(p.Events) == 0 && p.Snapshot == nil && !p.Status.Terminal() {
+		same = &sameCheck{status: p.Status, error: p.Error, usage: p.Usage}
+	}
+	c, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now, p.Status == store.StatusCancelled, !allInline(w.parts), same)
 	if err != nil {
 		return 0, err
 	}
-	return run.num, commitRunTx(ctx, tx, p, w, now, res, run, next, respNum)
+	return c.run.num, commitRunTx(ctx, tx, p, w, now, res, c)
 }
 
 // commitRunTx is commitTx after checkWrite.
-func commitRunTx(ctx context.Context, tx *sql.Conn, p *store.CommitParams, w *commitWork, now time.Time, res *store.CommitResult, run *runRow, next, respNum int64) error {
+func commitRunTx(ctx context.Context, tx *sql.Conn, p *store.CommitParams, w *commitWork, now time.Time, res *store.CommitResult, c *checked) error {
+	run, next, respNum := c.run, c.next, c.num
 	var err error
 	if err := checkLow("commit", "step", p.Step); err != nil {
 		return err
@@ -107,20 +112,26 @@ func commitRunTx(ctx context.Context, tx *sql.Conn, p *store.CommitParams, w *co
 		return err
 	}
 	res.NextSeq = next + int64(len(p.Events))
-	// By rowid (num), not by id: no descent of the id index. Only a
-	// terminal commit names completed_at: naming it makes SQLite
-	// maintain the partial index responses_completed for the row,
-	// and before the end it is NULL anyway (a finished response takes no
-	// commit).
-	uq := `UPDATE responses SET status = ?1, snapshot = coalesce(?2, snapshot), error = ?3, usage = ?4, next_seq = ?5,
+	if !c.same {
+		// By rowid (num), not by id: no descent of the id index. Only a
+		// terminal commit names completed_at: naming it makes SQLite
+		// maintain the partial index responses_completed for the row,
+		// and before the end it is NULL anyway (a finished response
+		// takes no commit). A commit that changes nothing the response
+		// shows (no events, no snapshot, the same status, error and
+		// usage: a silent step) leaves the row alone, one statement and
+		// one page fewer: its CommitStep and UpdatedAt, read while it is
+		// open, are the run's (respCommitStep, respUpdatedAt).
+		uq := `UPDATE responses SET status = ?1, snapshot = coalesce(?2, snapshot), error = ?3, usage = ?4, next_seq = ?5,
 		commit_step = ?6, updated_at = ?7`
-	if p.Status.Terminal() {
-		uq += ", completed_at = ?7"
-	}
-	_, err = tx.ExecContext(ctx, uq+" WHERE num = ?8",
-		p.Status, w.snapshot, p.Error, p.Usage, res.NextSeq, p.Step, now.UnixNano(), respNum)
-	if err != nil {
-		return mapError("update response", err)
+		if p.Status.Terminal() {
+			uq += ", completed_at = ?7"
+		}
+		_, err = tx.ExecContext(ctx, uq+" WHERE num = ?8",
+			p.Status, w.snapshot, p.Error, p.Usage, res.NextSeq, p.Step, now.UnixNano(), respNum)
+		if err != nil {
+			return mapError("update response", err)
+		}
 	}
 	if err := fault.Point(ctx, "commit.response_updated"); err != nil {
 		return err
@@ -158,64 +169,94 @@ func commitRunTx(ctx context.Context, tx *sql.Conn, p *store.CommitParams, w *co
 	return fault.Point(ctx, "commit.run_updated")
 }
 
-// checkWriteSQL reads, in one statement, the run ?2 and the fields of the
-// response ?1 that a write checks (NULL when it does not exist).
-// checkWriteManifestSQL also reads the manifest of the run's newest
-// checkpoint (NULL for none), which a commit's checkpoint is diffed
-// against: one statement fewer per commit. Subqueries, not joins: with
-// a join in its FROM, SQLite re-prepared the statement at every
-// execution (its reprepare count grew by one per call).
+// The statement of checkWrite reads, in one statement, the run ?2 and the
+// fields of the response ?1 that a write checks (NULL when it does not
+// exist). With checkManifest it also reads the manifest of the run's
+// newest checkpoint (NULL for none), which a commit's checkpoint is
+// diffed against: one statement fewer per commit. With checkSame it also
+// reads whether the response's status, error and usage are ?3, ?4 and
+// ?5: a commit that changes nothing else of the response then leaves its
+// row alone (see commitRunTx). Subqueries, not joins: with a join in its
+// FROM, SQLite re-prepared the statement at every execution (its
+// reprepare count grew by one per call).
 const (
-	checkWriteSQL = "SELECT " + runColumns + `, (SELECT next_seq FROM responses WHERE id = ?1),
-		(SELECT num FROM responses WHERE id = ?1), (SELECT cancel_requested FROM responses WHERE id = ?1)
-		FROM runs WHERE id = ?2`
-	checkWriteManifestSQL = "SELECT " + runColumns + `, (SELECT next_seq FROM responses WHERE id = ?1),
-		(SELECT num FROM responses WHERE id = ?1), (SELECT cancel_requested FROM responses WHERE id = ?1),
-		(SELECT manifest FROM checkpoints WHERE k = (runs.num << 32) + runs.checkpoint_step AND runs.checkpoint_step >= 0)
-		FROM runs WHERE id = ?2`
+	checkWriteCols = "SELECT " + runColumns + `, (SELECT next_seq FROM responses WHERE id = ?1),
+		(SELECT num FROM responses WHERE id = ?1), (SELECT cancel_requested FROM responses WHERE id = ?1)`
+	checkManifest = `,
+		(SELECT manifest FROM checkpoints WHERE k = (runs.num << 32) + runs.checkpoint_step AND runs.checkpoint_step >= 0)`
+	checkSame = `,
+		(SELECT status = ?3 AND error IS ?4 AND usage IS ?5 FROM responses WHERE id = ?1)`
+	checkFrom = " FROM runs WHERE id = ?2"
 )
+
+// checkWriteSQL is the statement of checkWrite, by what it reads besides:
+// [manifest][same].
+var checkWriteSQL = [2][2]string{
+	{checkWriteCols + checkFrom, checkWriteCols + checkSame + checkFrom},
+	{checkWriteCols + checkManifest + checkFrom, checkWriteCols + checkManifest + checkSame + checkFrom},
+}
+
+// sameCheck is what checkWrite compares the response's row with: a
+// commit's status, error and usage.
+type sameCheck struct {
+	status       store.Status
+	error, usage []byte
+}
+
+// checked is what checkWrite found.
+type checked struct {
+	run       *runRow // with manifest, its checkpointManifest
+	next, num int64   // the response's NextSeq and number (for event keys)
+	// same reports, when checkWrite was given a sameCheck, that the
+	// response's status, error and usage are the ones it names.
+	same bool
+}
 
 // checkWrite checks that a write to runID's response at epoch is allowed
 // now: the run and the response exist (ErrNotFound), the lease is held at
 // epoch and unexpired (ErrFenced), the run is active and responseID is its
 // head (ErrConflict), the response's cancel is not recorded unless
 // cancelling (the write finishes it as cancelled; ErrCancelled otherwise),
-// and events continue the response's log (ErrConflict). It returns the run
-// (with manifest, its checkpointManifest) and the response's NextSeq and
-// number (for event keys).
-func checkWrite(ctx context.Context, tx *sql.Conn, runID string, epoch int64, responseID string, events []store.EventInput, now time.Time, cancelling, manifest bool) (run *runRow, next, num int64, err error) {
+// and events continue the response's log (ErrConflict).
+func checkWrite(ctx context.Context, tx *sql.Conn, runID string, epoch int64, responseID string, events []store.EventInput, now time.Time, cancelling, manifest bool, same *sameCheck) (*checked, error) {
 	var nextSeq, respNum sql.NullInt64
-	var cancelRequested sql.NullBool
+	var cancelRequested, isSame sql.NullBool
 	extra := []any{&nextSeq, &respNum, &cancelRequested}
-	q := checkWriteSQL
+	args := []any{responseID, runID}
 	var m []byte
+	mi, si := 0, 0
 	if manifest {
-		q = checkWriteManifestSQL
+		mi = 1
 		extra = append(extra, &m)
 	}
-	run, err = scanRun(tx.QueryRowContext(ctx, q, responseID, runID), extra...)
+	if same != nil {
+		si = 1
+		extra = append(extra, &isSame)
+		args = append(args, string(same.status), same.error, same.usage)
+	}
+	run, err := scanRun(tx.QueryRowContext(ctx, checkWriteSQL[mi][si], args...), extra...)
 	if err != nil {
-		return nil, 0, 0, mapError("run "+runID, err)
+		return nil, mapError("run "+runID, err)
 	}
 	run.checkpointManifest = m
 	if epoch != run.Lease.Epoch || run.Lease.Owner == "" || !now.Before(run.Lease.ExpiresAt) {
-		return nil, 0, 0, &store.FencedError{RunID: runID, Epoch: epoch, CurrentEpoch: run.Lease.Epoch}
+		return nil, &store.FencedError{RunID: runID, Epoch: epoch, CurrentEpoch: run.Lease.Epoch}
 	}
 	if !nextSeq.Valid || !respNum.Valid {
 		// Deleted (a DELETE, retention): the owner stops quietly.
-		return nil, 0, 0, fmt.Errorf("sqlite: write: response %s: %w", responseID, store.ErrNotFound)
+		return nil, fmt.Errorf("sqlite: write: response %s: %w", responseID, store.ErrNotFound)
 	}
 	if !run.Active || responseID != run.HeadResponseID {
-		return nil, 0, 0, fmt.Errorf("%w: run %s: response %s is not the active head (head %s, active %v)",
+		return nil, fmt.Errorf("%w: run %s: response %s is not the active head (head %s, active %v)",
 			store.ErrConflict, runID, responseID, run.HeadResponseID, run.Active)
 	}
 	if cancelRequested.Bool && !cancelling {
-		return nil, 0, 0, fmt.Errorf("sqlite: write: response %s: %w", responseID, store.ErrCancelled)
+		return nil, fmt.Errorf("sqlite: write: response %s: %w", responseID, store.ErrCancelled)
 	}
 	if err := checkSeq("write", events, nextSeq.Int64); err != nil {
-		return nil, 0, 0, err
+		return nil, err
 	}
-	return run, nextSeq.Int64, respNum.Int64, nil
+	return &checked{run: run, next: nextSeq.Int64, num: respNum.Int64, same: isSame.Bool}, nil
 }
 
 // EventAppend appends events outside a commit (live publication), fenced
@@ -226,10 +267,11 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) err
 	now := orNow(p.Now)
 	rec := encodeRecord(p.Events)
 	return s.writeWake(ctx, "event append", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Conn) error {
-		run, next, respNum, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now, false, false)
+		c, err := checkWrite(ctx, tx, p.RunID, p.Epoch, p.ResponseID, p.Events, now, false, false, nil)
 		if err != nil {
 			return err
 		}
+		run, next, respNum := c.run, c.next, c.num
 		if err := insertRecord(ctx, tx, respNum, -1, p.Events, rec); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/superstep/superstep/internal/fault"
@@ -16,7 +17,31 @@ const responseColumns = `id, run_id, previous_response_id, model, owner, status,
 	next_seq, commit_step, start_step, publication, input, cancel_requested, created_at, updated_at, completed_at,
 	trace_context`
 
-// scanResponse scans a row of responseColumns.
+// responseSelect is responseColumns as read from the table responses:
+// CommitStep and UpdatedAt through respCommitStep and respUpdatedAt.
+var responseSelect = strings.NewReplacer(" commit_step,", " "+respCommitStep+",", " updated_at,", " "+respUpdatedAt+",").
+	Replace(responseColumns)
+
+// respCommitStep and respUpdatedAt are a response's CommitStep and
+// UpdatedAt, in a query on the table responses: the stored values, but
+// for an open response (completed_at NULL, the head of its run) whose run
+// committed since its row was last written (a commit that changes
+// nothing the response shows leaves the row alone, see commitRunTx):
+// then its CommitStep is the run's last step and its UpdatedAt the time
+// of that commit (its checkpoint's created_at), or of the row's own last
+// write (a live append) if later.
+const (
+	respCommitStep = `CASE WHEN responses.completed_at IS NULL
+		THEN coalesce((SELECT u.last_step FROM runs u WHERE u.id = responses.run_id), responses.commit_step)
+		ELSE responses.commit_step END`
+	respUpdatedAt = `CASE WHEN responses.completed_at IS NULL
+			AND responses.commit_step < (SELECT u.last_step FROM runs u WHERE u.id = responses.run_id)
+		THEN max(responses.updated_at, coalesce((SELECT c.created_at FROM checkpoints c
+			WHERE c.k = (SELECT (u.num << 32) + u.last_step FROM runs u WHERE u.id = responses.run_id)), 0))
+		ELSE responses.updated_at END`
+)
+
+// scanResponse scans a row of responseSelect.
 func scanResponse(row interface{ Scan(...any) error }) (*store.Response, error) {
 	var r store.Response
 	var created, updated int64
@@ -168,7 +193,7 @@ func createRun(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParams,
 	if resp.PreviousResponseID != "" {
 		// A continuation never creates a run (its run was deleted), but a
 		// branch does, of a previous response that still exists.
-		err := tx.QueryRowContext(ctx, "SELECT commit_step FROM responses WHERE id = ?", resp.PreviousResponseID).Scan(&base)
+		err := tx.QueryRowContext(ctx, "SELECT "+respCommitStep+" FROM responses WHERE id = ?", resp.PreviousResponseID).Scan(&base)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, mapError("response create", err)
 		}
@@ -212,7 +237,7 @@ func continueRun(ctx context.Context, tx *sql.Conn, p *store.ResponseCreateParam
 		return fmt.Errorf("sqlite: response create: %w: run %s exists; a new response of it must name its head", store.ErrConflict, run.ID)
 	}
 	var prevStep int64
-	err := tx.QueryRowContext(ctx, "SELECT commit_step FROM responses WHERE id = ? AND run_id = ?", resp.PreviousResponseID, run.ID).Scan(&prevStep)
+	err := tx.QueryRowContext(ctx, "SELECT "+respCommitStep+" FROM responses WHERE id = ? AND run_id = ?", resp.PreviousResponseID, run.ID).Scan(&prevStep)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return mapError("response create", err)
 	}
@@ -277,7 +302,7 @@ func (s *Store) ResponseGet(ctx context.Context, id string) (*store.Response, er
 	if err := s.checkOpen("response get"); err != nil {
 		return nil, err
 	}
-	r, err := scanResponse(s.rdb.QueryRowContext(ctx, "SELECT "+responseColumns+" FROM responses WHERE id = ?", id))
+	r, err := scanResponse(s.rdb.QueryRowContext(ctx, "SELECT "+responseSelect+" FROM responses WHERE id = ?", id))
 	if err == nil {
 		err = s.readSnapshot(ctx, r)
 	}
@@ -304,7 +329,7 @@ func (s *Store) ResponseListByRun(ctx context.Context, runID string) ([]*store.R
 	if err := s.checkOpen("response list"); err != nil {
 		return nil, err
 	}
-	rows, err := s.rdb.QueryContext(ctx, "SELECT "+responseColumns+" FROM responses WHERE run_id = ? ORDER BY rowid", runID)
+	rows, err := s.rdb.QueryContext(ctx, "SELECT "+responseSelect+" FROM responses WHERE run_id = ? ORDER BY rowid", runID)
 	if err != nil {
 		return nil, mapError("response list", err)
 	}

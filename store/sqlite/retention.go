@@ -106,7 +106,7 @@ func pruneTx(ctx context.Context, tx *sql.Conn, runID string, keep int) (int, er
 // prune) and the lowest commit step of its responses (those checkpoints
 // are kept).
 const pruneBoundSQL = `SELECT (SELECT k FROM checkpoints WHERE k BETWEEN ?2 AND ?3 ORDER BY k DESC LIMIT 1 OFFSET ?4),
-	(SELECT min(commit_step) FROM responses WHERE run_id = ?1)`
+	(SELECT min(` + respCommitStep + `) FROM responses WHERE run_id = ?1)`
 
 // pruneRangeSQL deletes the checkpoints of keys ?1..?2; pruneExceptSQL
 // those of keys ?2..?3 but the ones a response of run ?1 resumes from.
@@ -117,7 +117,7 @@ const pruneBoundSQL = `SELECT (SELECT k FROM checkpoints WHERE k BETWEEN ?2 AND 
 const (
 	pruneRangeSQL  = `DELETE FROM checkpoints WHERE k BETWEEN ?1 AND ?2 RETURNING manifest`
 	pruneExceptSQL = `DELETE FROM checkpoints WHERE k BETWEEN ?2 AND ?3
-	AND step NOT IN (SELECT commit_step FROM responses WHERE run_id = ?1) RETURNING manifest`
+	AND step NOT IN (SELECT ` + respCommitStep + ` FROM responses WHERE run_id = ?1) RETURNING manifest`
 )
 
 // pruneRunTx is pruneTx for the run whose number the caller read: it
