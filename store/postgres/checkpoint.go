@@ -43,7 +43,7 @@ func (s *Store) CheckpointGetLast(ctx context.Context, runID string) (*store.Che
 	}
 	cp, hs, err := s.readCheckpoint(ctx, fmt.Sprintf(checkpointSQL, "(SELECT last_step FROM runs WHERE id = $1)"), runID)
 	if err == nil {
-		s.parts.set(runID, hs)
+		s.parts.set(runID, hs, trustNone, cp.Step)
 	}
 	return cp, err
 }

@@ -34,9 +34,9 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 		return nil, fmt.Errorf("store/postgres: commit: %w", err)
 	}
 	ev := encodeEvents(p.Events)
-	known := s.parts.known(p.RunID)
+	known, trusted := s.parts.known(p.RunID, p.Epoch, p.Step)
 	for attempt := 0; ; attempt++ {
-		enc := encodeParts(p.Checkpoint, known)
+		enc := encodeParts(p.Checkpoint, known, trusted)
 		var res *store.CommitResult
 		var err error
 		if s.opts.GroupCommit {
@@ -49,7 +49,7 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 		}
 		if errors.Is(err, errMissingBlob) && attempt == 0 {
 			s.parts.forget(p.RunID)
-			known = nil
+			known, trusted = nil, false
 			continue
 		}
 		if errors.Is(err, store.ErrConflict) {
@@ -58,7 +58,7 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 		if err != nil {
 			return nil, err
 		}
-		s.parts.set(p.RunID, enc.all)
+		s.parts.set(p.RunID, enc.all, p.Epoch, p.Step)
 		res.BytesWritten += enc.inline // inline parts are written by every commit that has them
 		if len(p.Events) > 0 || p.Status.Terminal() {
 			s.announce(p.ResponseID)

@@ -68,7 +68,7 @@ func benchBatchServerCPU(b *testing.B, k int) {
 			copy(data, fmt.Appendf(nil, "step %08d", r.step))
 			p := &store.CommitParams{RunID: r.id, Epoch: r.epoch, Step: r.step, ResponseID: r.resp,
 				Status: store.StatusInProgress, Checkpoint: []store.Part{{Name: "header", Data: data}}}
-			order = append(order, s.newCommitReq(ctx, p, encodeEvents(nil), encodeParts(p.Checkpoint, nil)))
+			order = append(order, s.newCommitReq(ctx, p, encodeEvents(nil), encodeParts(p.Checkpoint, nil, false)))
 		}
 		errs := map[*commitReq]error{}
 		var err error

@@ -118,7 +118,7 @@ func TestGroupCommit_SetDeclined(t *testing.T) {
 	// after a prune by another host): the store's cache says it does.
 	extra := store.Part{Name: "extra", Data: []byte("never stored")}
 	stale.Checkpoint = append(stale.Checkpoint, extra)
-	s.parts.set(stale.RunID, map[hash]bool{sha256.Sum256(extra.Data): true})
+	s.parts.set(stale.RunID, map[hash]bool{sha256.Sum256(extra.Data): true}, trustNone, 0)
 	before := s.CommitStats()
 	f := holdCommits(t, s)
 	results := commitAll(ctx, s, ps)

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/storetest"
 )
 
 // TestEncodeParts: which parts are inline, blobs or references, and the
@@ -25,7 +29,7 @@ func TestEncodeParts(t *testing.T) {
 	}
 	sum := func(b []byte) hash { return sha256.Sum256(b) }
 	known := map[hash]bool{sum(parts[3].Data): false, sum(parts[4].Data): true}
-	e := encodeParts(parts, known)
+	e := encodeParts(parts, known, false)
 	// inline: changed, empty, dup (same bytes as changed, written twice),
 	// fills-budget.
 	if want := int64(inlineBudget); e.inline != want {
@@ -60,12 +64,72 @@ func TestEncodeParts(t *testing.T) {
 func TestEncodeParts_RepeatPastBudget(t *testing.T) {
 	same := bytes.Repeat([]byte{'r'}, inlineMax)
 	parts := []store.Part{{Name: "a", Data: same}, {Name: "b", Data: same}, {Name: "c", Data: same}}
-	e := encodeParts(parts, nil)
+	e := encodeParts(parts, nil, false)
 	if e.inline > inlineBudget || len(e.blobHashes) != 1 || len(e.partHashes) != 2 {
 		t.Fatalf("inline %d bytes (budget %d), %d blobs sent, %d blob parts; want the first inline, the repeats one blob",
 			e.inline, inlineBudget, len(e.blobHashes), len(e.partHashes))
 	}
 	if !e.all[sha256.Sum256(same)] {
 		t.Error("the repeated part is cached as inline; its blob exists now")
+	}
+}
+
+// TestPartCache_Trust: a commit trusts the parts it sends by reference
+// (the commit function does not probe them) only when they are those of
+// the checkpoint this Store wrote at the step before, under the commit's
+// epoch; otherwise a part missing since (removed behind the store's back
+// here, as a prune by another owner would) is found by the probe, and
+// the commit is written again with every part's bytes.
+func TestPartCache_Trust(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	big := storetest.Parts(2, 4*inlineMax, 'a') // blobs, unchanged from step to step
+	c := storetest.CreateResponse(ctx, t, s, &storetest.ResponseOpts{Checkpoint: big})
+	run, epoch := c.Run.ID, c.Run.Lease.Epoch
+	trusted := func(epoch, step int64) bool {
+		_, ok := s.parts.known(run, epoch, step)
+		return ok
+	}
+	if !trusted(epoch, 1) {
+		t.Fatal("the step-1 commit does not trust the create's own checkpoint")
+	}
+	step := func(n int64) []store.Part {
+		return append(slices.Clone(big), store.Part{Name: "state", Data: fmt.Appendf(nil, "step-%d", n)})
+	}
+	storetest.Commit(ctx, t, s, run, &storetest.CommitOpts{Checkpoint: step(1)})
+	switch {
+	case !trusted(epoch, 2):
+		t.Fatal("the next commit does not trust the store's own last commit")
+	case trusted(epoch, 3):
+		t.Fatal("a commit two steps on trusts the parts of the step before its parent")
+	case trusted(epoch+1, 2):
+		t.Fatal("a commit under another epoch trusts the parts")
+	}
+	// The run's lease moves to another epoch (released and claimed again
+	// by the same owner) and its blobs go behind the store's back: the
+	// next commit probes its references, finds them missing and sends the
+	// bytes again.
+	owner := c.Run.Lease.Owner
+	if err := s.LeaseRelease(ctx, &store.LeaseParams{RunID: run, Owner: owner, Epoch: epoch}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.LeaseClaim(ctx, &store.LeaseClaimParams{Owner: owner, Duration: time.Minute, Limit: 1})
+	if err != nil || len(claimed) != 1 || claimed[0].ID != run {
+		t.Fatalf("claim again: %v, %v", claimed, err)
+	}
+	if _, err := s.pool.Exec(ctx, "DELETE FROM blobs WHERE run_id = $1", run); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Commit(ctx, t, s, run, &storetest.CommitOpts{Checkpoint: step(2), Epoch: claimed[0].Lease.Epoch})
+	cp, err := s.CheckpointGetLast(ctx, run)
+	if err != nil || len(cp.Parts) != 3 || !bytes.Equal(cp.Parts[0].Data, big[0].Data) {
+		t.Fatalf("checkpoint after the probe found the blobs missing: %v", err)
+	}
+	if trusted(claimed[0].Lease.Epoch, 3) {
+		t.Fatal("parts read (CheckpointGetLast), not written, are trusted")
+	}
+	if err := store.Check(ctx, s); err != nil {
+		t.Fatal(err)
 	}
 }

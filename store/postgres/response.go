@@ -52,7 +52,7 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 		return nil, mapError("create response "+p.Response.ID, p.RunID, 0, err)
 	}
 	if enc != nil {
-		s.parts.set(p.RunID, enc.all)
+		s.parts.set(p.RunID, enc.all, res.Run.Lease.Epoch, res.Run.LastStep)
 	}
 	// No event announcement: nobody can wait on a response before it
 	// exists. A run left without an owner is announced to the hosts that
@@ -104,7 +104,7 @@ func newCreateCall(p *store.ResponseCreateParams, now *time.Time) *createCall {
 	c := &createCall{p: p, ev: encodeEvents(p.Events), resp: *r}
 	cp := &encodedParts{}
 	if p.Checkpoint != nil {
-		c.enc = encodeParts(p.Checkpoint, nil)
+		c.enc = encodeParts(p.Checkpoint, nil, false)
 		cp = c.enc
 	}
 	c.args = []any{p.RunID, r.ID, r.Model, r.Owner, string(r.Status), r.Status.Terminal(), r.Request,
@@ -371,7 +371,7 @@ func insertResponse(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParam
 
 // insertInitialCheckpoint writes the step-0 checkpoint of a new run.
 func insertInitialCheckpoint(ctx context.Context, tx pgx.Tx, runID string, step int64, parts []store.Part, now *time.Time) (*encodedParts, error) {
-	enc := encodeParts(parts, nil)
+	enc := encodeParts(parts, nil, false)
 	_, err := tx.Exec(ctx, `INSERT INTO blobs (run_id, hash, size, data)
 		SELECT $1, u.h, octet_length(u.d), u.d FROM unnest($2::bytea[], $3::bytea[]) AS u(h, d)
 		ON CONFLICT DO NOTHING`, runID, enc.blobHashes, enc.blobData)
