@@ -179,13 +179,13 @@ func encodeEvent(ev any) ([]byte, error) {
 	case LifecycleEvent:
 		dst, _, err = e.appendJSON(dst)
 	case OutputItemEvent:
-		dst, err = e.appendJSON(dst)
+		dst, err = e.appendJSON(dst, nil)
 	case ContentPartEvent:
-		dst, err = e.appendJSON(dst)
+		dst, err = e.appendJSON(dst, nil)
 	case OutputTextEvent:
-		dst, err = e.appendJSON(dst)
+		dst, err = e.appendJSON(dst, nil)
 	case FunctionCallArgumentsEvent:
-		dst = e.appendJSON(dst)
+		dst = e.appendJSON(dst, nil)
 	default:
 		panic("unknown event")
 	}
