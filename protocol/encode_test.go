@@ -555,3 +555,17 @@ func TestProjectStep_BigTextPresized(t *testing.T) {
 			alloc, framed, float64(alloc)/float64(encoded), encoded)
 	}
 }
+
+// TestKnownHead: the openings knownHead has are those appendHead encodes
+// for any other type.
+func TestKnownHead(t *testing.T) {
+	for _, typ := range []string{EventResponseCreated, EventResponseQueued, EventResponseInProgress, EventResponseCompleted,
+		EventResponseFailed, EventResponseIncomplete, EventResponseCancelled, EventOutputItemAdded, EventOutputItemDone,
+		EventContentPartAdded, EventContentPartDone, EventOutputTextDelta, EventOutputTextDone, EventFunctionCallArgDelta,
+		EventFunctionCallArgDone} {
+		want := `{"type":` + string(jsonstr.Append(nil, typ)) + `,"sequence_number":`
+		if h := knownHead(typ); h != "" && h != want {
+			t.Errorf("knownHead(%q) = %s, want %s", typ, h, want)
+		}
+	}
+}
