@@ -569,3 +569,24 @@ func TestKnownHead(t *testing.T) {
 		}
 	}
 }
+
+// TestSeq_FailedFrameLeavesNoCache: a frame whose encoding fails after
+// its item's id was written (an unknown item type) leaves nothing for the
+// next frames to copy: its bytes are overwritten by the next frame, whose
+// id then reads as encoded.
+func TestSeq_FailedFrameLeavesNoCache(t *testing.T) {
+	const id = "msg_failed_then_reused_0123456789"
+	s, ref := &Seq{Next: 3}, &refSeq{next: 3}
+	if _, err := s.ToolCallEnd(Item{ID: id, Type: "bogus"}, 0, nil, ItemCompleted); err == nil {
+		t.Fatal("an item of an unknown type was encoded")
+	}
+	if _, err := s.MessageWithStatus(id, 0, "hello", ItemCompleted); err != nil {
+		t.Fatal(err)
+	}
+	ref.message(t, id, 0, "hello", ItemCompleted)
+	for i, f := range s.Frames {
+		if w := ref.frames[i]; !bytes.Equal(f.Payload, w.Payload) {
+			t.Fatalf("frame %d: %s\nwant %s", i, f.Payload, w.Payload)
+		}
+	}
+}
