@@ -179,13 +179,13 @@ func encodeEvent(ev any) ([]byte, error) {
 	case LifecycleEvent:
 		dst, _, err = e.appendJSON(dst)
 	case OutputItemEvent:
-		dst, err = e.appendJSON(dst)
+		dst, err = e.appendJSON(dst, nil)
 	case ContentPartEvent:
-		dst, err = e.appendJSON(dst)
+		dst, err = e.appendJSON(dst, nil)
 	case OutputTextEvent:
-		dst, err = e.appendJSON(dst)
+		dst, err = e.appendJSON(dst, nil)
 	case FunctionCallArgumentsEvent:
-		dst = e.appendJSON(dst)
+		dst = e.appendJSON(dst, nil)
 	default:
 		panic("unknown event")
 	}
@@ -553,5 +553,40 @@ func TestProjectStep_BigTextPresized(t *testing.T) {
 	if alloc := after.TotalAlloc - before.TotalAlloc; float64(alloc) > 1.1*float64(framed)+64<<10 {
 		t.Fatalf("ProjectStep allocated %d bytes for %d bytes of frames (%.2f encoded texts of %d bytes)",
 			alloc, framed, float64(alloc)/float64(encoded), encoded)
+	}
+}
+
+// TestKnownHead: the openings knownHead has are those appendHead encodes
+// for any other type.
+func TestKnownHead(t *testing.T) {
+	for _, typ := range []string{EventResponseCreated, EventResponseQueued, EventResponseInProgress, EventResponseCompleted,
+		EventResponseFailed, EventResponseIncomplete, EventResponseCancelled, EventOutputItemAdded, EventOutputItemDone,
+		EventContentPartAdded, EventContentPartDone, EventOutputTextDelta, EventOutputTextDone, EventFunctionCallArgDelta,
+		EventFunctionCallArgDone} {
+		want := `{"type":` + string(jsonstr.Append(nil, typ)) + `,"sequence_number":`
+		if h := knownHead(typ); h != "" && h != want {
+			t.Errorf("knownHead(%q) = %s, want %s", typ, h, want)
+		}
+	}
+}
+
+// TestSeq_FailedFrameLeavesNoCache: a frame whose encoding fails after
+// its item's id was written (an unknown item type) leaves nothing for the
+// next frames to copy: its bytes are overwritten by the next frame, whose
+// id then reads as encoded.
+func TestSeq_FailedFrameLeavesNoCache(t *testing.T) {
+	const id = "msg_failed_then_reused_0123456789"
+	s, ref := &Seq{Next: 3}, &refSeq{next: 3}
+	if _, err := s.ToolCallEnd(Item{ID: id, Type: "bogus"}, 0, nil, ItemCompleted); err == nil {
+		t.Fatal("an item of an unknown type was encoded")
+	}
+	if _, err := s.MessageWithStatus(id, 0, "hello", ItemCompleted); err != nil {
+		t.Fatal(err)
+	}
+	ref.message(t, id, 0, "hello", ItemCompleted)
+	for i, f := range s.Frames {
+		if w := ref.frames[i]; !bytes.Equal(f.Payload, w.Payload) {
+			t.Fatalf("frame %d: %s\nwant %s", i, f.Payload, w.Payload)
+		}
 	}
 }

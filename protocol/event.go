@@ -127,6 +127,9 @@ type Seq struct {
 	// z sizes the frames: the long text of a message is measured once for
 	// its frames, each presized (not grown by copies).
 	z sizer
+	// q encodes the id and text of the item being written once for its
+	// frames.
+	q quoteCache
 }
 
 // maxChunk bounds the buffers frames are encoded into (bigger for a frame
@@ -169,8 +172,9 @@ func (s *Seq) Lifecycle(typ string, r *Response) error {
 func (s *Seq) addItem(typ string, outputIndex int, item *Item) error {
 	ev := OutputItemEvent{Type: typ, SequenceNumber: s.Next, OutputIndex: outputIndex, Item: *item}
 	start := s.reserve(96 + item.sizeHint(&s.z))
-	b, err := ev.appendJSON(s.buf)
+	b, err := ev.appendJSON(s.buf, &s.q)
 	if err != nil {
+		s.q.forget()
 		return fmt.Errorf("protocol: encode %s: %w", typ, err)
 	}
 	s.push(typ, b, start)
@@ -181,8 +185,9 @@ func (s *Seq) addItem(typ string, outputIndex int, item *Item) error {
 func (s *Seq) addPart(typ, id string, outputIndex int, text string) error {
 	ev := ContentPartEvent{Type: typ, SequenceNumber: s.Next, ItemID: id, OutputIndex: outputIndex, Part: OutputText(text)}
 	start := s.reserve(192 + len(id) + s.z.text(text))
-	b, err := ev.appendJSON(s.buf)
+	b, err := ev.appendJSON(s.buf, &s.q)
 	if err != nil {
+		s.q.forget()
 		return fmt.Errorf("protocol: encode %s: %w", typ, err)
 	}
 	s.push(typ, b, start)
@@ -190,19 +195,20 @@ func (s *Seq) addPart(typ, id string, outputIndex int, text string) error {
 }
 
 // addText appends an output_text event of item id: its delta, or its
-// done with the whole text.
+// done with the whole text. It writes what OutputTextEvent.appendJSON
+// writes for it (content index 0, logprobs []), from text itself: through
+// the event's pointer to it, text escaped to the heap once the cache kept
+// it (two allocations per message).
 func (s *Seq) addText(typ, id string, outputIndex int, text string) error {
-	ev := OutputTextEvent{Type: typ, SequenceNumber: s.Next, ItemID: id, OutputIndex: outputIndex, Logprobs: []json.RawMessage{}}
-	if typ == EventOutputTextDelta {
-		ev.Delta = &text
-	} else {
-		ev.Text = &text
-	}
 	start := s.reserve(160 + len(id) + s.z.text(text))
-	b, err := ev.appendJSON(s.buf)
-	if err != nil {
-		return fmt.Errorf("protocol: encode %s: %w", typ, err)
+	b := appendItemHead(s.buf, typ, s.Next, id, outputIndex, &s.q)
+	if typ == EventOutputTextDelta {
+		b = append(b, `,"content_index":0,"delta":`...)
+	} else {
+		b = append(b, `,"content_index":0,"text":`...)
 	}
+	b = s.q.text(b, text)
+	b = append(b, `,"logprobs":[]}`...)
 	s.push(typ, b, start)
 	return nil
 }
@@ -219,7 +225,7 @@ func (s *Seq) addArgs(ev *FunctionCallArgumentsEvent) {
 		n += s.z.text(*ev.Arguments)
 	}
 	start := s.reserve(n)
-	s.push(ev.Type, ev.appendJSON(s.buf), start)
+	s.push(ev.Type, ev.appendJSON(s.buf, &s.q), start)
 }
 
 // Message appends the events of one complete message item holding text at

@@ -49,7 +49,7 @@ type Item struct {
 // MarshalJSON emits the fields of the item's type ("content": [] for an
 // empty message, "arguments": "" for a function call being opened).
 func (it Item) MarshalJSON() ([]byte, error) {
-	return it.appendJSON(nil)
+	return it.appendJSON(nil, nil)
 }
 
 // ContentPart is an output_text content part.
@@ -62,7 +62,7 @@ type ContentPart struct {
 
 // MarshalJSON emits annotations and logprobs as [] when empty.
 func (c ContentPart) MarshalJSON() ([]byte, error) {
-	return c.appendJSON(nil)
+	return c.appendJSON(nil, nil)
 }
 
 // OutputText returns an output_text part holding text.

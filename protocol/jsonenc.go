@@ -46,6 +46,54 @@ func (z *sizer) text(s string) int {
 	return z.n
 }
 
+// quoted is a string and its encoding (jsonstr.Append) as an earlier
+// frame's payload holds it.
+type quoted struct {
+	s string
+	b []byte
+}
+
+// quoteCache encodes the id and the text of the item a Seq is writing
+// the frames of once for all of them: a message's six frames hold its id
+// six times and its text four times (W3's 200 messages: 2,000 strings
+// encoded again). The encodings it keeps are bytes of frames already
+// written, which no one writes again, except those of a frame whose
+// encoding failed: Seq drops the cache then (forget). A nil cache
+// encodes each string.
+type quoteCache struct{ lastID, lastText quoted }
+
+// id appends s, an item's id.
+func (q *quoteCache) id(dst []byte, s string) []byte {
+	if q == nil {
+		return jsonstr.Append(dst, s)
+	}
+	return q.lastID.append(dst, s)
+}
+
+// text appends s, an item's text (or a function call's arguments).
+func (q *quoteCache) text(dst []byte, s string) []byte {
+	if q == nil {
+		return jsonstr.Append(dst, s)
+	}
+	return q.lastText.append(dst, s)
+}
+
+// forget drops what the cache holds.
+func (q *quoteCache) forget() { *q = quoteCache{} }
+
+// append appends s encoded: a copy of the encoding kept when s is the
+// string kept (compared by pointer first: the frames of an item share its
+// strings), else a new encoding, then kept.
+func (k *quoted) append(dst []byte, s string) []byte {
+	if k.b != nil && s == k.s {
+		return append(dst, k.b...)
+	}
+	start := len(dst)
+	dst = jsonstr.Append(dst, s)
+	k.s, k.b = s, dst[start:len(dst):len(dst)]
+	return dst
+}
+
 // appendStringPtr appends *s, or null for nil.
 func appendStringPtr(dst []byte, s *string) []byte {
 	if s == nil {

@@ -16,11 +16,12 @@ import (
 // encoding/json, and fuzzes them).
 
 // appendJSON appends the part: annotations and logprobs [] when empty.
-func (c *ContentPart) appendJSON(dst []byte) ([]byte, error) {
+// q encodes its text (nil: each time).
+func (c *ContentPart) appendJSON(dst []byte, q *quoteCache) ([]byte, error) {
 	dst = append(dst, `{"type":`...)
 	dst = jsonstr.Append(dst, c.Type)
 	dst = append(dst, `,"text":`...)
-	dst = jsonstr.Append(dst, c.Text)
+	dst = q.text(dst, c.Text)
 	dst = append(dst, `,"annotations":`...)
 	var err error
 	if dst, err = appendRawList(dst, nonNil(c.Annotations)); err != nil {
@@ -34,10 +35,11 @@ func (c *ContentPart) appendJSON(dst []byte) ([]byte, error) {
 }
 
 // appendJSON appends the fields of the item's type ("content": [] for an
-// empty message, "arguments": "" for a function call being opened).
-func (it *Item) appendJSON(dst []byte) ([]byte, error) {
+// empty message, "arguments": "" for a function call being opened). q
+// encodes its id and text (nil: each time).
+func (it *Item) appendJSON(dst []byte, q *quoteCache) ([]byte, error) {
 	dst = append(dst, `{"id":`...)
-	dst = jsonstr.Append(dst, it.ID)
+	dst = q.id(dst, it.ID)
 	dst = append(dst, `,"type":`...)
 	dst = jsonstr.Append(dst, it.Type)
 	dst = append(dst, `,"status":`...)
@@ -52,7 +54,7 @@ func (it *Item) appendJSON(dst []byte) ([]byte, error) {
 				dst = append(dst, ',')
 			}
 			var err error
-			if dst, err = it.Content[i].appendJSON(dst); err != nil {
+			if dst, err = it.Content[i].appendJSON(dst, q); err != nil {
 				return dst, err
 			}
 		}
@@ -63,7 +65,7 @@ func (it *Item) appendJSON(dst []byte) ([]byte, error) {
 		dst = append(dst, `,"name":`...)
 		dst = jsonstr.Append(dst, it.Name)
 		dst = append(dst, `,"arguments":`...)
-		dst = jsonstr.Append(dst, it.Arguments)
+		dst = q.text(dst, it.Arguments)
 	case ItemToolCall:
 		// The model's call id stays in the host (live items pair by it); an
 		// mcp_call has none on the wire.
@@ -128,7 +130,8 @@ func (r *Response) appendJSON(dst []byte) ([]byte, error) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		if dst, err = r.Output[i].appendJSON(dst); err != nil {
+		// Not through a cache: each item's strings are its own.
+		if dst, err = r.Output[i].appendJSON(dst, nil); err != nil {
 			return dst, err
 		}
 	}
@@ -243,18 +246,44 @@ func (u *Usage) appendJSON(dst []byte) []byte {
 
 // appendHead appends an event's opening: type and sequence number.
 func appendHead(dst []byte, typ string, seq int64) []byte {
-	dst = append(dst, `{"type":`...)
-	dst = jsonstr.Append(dst, typ)
-	dst = append(dst, `,"sequence_number":`...)
+	if h := knownHead(typ); h != "" {
+		dst = append(dst, h...)
+	} else {
+		dst = append(dst, `{"type":`...)
+		dst = jsonstr.Append(dst, typ)
+		dst = append(dst, `,"sequence_number":`...)
+	}
 	return strconv.AppendInt(dst, seq, 10)
 }
 
+// knownHead returns the opening appendHead writes before the sequence
+// number for the event types the projector writes, "" for another: a
+// constant copied rather than the type encoded for each of W3's 1,203
+// frames.
+func knownHead(typ string) string {
+	switch typ {
+	case EventOutputItemAdded:
+		return `{"type":"response.output_item.added","sequence_number":`
+	case EventOutputItemDone:
+		return `{"type":"response.output_item.done","sequence_number":`
+	case EventContentPartAdded:
+		return `{"type":"response.content_part.added","sequence_number":`
+	case EventContentPartDone:
+		return `{"type":"response.content_part.done","sequence_number":`
+	case EventOutputTextDelta:
+		return `{"type":"response.output_text.delta","sequence_number":`
+	case EventOutputTextDone:
+		return `{"type":"response.output_text.done","sequence_number":`
+	}
+	return ""
+}
+
 // appendItemHead appends the head of an event about an item's content:
-// appendHead, the item's id and its output index.
-func appendItemHead(dst []byte, typ string, seq int64, itemID string, outputIndex int) []byte {
+// appendHead, the item's id (through q) and its output index.
+func appendItemHead(dst []byte, typ string, seq int64, itemID string, outputIndex int, q *quoteCache) []byte {
 	dst = appendHead(dst, typ, seq)
 	dst = append(dst, `,"item_id":`...)
-	dst = jsonstr.Append(dst, itemID)
+	dst = q.id(dst, itemID)
 	dst = append(dst, `,"output_index":`...)
 	return strconv.AppendInt(dst, int64(outputIndex), 10)
 }
@@ -273,44 +302,45 @@ func (ev *LifecycleEvent) appendJSON(dst []byte) (b []byte, off int, err error) 
 	return append(dst, '}'), off, nil
 }
 
-// appendJSON appends the event.
-func (ev *OutputItemEvent) appendJSON(dst []byte) ([]byte, error) {
+// appendJSON appends the event; q encodes the item's id and text.
+func (ev *OutputItemEvent) appendJSON(dst []byte, q *quoteCache) ([]byte, error) {
 	dst = appendHead(dst, ev.Type, ev.SequenceNumber)
 	dst = append(dst, `,"output_index":`...)
 	dst = strconv.AppendInt(dst, int64(ev.OutputIndex), 10)
 	dst = append(dst, `,"item":`...)
-	dst, err := ev.Item.appendJSON(dst)
+	dst, err := ev.Item.appendJSON(dst, q)
 	if err != nil {
 		return dst, err
 	}
 	return append(dst, '}'), nil
 }
 
-// appendJSON appends the event.
-func (ev *ContentPartEvent) appendJSON(dst []byte) ([]byte, error) {
-	dst = appendItemHead(dst, ev.Type, ev.SequenceNumber, ev.ItemID, ev.OutputIndex)
+// appendJSON appends the event; q encodes the item's id and text.
+func (ev *ContentPartEvent) appendJSON(dst []byte, q *quoteCache) ([]byte, error) {
+	dst = appendItemHead(dst, ev.Type, ev.SequenceNumber, ev.ItemID, ev.OutputIndex, q)
 	dst = append(dst, `,"content_index":`...)
 	dst = strconv.AppendInt(dst, int64(ev.ContentIndex), 10)
 	dst = append(dst, `,"part":`...)
-	dst, err := ev.Part.appendJSON(dst)
+	dst, err := ev.Part.appendJSON(dst, q)
 	if err != nil {
 		return dst, err
 	}
 	return append(dst, '}'), nil
 }
 
-// appendJSON appends the event (delta and text omitted when nil).
-func (ev *OutputTextEvent) appendJSON(dst []byte) ([]byte, error) {
-	dst = appendItemHead(dst, ev.Type, ev.SequenceNumber, ev.ItemID, ev.OutputIndex)
+// appendJSON appends the event (delta and text omitted when nil); q
+// encodes the item's id and text.
+func (ev *OutputTextEvent) appendJSON(dst []byte, q *quoteCache) ([]byte, error) {
+	dst = appendItemHead(dst, ev.Type, ev.SequenceNumber, ev.ItemID, ev.OutputIndex, q)
 	dst = append(dst, `,"content_index":`...)
 	dst = strconv.AppendInt(dst, int64(ev.ContentIndex), 10)
 	if ev.Delta != nil {
 		dst = append(dst, `,"delta":`...)
-		dst = jsonstr.Append(dst, *ev.Delta)
+		dst = q.text(dst, *ev.Delta)
 	}
 	if ev.Text != nil {
 		dst = append(dst, `,"text":`...)
-		dst = jsonstr.Append(dst, *ev.Text)
+		dst = q.text(dst, *ev.Text)
 	}
 	dst = append(dst, `,"logprobs":`...)
 	dst, err := appendRawList(dst, ev.Logprobs)
@@ -321,12 +351,12 @@ func (ev *OutputTextEvent) appendJSON(dst []byte) ([]byte, error) {
 }
 
 // appendJSON appends the event (delta, name and arguments omitted when
-// nil or empty).
-func (ev *FunctionCallArgumentsEvent) appendJSON(dst []byte) []byte {
-	dst = appendItemHead(dst, ev.Type, ev.SequenceNumber, ev.ItemID, ev.OutputIndex)
+// nil or empty); q encodes the item's id and arguments.
+func (ev *FunctionCallArgumentsEvent) appendJSON(dst []byte, q *quoteCache) []byte {
+	dst = appendItemHead(dst, ev.Type, ev.SequenceNumber, ev.ItemID, ev.OutputIndex, q)
 	if ev.Delta != nil {
 		dst = append(dst, `,"delta":`...)
-		dst = jsonstr.Append(dst, *ev.Delta)
+		dst = q.text(dst, *ev.Delta)
 	}
 	if ev.Name != "" {
 		dst = append(dst, `,"name":`...)
@@ -334,7 +364,7 @@ func (ev *FunctionCallArgumentsEvent) appendJSON(dst []byte) []byte {
 	}
 	if ev.Arguments != nil {
 		dst = append(dst, `,"arguments":`...)
-		dst = jsonstr.Append(dst, *ev.Arguments)
+		dst = q.text(dst, *ev.Arguments)
 	}
 	return append(dst, '}')
 }

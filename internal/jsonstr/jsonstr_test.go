@@ -3,6 +3,7 @@ package jsonstr
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -24,4 +25,23 @@ func FuzzAppend(f *testing.F) {
 			t.Fatalf("Len(%q) = %d, want %d", s, n, len(want))
 		}
 	})
+}
+
+// BenchmarkAppend: strings as the stream events hold them.
+func BenchmarkAppend(b *testing.B) {
+	for _, c := range []struct{ name, s string }{
+		{"Type", "response.output_text.delta"},
+		{"ID", "msg_0123456789abcdef0123456789abcdef_17"},
+		{"Text50", "event-0017-eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"},
+		{"Prose4K", strings.Repeat("The quick brown fox, it said, jumps over 12 lazy dogs. ", 75)},
+		{"Escapes", strings.Repeat("<a href=\"x\">&amp;</a>\n", 20)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			dst := make([]byte, 0, 2*len(c.s)+64)
+			b.SetBytes(int64(len(c.s)))
+			for b.Loop() {
+				dst = Append(dst[:0], c.s)
+			}
+		})
+	}
 }

@@ -40,6 +40,23 @@ func benchRecords() map[string][]store.EventInput {
 	return map[string][]store.EventInput{"W1": w1, "W1Final": w1Final, "W3": w3, "Reply1MB": reply}
 }
 
+// BenchmarkEncodeW3Commit is Encode of the bench's W3 commit (w3Record),
+// the record most of that workload's CPU goes to after the projector.
+func BenchmarkEncodeW3Commit(b *testing.B) {
+	evs := w3Record(b)
+	in := 0
+	for _, ev := range evs {
+		in += len(ev.Payload)
+	}
+	b.SetBytes(int64(in))
+	b.ReportAllocs()
+	var n int
+	for b.Loop() {
+		n = len(Encode(evs))
+	}
+	b.ReportMetric(float64(n), "record-B")
+}
+
 // plain is the encoding before records shared strings (Size and Append).
 func plain(evs []store.EventInput) []byte {
 	size := 0

@@ -1,8 +1,10 @@
 package eventrec
 
 import (
+	"bytes"
 	"fmt"
 	"runtime"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -19,10 +21,33 @@ import (
 // plain, two rounds each, under load).
 const MinCompressed = 16 << 10
 
-// presizeCompressed is the size from which compress allocates its result
-// at the most it keeps, at once: a smaller record (W3's commit of 147 KB
-// compresses to 3 KB) would hold mostly unused room.
-const presizeCompressed = 256 << 10
+// maxPooled bounds the buffers Encode keeps for the next records (the
+// uncompressed record, zstd's output before its copy): a bigger record is
+// rare enough to build in buffers of its own, which a pool would keep
+// alive (two per P) long after it.
+const maxPooled = 1 << 20
+
+// plainBufs and zbufs hold the buffers of Encode (*[]byte): the
+// uncompressed records, and zstd's output. They are two pools so that a
+// big buffer of one is not taken for the other.
+var plainBufs, zbufs sync.Pool
+
+// getBuf returns a buffer of p (empty at first).
+func getBuf(p *sync.Pool) *[]byte {
+	if b, ok := p.Get().(*[]byte); ok {
+		return b
+	}
+	return new([]byte)
+}
+
+// putBuf puts b back into p, holding used instead (the buffer b's was
+// replaced by when it was too small) unless used is over maxPooled.
+func putBuf(p *sync.Pool, b *[]byte, used []byte) {
+	if cap(used) <= maxPooled {
+		*b = used[:0]
+	}
+	p.Put(b)
+}
 
 // compressedMarker starts a compressed record: a zstd frame (with its
 // content size and checksum) of the record in the plain format or with
@@ -63,30 +88,54 @@ func mustDecoder() *zstd.Decoder {
 	return d
 }
 
-// compress returns data compressed behind compressedMarker when data has
-// MinCompressed bytes or more and the result is at most 7/8 of its size,
-// and data itself otherwise.
+// compress returns data compressed behind compressedMarker, in a buffer
+// of its own and about its size, when data has MinCompressed bytes or more
+// and the result is at most 7/8 of its size; otherwise data itself and
+// false.
 //
 // It never writes what decompress refuses as damage: a record beyond
 // maxDecompressed, or one that compressed more than maxRatio times, is
 // returned as it is.
-func compress(data []byte) []byte {
+func compress(data []byte) ([]byte, bool) {
 	if len(data) < MinCompressed || len(data) > maxDecompressed {
-		return data
+		return data, false
 	}
-	dst := compressedMarker[:]
-	if len(data) >= presizeCompressed {
+	limit := len(data) - len(data)/8 // the longest result kept
+	if len(data) > maxPooled {
 		// Room for the largest result kept: EncodeAll appends block by
 		// block, growing a small buffer by copies (31 MB allocated for
 		// the 8 MB frame of an 8 MiB reply's record).
-		dst = append(make([]byte, 0, len(compressedMarker)+len(data)-len(data)/8), dst...)
+		out := zenc.EncodeAll(data, append(make([]byte, 0, len(compressedMarker)+limit), compressedMarker[:]...))
+		if !kept(data, out) {
+			return data, false
+		}
+		if len(out) < limit/2 {
+			out = bytes.Clone(out) // not the room of a record twice its size
+		}
+		return out, true
 	}
-	out := zenc.EncodeAll(data, dst)
-	frame := len(out) - len(compressedMarker)
-	if len(out) > len(data)-len(data)/8 || uint64(len(data)) > maxRatio*uint64(frame) {
-		return data
+	// Into a buffer of the pool, then copied at its size: presized at
+	// limit, W3's 9 KB result would take a cleared 327 KB buffer, all
+	// kept with the record.
+	buf := getBuf(&zbufs)
+	z := zenc.EncodeAll(data, append(*buf, compressedMarker[:]...))
+	var out []byte
+	ok := kept(data, z)
+	if ok {
+		out = bytes.Clone(z)
 	}
-	return out
+	putBuf(&zbufs, buf, z)
+	if !ok {
+		return data, false
+	}
+	return out, true
+}
+
+// kept reports whether the compressed form z of data is stored: short
+// enough to save an eighth, and within maxRatio.
+func kept(data, z []byte) bool {
+	frame := len(z) - len(compressedMarker)
+	return len(z) <= len(data)-len(data)/8 && uint64(len(data)) <= maxRatio*uint64(frame)
 }
 
 // decompress returns the record a compressed record holds, and data itself

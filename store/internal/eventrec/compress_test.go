@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/superstep/superstep/store"
@@ -80,4 +81,52 @@ func TestEncodeCompressionBound(t *testing.T) {
 		t.Fatalf("a record compressing beyond maxRatio was stored compressed (%d bytes)", len(data))
 	}
 	decodeAll(t, data, same)
+}
+
+// TestEncodeOwnsRecord: the record Encode returns is the caller's, of
+// about its size, whichever way it was built (plain, compressed, too
+// random to compress, past the pooled size): the next record of the same
+// size, built in the same pooled buffers, leaves it as it was.
+func TestEncodeOwnsRecord(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	noise := func(n int) []store.EventInput {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		return []store.EventInput{{Type: "t", Payload: b}}
+	}
+	// flipped is evs with every payload byte changed.
+	flipped := func(evs []store.EventInput) []store.EventInput {
+		out := slices.Clone(evs)
+		for i := range out {
+			p := bytes.Clone(out[i].Payload)
+			for j := range p {
+				p[j] ^= 0x55
+			}
+			out[i].Payload = p
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		evs  []store.EventInput
+	}{
+		{"W1", benchRecords()["W1"]}, {"W3", w3Record(t)}, {"Reply1MB", benchRecords()["Reply1MB"]},
+		{"Random", noise(2 * MinCompressed)}, {"RandomBig", noise(maxPooled + 1)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			other := flipped(c.evs)
+			rec := Encode(c.evs)
+			rec2 := Encode(other)
+			for _, r := range [][]byte{rec, rec2} {
+				// Rounded up to a size class, not a pooled buffer's capacity.
+				if cap(r) > len(r)+len(r)/4+8<<10 {
+					t.Errorf("a record of %d bytes holds %d", len(r), cap(r))
+				}
+			}
+			decodeAll(t, rec, c.evs)
+			decodeAll(t, rec2, other)
+		})
+	}
 }

@@ -29,20 +29,55 @@ var seed = maphash.MakeSeed()
 // long string is the plain format, as Append writes it. A record of
 // MinCompressed bytes or more is then compressed when that makes it
 // shorter by an eighth (see compress.go).
-func Encode(events []store.EventInput) []byte { return compress(encode(events)) }
+//
+// The record returned is the caller's (nothing else refers to it) and
+// about as big as it holds.
+func Encode(events []store.EventInput) []byte {
+	if plainSize(events) < MinCompressed {
+		return encode(events) // never compressed: built at its size
+	}
+	// The uncompressed record is zstd's input only: built in a buffer of
+	// the pool, not in a new one to clear and collect (W3's 374 KB).
+	buf := getBuf(&plainBufs)
+	data, used := build(events, *buf)
+	out, compressed := compress(data)
+	if !compressed && cap(used) <= maxPooled {
+		out = bytes.Clone(data) // data goes back to the pool
+	}
+	putBuf(&plainBufs, buf, used)
+	return out
+}
+
+// plainSize is the size of events in the plain format.
+func plainSize(events []store.EventInput) int {
+	size := 0
+	for _, ev := range events {
+		size += Size(ev.Type, ev.Payload)
+	}
+	return size
+}
 
 // encode is Encode without the compression.
 func encode(events []store.EventInput) []byte {
-	// A repeat takes two strings of MinShared bytes: in two payloads of at
-	// least that size, or in one of twice that. Records without either
-	// (all of W1's and W3's, a short reply's final commit with its 1 KB
+	data, _ := build(events, nil)
+	return data
+}
+
+// build returns the record encode returns, built in scratch when that has
+// room and in a buffer of its own otherwise, and that buffer (the record
+// may start past its start).
+func build(events []store.EventInput, scratch []byte) (data, buf []byte) {
+	// A repeat takes two strings of MinShared bytes: in two payloads that
+	// may hold one, or in one of twice that size. Records without either
+	// (all of W1's, W3's whose response.completed holds 200 items of short
+	// strings, a short reply's final commit with its 1 KB
 	// response.completed) are not scanned.
 	size, long, double := 0, 0, false
 	short, longest := 0, 0 // the sizes of the events not scanned, and of the longest
 	for _, ev := range events {
 		n := Size(ev.Type, ev.Payload)
 		size += n
-		if len(ev.Payload) >= MinShared {
+		if mayShare(ev.Payload) {
 			long++
 			double = double || len(ev.Payload) >= 2*MinShared
 			longest = max(longest, n)
@@ -51,11 +86,14 @@ func encode(events []store.EventInput) []byte {
 		}
 	}
 	if long == 0 || (long == 1 && !double) {
-		data := make([]byte, 0, size)
+		data := scratch[:0]
+		if cap(data) < size {
+			data = make([]byte, 0, size)
+		}
 		for _, ev := range events {
 			data = Append(data, ev.Type, ev.Payload)
 		}
-		return data
+		return data, data
 	}
 	// Room for the header in front: the marker and the indexes of at most
 	// long events, so that a record that needs none is returned without a
@@ -69,9 +107,13 @@ func encode(events []store.EventInput) []byte {
 	// grows as appends grow.
 	reserve := len(sharedMarker) + uvarintLen(uint64(long)) + long*uvarintLen(uint64(len(events)))
 	guess := min(size, short+longest+long*4096)
-	e := &encoder{buf: make([]byte, reserve, reserve+guess), base: reserve}
+	buf = scratch[:0]
+	if cap(buf) < reserve+guess {
+		buf = make([]byte, 0, reserve+guess)
+	}
+	e := &encoder{buf: buf[:reserve], base: reserve}
 	for i, ev := range events {
-		if len(ev.Payload) < MinShared {
+		if !mayShare(ev.Payload) {
 			e.buf = Append(e.buf, ev.Type, ev.Payload)
 			continue
 		}
@@ -80,7 +122,7 @@ func encode(events []store.EventInput) []byte {
 		}
 	}
 	if len(e.encoded) == 0 {
-		return e.buf[e.base:]
+		return e.buf[e.base:], e.buf
 	}
 	hdr := append(sharedMarker[:], binary.AppendUvarint(nil, uint64(len(e.encoded)))...)
 	prev := 0
@@ -90,7 +132,46 @@ func encode(events []store.EventInput) []byte {
 	}
 	start := e.base - len(hdr)
 	copy(e.buf[start:], hdr)
-	return e.buf[start:]
+	return e.buf[start:], e.buf
+}
+
+// scanBlock is the size of the blocks mayShare looks at: the inside of a
+// string of MinShared bytes (its quotes excluded) covers a whole block of
+// the payload wherever it starts (MinShared-2 >= 2*scanBlock-1).
+const scanBlock = 256
+
+// mayShare reports whether p may hold a string of MinShared bytes or more
+// as nextString finds them, so is worth scanning. It is false when each
+// block of scanBlock bytes of p holds a quote that no backslash precedes,
+// which the inside of a string never holds (a quote that does not end it
+// follows an odd number of backslashes): W3's response.completed, 50 KB of
+// short strings, is 200 short looks instead of 8,000 strings to walk.
+func mayShare(p []byte) bool {
+	if len(p) < MinShared {
+		return false
+	}
+	for at := 0; at+scanBlock <= len(p); at += scanBlock {
+		if !hasBareQuote(p, at, at+scanBlock) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasBareQuote reports whether p[from:to] holds a quote that does not
+// follow a backslash.
+func hasBareQuote(p []byte, from, to int) bool {
+	for i := from; i < to; i++ {
+		q := bytes.IndexByte(p[i:to], '"')
+		if q < 0 {
+			return false
+		}
+		i += q
+		if i == 0 || p[i-1] != '\\' {
+			return true
+		}
+	}
+	return false
 }
 
 // span is a string's place in the record's events (offsets from the end
