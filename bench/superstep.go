@@ -149,7 +149,9 @@ func eventsWorkflow(hook stepHook) (*workflow.Workflow, error) {
 }
 
 // superstepSys hosts the bench workflows on a superstep host over SQLite
-// or PostgreSQL, driven in process through host.Create and host.Wait.
+// or PostgreSQL, driven in process through host.Create and
+// host.WaitStarted (Wait for the response Create returned: the run driven
+// here is waited for in memory, without reading the response back first).
 type superstepSys struct {
 	label, stor string
 	pgDB        string // PostgreSQL database name; "" for SQLite
@@ -241,7 +243,7 @@ func (s *superstepSys) do(ctx context.Context, w workload, _ string) error {
 	if err != nil {
 		return fmt.Errorf("bench: create: %w", err)
 	}
-	r, err = s.h.Wait(ctx, r.ID, "")
+	r, err = s.h.WaitStarted(ctx, r)
 	if err != nil {
 		return fmt.Errorf("bench: wait: %w", err)
 	}
