@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -88,4 +89,67 @@ func testReclaimOwnRunAfterStall(t *testing.T, lease time.Duration, start func(*
 	if n := metricValue(t, reg, "superstep_host_leases_expired_total"); n != 1 {
 		t.Fatalf("%v expired leases counted, want 1", n)
 	}
+}
+
+// unreadableRunStore fails the next RunGet calls (as many as fail holds)
+// with store.ErrUnavailable: a store that cannot answer in time.
+type unreadableRunStore struct {
+	store.Store
+	fail  atomic.Int32
+	reads atomic.Int32 // RunGet calls failed
+}
+
+func (s *unreadableRunStore) RunGet(ctx context.Context, id string) (*store.Run, error) {
+	if s.fail.Add(-1) >= 0 {
+		s.reads.Add(1)
+		return nil, fmt.Errorf("injected: run %s: %w", id, store.ErrUnavailable)
+	}
+	return s.Store.RunGet(ctx, id)
+}
+
+// A run fenced because another owner claimed it counts as a lost lease
+// even when the store cannot be read as it stops (a host continued after
+// a pause, its store slow to answer): the host asks again until the store
+// answers, rather than counting an expiry with nobody else holding the
+// run (TestMultihost_Zombie saw leases_lost_total 1 of 2).
+func TestHost_LeaseLostCountedOnceStoreAnswers(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be testDB) {
+		s := be.open(t)
+		defer s.Close()
+		unreadable := &unreadableRunStore{Store: s}
+		logs := &lockedBuffer{}
+		reg := prometheus.NewRegistry()
+		h := newHost(t, unreadable, &host.Config{HostID: "h", LeaseDuration: 2 * time.Second, Metrics: reg,
+			Logger: quietLogger(logs), CommitBackoff: time.Millisecond}, registerDemos)
+		defer shutdown(t, h)
+		ctx := testCtx(t)
+		r := create(t, h, examples.Silent, "x", map[string]string{"steps": "100000", "step_delay_ms": "2"})
+		h.WaitCommitted(t)
+		// The first read as the run stops and the first one asked again
+		// fail; another owner has taken the run over by then.
+		unreadable.fail.Store(2)
+		var claimed []*store.Run
+		var err error
+		for i := 0; i < 100 && err == nil && len(claimed) == 0; i++ {
+			claimed, err = s.LeaseClaim(ctx, &store.LeaseClaimParams{Owner: "intruder", Duration: time.Hour,
+				Now: time.Now().Add(2 * time.Hour)})
+		}
+		if err != nil || len(claimed) != 1 || claimed[0].ID != r.RunID {
+			t.Fatalf("claim: %v %v", claimed, err)
+		}
+		h.WaitRunExited(t)
+		deadline := time.Now().Add(10 * time.Second)
+		for metricValue(t, reg, "superstep_host_leases_lost_total") == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		lost, expired := metricValue(t, reg, "superstep_host_leases_lost_total"),
+			metricValue(t, reg, "superstep_host_leases_expired_total")
+		if lost != 1 || expired != 0 || unreadable.reads.Load() != 2 {
+			t.Fatalf("leases lost %v, expired %v (want 1, 0) after %d failed reads of the run; logs:\n%s",
+				lost, expired, unreadable.reads.Load(), logs)
+		}
+		if out := logs.String(); !strings.Contains(out, "another owner drives the run now") {
+			t.Fatalf("no lost lease logged:\n%s", out)
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/superstep/superstep/internal/wait"
 	"github.com/superstep/superstep/store"
 )
 
@@ -400,11 +401,50 @@ func (h *Host) cancelRequested(ctx context.Context, id string) (bool, error) {
 // store has it now: another owner claimed it (a lost lease), this host
 // claimed it again after a stall (it resumes here), or nobody has it yet
 // (the lease expired, or the guard stopped the run before it could).
+//
+// When the store cannot be read (a host continued after a pause finds its
+// connections busy, or the store is slow), the reason is not known yet:
+// it is asked again, off the run's goroutine (r.mu is held, and a resume
+// of the run here waits for the goroutine to exit), until the store
+// answers, and only then counted. Counting it as expired at once said
+// "nobody else has it" of runs another host had taken over.
 func (h *Host) leaseEnded(r *run, err error, log *slog.Logger) {
 	h.test.leaseLost.Signal(r.id)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), h.renewTimeout())
 	defer cancel()
 	sr, gerr := h.store.RunGet(ctx, r.id)
+	if gerr == nil || errors.Is(gerr, store.ErrNotFound) {
+		h.classifyLeaseEnd(r, err, log, sr, gerr)
+		return
+	}
+	log.Info("host: run stopped: its lease ended; the store could not be read to tell why, asking again",
+		"epoch", r.epoch, "err", err, "run_err", gerr)
+	h.loopWG.Go(func() { h.leaseEndedLater(r, err, log, gerr) })
+}
+
+// leaseEndedLater reads r from the store until it answers, backing off
+// from LeaseDuration/12 up to LeaseDuration, and classifies why r stopped
+// (classifyLeaseEnd). When the host stops first, the stop is counted as
+// expired with the last error, so that every fenced stop is counted once.
+func (h *Host) leaseEndedLater(r *run, err error, log *slog.Logger, gerr error) {
+	ctx := h.loopCtx
+	backoff := max(h.cfg.LeaseDuration/12, time.Millisecond)
+	var sr *store.Run
+	for wait.Sleep(ctx, backoff) {
+		rctx, cancel := context.WithTimeout(ctx, h.renewTimeout())
+		sr, gerr = h.store.RunGet(rctx, r.id)
+		cancel()
+		if gerr == nil || errors.Is(gerr, store.ErrNotFound) {
+			break
+		}
+		backoff = min(2*backoff, h.cfg.LeaseDuration)
+	}
+	h.classifyLeaseEnd(r, err, log, sr, gerr)
+}
+
+// classifyLeaseEnd logs and counts why r stopped fenced from sr, r's run
+// as the store has it, or gerr, why it could not be read.
+func (h *Host) classifyLeaseEnd(r *run, err error, log *slog.Logger, sr *store.Run, gerr error) {
 	switch {
 	case gerr != nil:
 		h.metrics.leaseExpired.Inc()

@@ -199,8 +199,9 @@ func TestMultihost_Zombie(t *testing.T) {
 		t.Errorf("zombie committed %v supersteps in all; %v before its runs and %v of theirs before the takeovers (%v at the pause): it committed after losing its leases",
 			got, baseCommits[z.slot], short.zombieLast+long.zombieLast, short.committed+long.committed)
 	}
-	t.Logf("zombie metrics after stepping down: leases_lost=%v commits=%v commit_failures=%v",
-		m["superstep_host_leases_lost_total"], m["superstep_host_commits_total"], m["superstep_host_commit_failures_total"])
+	t.Logf("zombie metrics after stepping down: leases_lost=%v leases_expired=%v commits=%v commit_failures=%v",
+		m["superstep_host_leases_lost_total"], m["superstep_host_leases_expired_total"], m["superstep_host_commits_total"],
+		m["superstep_host_commit_failures_total"])
 	if n := cl.logsContaining("lease lost")[z.id]; n < 2 {
 		t.Errorf("zombie logged %d lease-lost lines, want one per run it lost (2)", n)
 	}
@@ -407,8 +408,9 @@ func waitMetrics(ctx context.Context, t *testing.T, h *hostProc, what string, ok
 			return m
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("host %s did not come %s within 60s: %v; metrics leases_lost=%v active_runs=%v commits=%v",
-				h.id, what, err, m["superstep_host_leases_lost_total"], m["superstep_host_active_runs"], m["superstep_host_commits_total"])
+			t.Fatalf("host %s did not come %s within 60s: %v; metrics leases_lost=%v leases_expired=%v active_runs=%v commits=%v",
+				h.id, what, err, m["superstep_host_leases_lost_total"], m["superstep_host_leases_expired_total"],
+				m["superstep_host_active_runs"], m["superstep_host_commits_total"])
 		}
 		sleep(ctx, 20*time.Millisecond)
 	}
