@@ -68,6 +68,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&pgSuffix, "pg-suffix", "", "appended to the name of every PostgreSQL database the bench creates and drops (benches sharing a server)")
 	fs.IntVar(&pgCommitInFlight, "pg-commit-inflight", 0, "superstep on PostgreSQL: group-commit batches in flight at once (0: the store's default)")
 	fs.BoolVar(&pgCommitStats, "pg-commit-stats", pgCommitStats, "superstep on PostgreSQL: print the group-commit batch sizes of each run to stderr")
+	fs.IntVar(&sqlitePageSize, "sqlite-page-size", 0, "superstep on SQLite: page size of the new database file (0: the store's default)")
 	fs.BoolVar(&storeStats, "store-stats", storeStats, "superstep: print each cell's store time per workflow (Commit, ResponseCreate) and the group-commit batch sizes to stderr")
 	fs.BoolVar(&c.render, "render", false, "re-render the section and plot from results.json and "+analysisFile+" without measuring")
 	fs.StringVar(&c.loadComment, "note", "", "extra note for the report (e.g. load conditions)")

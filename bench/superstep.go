@@ -169,7 +169,7 @@ func (s *superstepSys) storeCounts() storeCounts { return s.st.counts() }
 func newSuperstepSQLite(path string, sync sqlite.Synchronous) *superstepSys {
 	return &superstepSys{label: "superstep", stor: "SQLite " + string(sync),
 		openStore: func(ctx context.Context) (store.Store, io.Closer, error) {
-			s, err := sqlite.Open(ctx, path, &sqlite.Options{Synchronous: sync})
+			s, err := sqlite.Open(ctx, path, &sqlite.Options{Synchronous: sync, PageSize: sqlitePageSize})
 			return s, s, err
 		}}
 }
@@ -290,6 +290,10 @@ func (s *superstepSys) close(ctx context.Context) error {
 // -store-stats: print each superstep cell's store time per workflow and
 // both stores' batch sizes.
 var pgGroupCommit, pgCommitStats, storeStats = true, false, false
+
+// sqlitePageSize is -sqlite-page-size: superstep's SQLite
+// Options.PageSize for the bench's new files (0: its default).
+var sqlitePageSize int
 
 // pgCommitInFlight is -pg-commit-inflight: superstep's PostgreSQL
 // Options.CommitBatchesInFlight (0: its default).
