@@ -95,6 +95,12 @@ func TestHost_Webhooks_EventPerTerminalStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireEvent(t, deliveries(t, b.store, long.ID, 2), long.ID, protocol.WebhookCancelled)
+	// WebhookEnqueued is called after the commit returned: the deliveries
+	// are readable from the store a moment before (CI once read 3 here).
+	deadline := time.Now().Add(testTimeout)
+	for kicks.Load() < 4 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 	if n := kicks.Load(); n != 4 {
 		t.Fatalf("WebhookEnqueued called %d times, want 4 (one per finished response)", n)
 	}
