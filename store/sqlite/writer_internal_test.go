@@ -149,15 +149,8 @@ func TestRunBatch_FailingWriteFailsAlone(t *testing.T) {
 	if got.Version != conv.Version+2 {
 		t.Fatalf("conversation version %d, want %d (two appends)", got.Version, conv.Version+2)
 	}
-	for _, c := range []*store.ResponseCreateResult{a, b} {
-		run, err := s.RunGet(ctx, c.Run.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if run.LastStep != 1 {
-			t.Fatalf("run %s at step %d, want 1", run.ID, run.LastStep)
-		}
-	}
+	requireLastStep(ctx, t, s, a.Run.ID, 1)
+	requireLastStep(ctx, t, s, b.Run.ID, 1)
 }
 
 // TestRunBatch_FullWriteFailsAlone: a write failing with a SQLite error
@@ -186,13 +179,7 @@ func TestRunBatch_FullWriteFailsAlone(t *testing.T) {
 		t.Fatalf("Stats().Redone = %d, want 1", got)
 	}
 	for i, want := range []int64{1, 0, 1} {
-		run, err := s.RunGet(ctx, cs[i].Run.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if run.LastStep != want {
-			t.Fatalf("run %d at step %d, want %d", i, run.LastStep, want)
-		}
+		requireLastStep(ctx, t, s, cs[i].Run.ID, want)
 	}
 }
 
@@ -227,13 +214,7 @@ func TestRunBatch_PoisonedBatchFails(t *testing.T) {
 				t.Fatalf("write %d: %v, want ErrUnavailable", i, err)
 			}
 		}
-		run, err := s.RunGet(ctx, cs[i].Run.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if run.LastStep != 0 {
-			t.Fatalf("run %d at step %d after its batch failed, want 0", i, run.LastStep)
-		}
+		requireLastStep(ctx, t, s, cs[i].Run.ID, 0) // its batch failed
 	}
 	if _, err := s.wconn.ExecContext(ctx, "PRAGMA max_page_count = 1073741823"); err != nil {
 		t.Fatal(err)
@@ -243,6 +224,18 @@ func TestRunBatch_PoisonedBatchFails(t *testing.T) {
 		if _, err := s.Commit(ctx, p); err != nil {
 			t.Fatalf("commit %d once there is room: %v", i, err)
 		}
+	}
+}
+
+// requireLastStep fails t unless run runID's last step is want.
+func requireLastStep(ctx context.Context, t *testing.T, s *Store, runID string, want int64) {
+	t.Helper()
+	run, err := s.RunGet(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.LastStep != want {
+		t.Fatalf("run %s at step %d, want %d", runID, run.LastStep, want)
 	}
 }
 
@@ -327,15 +320,8 @@ func TestBegin_RollsBackLeftOpenTransaction(t *testing.T) {
 		t.Fatal("inTx = true after the commit")
 	}
 	d := storetest.CreateResponse(ctx, t, s, nil)
-	for _, id := range []string{c.Run.ID, d.Run.ID} {
-		run, err := s.RunGet(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := map[string]int64{c.Run.ID: 1, d.Run.ID: 0}[id]; run.LastStep != want {
-			t.Fatalf("run %s at step %d, want %d", id, run.LastStep, want)
-		}
-	}
+	requireLastStep(ctx, t, s, c.Run.ID, 1)
+	requireLastStep(ctx, t, s, d.Run.ID, 0)
 }
 
 // TestRunBatch_SwallowedRollbackFailsAlone: a write whose apply ends the
@@ -371,15 +357,8 @@ func TestRunBatch_SwallowedRollbackFailsAlone(t *testing.T) {
 	if got := s.Stats().Redone; got != 1 {
 		t.Fatalf("Stats().Redone = %d, want 1", got)
 	}
-	for _, c := range []*store.ResponseCreateResult{a, b} {
-		run, err := s.RunGet(ctx, c.Run.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if run.LastStep != 1 {
-			t.Fatalf("run %s at step %d, want 1", run.ID, run.LastStep)
-		}
-	}
+	requireLastStep(ctx, t, s, a.Run.ID, 1)
+	requireLastStep(ctx, t, s, b.Run.ID, 1)
 	if _, err := s.Commit(ctx, storetest.NextCommit(ctx, t, s, a.Run.ID, nil)); err != nil {
 		t.Fatalf("commit after the batch: %v", err)
 	}
