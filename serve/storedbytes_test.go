@@ -26,35 +26,9 @@ func sqliteStoredColumns(t *testing.T, path string) map[string]int64 {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tables []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			t.Fatal(err)
-		}
-		tables = append(tables, name)
-	}
-	rows.Close()
 	out := map[string]int64{}
-	for _, table := range tables {
-		cols, err := db.Query(`SELECT name FROM pragma_table_info(?)`, table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for cols.Next() {
-			var name string
-			if err := cols.Scan(&name); err != nil {
-				t.Fatal(err)
-			}
-			names = append(names, name)
-		}
-		cols.Close()
-		for _, col := range names {
+	for _, table := range sqliteNames(t, db, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`) {
+		for _, col := range sqliteNames(t, db, `SELECT name FROM pragma_table_info(?)`, table) {
 			var n sql.NullInt64
 			q := fmt.Sprintf(`SELECT sum(length(CAST(%q AS BLOB))) FROM %q`, col, table)
 			if err := db.QueryRow(q).Scan(&n); err != nil {
@@ -66,6 +40,28 @@ func sqliteStoredColumns(t *testing.T, path string) map[string]int64 {
 		}
 	}
 	return out
+}
+
+// sqliteNames returns the one text column of query q's rows.
+func sqliteNames(t *testing.T, db *sql.DB, q string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Query(q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
 
 // pgStoredColumns returns pg_column_size sums per column of each table of
