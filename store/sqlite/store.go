@@ -117,10 +117,16 @@ func (s *Store) openDBs(ctx context.Context) error {
 	// The writer's one connection lives as long as the store, so a
 	// per-connection pragma set once holds.
 	// journal_size_limit truncates the WAL after a checkpoint that left it
-	// larger (a 10 MB checkpoint grows it past the autocheckpoint size).
+	// larger (a 10 MB checkpoint grows it past the autocheckpoint size);
+	// in the file's page size, which Options.PageSize sets only for a new
+	// file (one made with 1 KB pages keeps them).
+	var pageSize int
+	if err := s.wdb.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize); err != nil {
+		return mapError("read page size", err)
+	}
 	for _, q := range []string{
 		fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", s.opts.WALAutocheckpoint),
-		fmt.Sprintf("PRAGMA journal_size_limit = %d", 4*s.opts.WALAutocheckpoint*s.opts.PageSize),
+		fmt.Sprintf("PRAGMA journal_size_limit = %d", 4*s.opts.WALAutocheckpoint*pageSize),
 	} {
 		if _, err := s.wdb.ExecContext(ctx, q); err != nil {
 			return mapError(q, err)

@@ -363,3 +363,34 @@ func TestRunBatch_SwallowedRollbackFailsAlone(t *testing.T) {
 		t.Fatalf("commit after the batch: %v", err)
 	}
 }
+
+// TestOpen_JournalSizeLimitInFilePages: the WAL's size limit is counted in
+// the file's own page size, which Options.PageSize sets only for a new
+// file: a file made with 1 KB pages, opened with the 4 KB default, keeps a
+// limit of 4 × WALAutocheckpoint × 1 KB, not 4 × 4 KB.
+func TestOpen_JournalSizeLimitInFilePages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	s, err := Open(ctx, path, &Options{PageSize: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(ctx, path, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var pageSize, limit int
+	if err := s.wconn.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.wconn.QueryRowContext(ctx, "PRAGMA journal_size_limit").Scan(&limit); err != nil {
+		t.Fatal(err)
+	}
+	if want := 4 * WALAutocheckpointDefault * 1024; pageSize != 1024 || limit != want {
+		t.Fatalf("page size %d, journal_size_limit %d; want 1024 and %d", pageSize, limit, want)
+	}
+}
