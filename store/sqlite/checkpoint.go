@@ -41,8 +41,8 @@ type entry struct {
 // larger one is inline when it fits what the parts before it left of
 // inlineBudget, which keeps a manifest of one such part and a few small
 // ones within the ~990 bytes a row keeps in its leaf with 1 KB pages (no
-// overflow page): the default page size until 4 KB, which databases made
-// then keep (with 4 KB pages a row keeps ~4,000). inlineBudget also bounds what an unchanged inline part
+// overflow page). 1 KB was the default page size before 2026-12-05, and
+// databases made then keep it; with 4 KB pages a row keeps ~4,000. inlineBudget also bounds what an unchanged inline part
 // rewrites per commit. No inline part is larger than inlineBudget (a build
 // of schema version 15 or older reads one larger than 256 as corrupt:
 // migration 016 bumps the version).

@@ -18,7 +18,9 @@ const responseColumns = `id, run_id, previous_response_id, model, owner, status,
 	trace_context`
 
 // responseSelect is responseColumns as read from the table responses:
-// CommitStep and UpdatedAt through respCommitStep and respUpdatedAt.
+// CommitStep and UpdatedAt through respCommitStep and respUpdatedAt. A
+// query that reads commit_step or updated_at of a response must use those
+// two: the stored columns of an open response lag its silent commits.
 var responseSelect = strings.NewReplacer(" commit_step,", " "+respCommitStep+",", " updated_at,", " "+respUpdatedAt+",").
 	Replace(responseColumns)
 

@@ -21,8 +21,9 @@ import (
 // and Release) on a store with Synchronous NORMAL, so that no fsync hides
 // the writer's CPU: ns/write and cpu-µs/write are what the single writer
 // spends per write (statements, cgo, Go work in its critical section).
-// conc=1 writes alone (no SAVEPOINT); conc=8 and conc=64 group-commit,
-// and batch is the mean number of writes per transaction.
+// conc=1 writes alone; conc=8 and conc=64 group-commit (a batch is
+// applied without a SAVEPOINT per write, at any concurrency), and batch is
+// the mean number of writes per transaction.
 func BenchmarkWriterCPU(b *testing.B) {
 	for _, conc := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("conc=%d", conc), func(b *testing.B) { benchWriterCPU(b, conc) })

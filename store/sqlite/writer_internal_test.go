@@ -42,12 +42,18 @@ func runAsBatch(t *testing.T, s *Store, writes ...func()) {
 	var wg sync.WaitGroup
 	for i, w := range writes {
 		wg.Go(w)
+		deadline := time.Now().Add(10 * time.Second)
 		for {
 			s.mu.Lock()
 			n := len(s.queue)
 			s.mu.Unlock()
 			if n == i+1 {
 				break
+			}
+			if time.Now().After(deadline) {
+				// The write returned before it queued (refused up front):
+				// fail here rather than at the binary's timeout.
+				t.Fatalf("write %d did not queue (queue length %d)", i, n)
 			}
 			time.Sleep(time.Millisecond) // waiting for the write to queue
 		}
