@@ -46,7 +46,8 @@ func trimSpace(b []byte) []byte {
 // unquote decodes body, a JSON string literal without its quotes, into
 // dst (which has room for it) or, with a nil dst, only measures it: it
 // returns the decoded length. The rules are encoding/json's unquoteBytes,
-// but for \' (which its scanner refuses before unquoting).
+// except that \' is refused here, as encoding/json's scanner refuses it
+// before unquoting.
 func unquote(dst, body []byte) (int, bool) {
 	w := 0
 	put := func(c byte) {
@@ -107,21 +108,15 @@ func unquote(dst, body []byte) (int, bool) {
 		case c == '"' || c < ' ':
 			return 0, false
 		case c < utf8.RuneSelf:
-			if dst == nil {
-				// Measuring: skip the plain ASCII run at once.
-				j := r + 1
-				for j < len(body) && body[j] >= ' ' && body[j] < utf8.RuneSelf && body[j] != '\\' && body[j] != '"' {
-					j++
-				}
-				w += j - r
-				r = j
-				continue
-			}
+			// A run of plain ASCII at once.
 			j := r + 1
 			for j < len(body) && body[j] >= ' ' && body[j] < utf8.RuneSelf && body[j] != '\\' && body[j] != '"' {
 				j++
 			}
-			w += copy(dst[w:], body[r:j])
+			if dst != nil {
+				copy(dst[w:], body[r:j])
+			}
+			w += j - r
 			r = j
 		default:
 			rr, size := utf8.DecodeRune(body[r:])
