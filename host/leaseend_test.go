@@ -148,8 +148,9 @@ func TestHost_LeaseLostCountedOnceStoreAnswers(t *testing.T) {
 			t.Fatalf("leases lost %v, expired %v (want 1, 0) after %d failed reads of the run; logs:\n%s",
 				lost, expired, unreadable.reads.Load(), logs)
 		}
-		if out := logs.String(); !strings.Contains(out, "another owner drives the run now") {
-			t.Fatalf("no lost lease logged:\n%s", out)
+		if out := logs.String(); !strings.Contains(out, "another owner drives the run now") ||
+			!strings.Contains(out, "could not be read to tell why, asking again") {
+			t.Fatalf("no lost lease logged after asking the store again:\n%s", out)
 		}
 	})
 }

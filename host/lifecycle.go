@@ -413,56 +413,63 @@ func (h *Host) leaseEnded(r *run, err error, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), h.renewTimeout())
 	defer cancel()
 	sr, gerr := h.store.RunGet(ctx, r.id)
-	if gerr == nil || errors.Is(gerr, store.ErrNotFound) {
-		h.classifyLeaseEnd(r, err, log, sr, gerr)
+	if storeAnswered(gerr) {
+		h.classifyLeaseEnd(r.epoch, err, log, sr, gerr)
 		return
 	}
 	log.Info("host: run stopped: its lease ended; the store could not be read to tell why, asking again",
 		"epoch", r.epoch, "err", err, "run_err", gerr)
-	h.loopWG.Go(func() { h.leaseEndedLater(r, err, log, gerr) })
+	id, epoch := r.id, r.epoch // not r: the goroutine may outlive the run by long
+	h.loopWG.Go(func() { h.leaseEndedLater(id, epoch, err, log, gerr) })
 }
 
-// leaseEndedLater reads r from the store until it answers, backing off
-// from LeaseDuration/12 up to LeaseDuration, and classifies why r stopped
-// (classifyLeaseEnd). When the host stops first, the stop is counted as
-// expired with the last error, so that every fenced stop is counted once.
-func (h *Host) leaseEndedLater(r *run, err error, log *slog.Logger, gerr error) {
+// storeAnswered reports whether a read of a run that returned err tells
+// its state: read, or not found.
+func storeAnswered(err error) bool { return err == nil || errors.Is(err, store.ErrNotFound) }
+
+// leaseEndedLater reads run id from the store until it answers, backing
+// off from LeaseDuration/12 up to LeaseDuration, and classifies why the
+// run, driven here at epoch, stopped (classifyLeaseEnd). When the host
+// stops first, the stop is counted as expired with the last error, so
+// that every fenced stop is counted once.
+func (h *Host) leaseEndedLater(id string, epoch int64, err error, log *slog.Logger, gerr error) {
 	ctx := h.loopCtx
 	backoff := max(h.cfg.LeaseDuration/12, time.Millisecond)
 	var sr *store.Run
 	for wait.Sleep(ctx, backoff) {
 		rctx, cancel := context.WithTimeout(ctx, h.renewTimeout())
-		sr, gerr = h.store.RunGet(rctx, r.id)
+		sr, gerr = h.store.RunGet(rctx, id)
 		cancel()
-		if gerr == nil || errors.Is(gerr, store.ErrNotFound) {
+		if storeAnswered(gerr) {
 			break
 		}
 		backoff = min(2*backoff, h.cfg.LeaseDuration)
 	}
-	h.classifyLeaseEnd(r, err, log, sr, gerr)
+	h.classifyLeaseEnd(epoch, err, log, sr, gerr)
 }
 
-// classifyLeaseEnd logs and counts why r stopped fenced from sr, r's run
-// as the store has it, or gerr, why it could not be read.
-func (h *Host) classifyLeaseEnd(r *run, err error, log *slog.Logger, sr *store.Run, gerr error) {
+// classifyLeaseEnd logs and counts why a run driven here at epoch stopped
+// fenced, from sr, the run as the store has it, or gerr, why it could not
+// be read.
+func (h *Host) classifyLeaseEnd(epoch int64, err error, log *slog.Logger, sr *store.Run, gerr error) {
 	switch {
 	case gerr != nil:
 		h.metrics.leaseExpired.Inc()
-		log.Warn("host: run stopped: its lease ended", "epoch", r.epoch, "err", err, "run_err", gerr)
-	case sr.Lease.Owner == h.cfg.HostID && sr.Lease.Epoch != r.epoch:
+		log.Warn("host: run stopped: its lease ended", "epoch", epoch, "err", err, "run_err", gerr)
+	case sr.Lease.Owner == h.cfg.HostID && sr.Lease.Epoch != epoch:
 		h.metrics.leaseExpired.Inc()
 		log.Warn("host: lease expired while the run stalled; this host claimed the run again and resumes it from its last commit",
-			"epoch", r.epoch, "new_epoch", sr.Lease.Epoch, "err", err)
-	case sr.Lease.Epoch != r.epoch:
+			"epoch", epoch, "new_epoch", sr.Lease.Epoch, "err", err)
+	case sr.Lease.Epoch != epoch:
 		// Claimed by another host since (it may have released the lease
 		// again, finished or handed back).
 		h.metrics.leaseLost.Inc()
 		log.Warn("host: lease lost; another owner drives the run now", "owner", sr.Lease.Owner,
-			"epoch", r.epoch, "owner_epoch", sr.Lease.Epoch, "err", err)
+			"epoch", epoch, "owner_epoch", sr.Lease.Epoch, "err", err)
 	default:
 		h.metrics.leaseExpired.Inc()
 		log.Warn("host: lease expired (or was not renewed in time); the run is left for the next claim, here or on another host",
-			"epoch", r.epoch, "err", err)
+			"epoch", epoch, "err", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -478,12 +479,15 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	// after the commits' waits: its times (its lease's expiry among them)
 	// are its statement's, right before the COMMIT that makes its run
 	// visible, not before a wait that may outlast its lease.
-	byRun := func(a, b *commitReq) int { return strings.Compare(a.runID(), b.runID()) }
-	commits := slices.DeleteFunc(slices.Clone(batch), func(r *commitReq) bool { return r.create != nil })
-	slices.SortFunc(commits, byRun)
-	creates := slices.DeleteFunc(slices.Clone(batch), func(r *commitReq) bool { return r.create == nil })
-	slices.SortFunc(creates, byRun)
-	order := slices.Concat(commits, creates)
+	order := slices.Clone(batch)
+	slices.SortFunc(order, func(a, b *commitReq) int {
+		return cmp.Or(cmp.Compare(btoi(a.create != nil), btoi(b.create != nil)), strings.Compare(a.runID(), b.runID()))
+	})
+	k := slices.IndexFunc(order, func(r *commitReq) bool { return r.create != nil })
+	if k < 0 {
+		k = len(order)
+	}
+	commits, creates := order[:k:k], order[k:]
 	errs := make(map[*commitReq]error, len(batch))
 	// No caller's cancellation ends a batch of several: the connection is
 	// awaited and the batch run under Options.WriteTimeout.
@@ -537,6 +541,14 @@ func (s *Store) commitBatch(batch []*commitReq) {
 			r.done <- r.committed(s)
 		}
 	}
+}
+
+// btoi is 1 for true, 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // commitPlain writes a batch of plain commits (none complex) and
