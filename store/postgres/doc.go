@@ -36,10 +36,10 @@
 // first events and its first checkpoint in one statement. The other
 // creates are a transaction of a statement per row.
 //
-// Under group commit (the default; Options.NoGroupCommit turns it off)
-// such a create usually rides a batch: its statement runs inside the
-// batch's transaction, with other runs' commits, after them and right
-// before the COMMIT. Its times (created_at, the lease's expiry) are its
+// Under group commit (the default; Options.NoGroupCommit or CommitBatchMax
+// 1 turns it off) such a create usually rides a batch: its statement runs
+// inside the batch's transaction, with other runs' commits, after them and
+// right before the COMMIT. Its times (created_at, the lease's expiry) are its
 // own statement's (statement_timestamp), as they would be alone. It
 // fails alone when it conflicts, but it also fails, with
 // store.ErrUnavailable, when the batch's transaction fails (the

@@ -552,8 +552,9 @@ func btoi(b bool) int {
 }
 
 // commitPlain writes a batch of plain commits (none complex) and
-// creates, in the batch's order (commitBatch), in one transaction whose BEGIN and COMMIT are pipelined with the
-// members: one round trip when none fails. A member that fails is rolled
+// creates, in the batch's order (commitBatch), in one transaction whose
+// BEGIN and COMMIT are pipelined with the members: one round trip when
+// none fails. A member that fails is rolled
 // back to its savepoint, and the members after it are sent again (with
 // the COMMIT) in the same transaction. It records each member's own
 // failure in errs and returns a failure of the transaction.
