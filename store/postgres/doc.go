@@ -30,6 +30,11 @@
 // have been sent, its context's cancellation no longer interrupts it, so an
 // error means nothing was written (Options.WriteTimeout still bounds it).
 //
+// The columns holding a request's, a snapshot's, a checkpoint's or an event
+// record's bytes are TOAST-compressed with lz4 where the server has it
+// (migration 020); pglz, PostgreSQL's default, cost W3 ~9 % of the
+// server's CPU.
+//
 // A response's create is one call of superstep_create (migration 019) too
 // when it starts a new run (no idempotency key, conversation turn,
 // continuation nor branch): the run, its lease claim, the response, its
