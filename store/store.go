@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -656,6 +657,41 @@ type LeaseBatchRenewer interface {
 	// ErrNotFound). The error is for the call as a whole (the store
 	// unreachable, ErrUnavailable): then no result is returned.
 	LeaseRenewBatch(ctx context.Context, p *LeaseRenewBatchParams) ([]LeaseRenewResult, error)
+}
+
+// CreateCommitter is implemented by stores that write a new response's
+// create and its run's first commit in one transaction: one write, one
+// sync, where ResponseCreate and Commit are two. It is optional: callers
+// find it with a type assertion. A host uses it for a request whose
+// response nobody can read before the request ends (a blocking request:
+// host.Run), so its create need not be durable, nor visible, before the
+// first superstep's commit.
+type CreateCommitter interface {
+	// CreateCommit writes c as ResponseCreate would, then p as Commit
+	// would, atomically: after an error neither is written. c must create
+	// a new run claimed by c.LeaseOwner (no PreviousResponseID, Branch,
+	// ForkedFrom, IdempotencyKey nor Conversation: ErrConflict
+	// otherwise); p is made under that claim, so p.RunID and p.ResponseID
+	// must name c's run and response, and p.Epoch is ignored (the claim's
+	// epoch is used). Errors are those of the two calls.
+	CreateCommit(ctx context.Context, c *ResponseCreateParams, p *CommitParams) (*ResponseCreateResult, *CommitResult, error)
+}
+
+// CheckCreateCommit reports why c and p cannot be written by
+// CreateCommit (nil when they can): the rules its doc states.
+func CheckCreateCommit(c *ResponseCreateParams, p *CommitParams) error {
+	switch {
+	case c == nil || c.Response == nil || p == nil:
+		return fmt.Errorf("%w: create-commit: create and commit are required", ErrConflict)
+	case c.LeaseOwner == "":
+		return fmt.Errorf("%w: create-commit: the create must claim the run (LeaseOwner)", ErrConflict)
+	case c.Response.PreviousResponseID != "" || c.Branch || c.ForkedFrom != nil || c.IdempotencyKey != "" || c.Conversation != nil:
+		return fmt.Errorf("%w: create-commit: only a new run without idempotency key or conversation", ErrConflict)
+	case p.RunID != c.RunID || p.ResponseID != c.Response.ID:
+		return fmt.Errorf("%w: create-commit: commit of run %s response %s, create of run %s response %s",
+			ErrConflict, p.RunID, p.ResponseID, c.RunID, c.Response.ID)
+	}
+	return nil
 }
 
 // LeaseRenewBatchParams are the arguments of LeaseRenewBatch.

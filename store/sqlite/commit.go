@@ -32,34 +32,81 @@ func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.Commi
 		return nil, fmt.Errorf("sqlite: commit: %w", err)
 	}
 	now := orNow(p.Now)
-	// What needs no database is made here, by the caller's goroutine,
-	// not by the single writer inside its transaction.
-	w := &commitWork{parts: hashParts(p.Checkpoint), rec: encodeRecord(p.Events), snapshot: snapref.Encode(p.Snapshot, p.Events)}
-	w.manifest = encodeManifest(w.parts)
+	w := prepareCommit(p)
 	res := &store.CommitResult{}
 	err := s.writeWake(ctx, "commit", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Conn) error {
-		runNum, err := commitTx(ctx, tx, p, w, now, res)
-		if err != nil {
-			return err
-		}
-		if err := commitExtrasTx(ctx, tx, p, now); err != nil {
-			return err
-		}
-		if p.JournalPrune {
-			if err := pruneJournalTx(ctx, tx, p.RunID, p.Step); err != nil {
-				return err
-			}
-		}
-		if p.PruneKeep <= 0 {
-			return nil
-		}
-		res.Pruned, err = pruneRunTx(ctx, tx, p.RunID, runNum, p.PruneKeep)
-		return err
+		return commitAllTx(ctx, tx, p, w, now, res)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// CreateCommit writes c and then p in one transaction (store.CreateCommitter):
+// one write of the writer's batch where ResponseCreate and Commit are two.
+func (s *Store) CreateCommit(ctx context.Context, c *store.ResponseCreateParams, p *store.CommitParams) (*store.ResponseCreateResult, *store.CommitResult, error) {
+	if err := store.CheckCreateCommit(c, p); err != nil {
+		return nil, nil, fmt.Errorf("sqlite: %w", err)
+	}
+	if err := validateCreate(c); err != nil {
+		return nil, nil, err
+	}
+	if p == nil || !p.Status.Valid() {
+		return nil, nil, errors.New("sqlite: commit: a valid Status is required")
+	}
+	if err := p.CheckFinishing(); err != nil {
+		return nil, nil, fmt.Errorf("sqlite: commit: %w", err)
+	}
+	cnow, now := orNow(c.Now), orNow(p.Now)
+	resp, cw := prepareCreate(c, cnow)
+	w := prepareCommit(p)
+	var run *store.Run
+	res := &store.CommitResult{}
+	err := s.writeWake(ctx, "create and commit", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Conn) (err error) {
+		if run, err = createTx(ctx, tx, c, resp, cw, cnow); err != nil {
+			return err
+		}
+		q := *p
+		q.Epoch = run.Lease.Epoch // the claim the create made
+		return commitAllTx(ctx, tx, &q, w, now, res)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	// The create's result as ResponseCreate returns it: the run and the
+	// response before the commit (res says what the commit did).
+	return &store.ResponseCreateResult{Response: resp, Run: run}, res, nil
+}
+
+// prepareCommit makes what a commit writes that needs no database, by the
+// caller's goroutine, not by the single writer inside its transaction.
+func prepareCommit(p *store.CommitParams) *commitWork {
+	w := &commitWork{parts: hashParts(p.Checkpoint), rec: encodeRecord(p.Events), snapshot: snapref.Encode(p.Snapshot, p.Events)}
+	w.manifest = encodeManifest(w.parts)
+	return w
+}
+
+// commitAllTx is Commit inside the writer's transaction: the commit, its
+// extras (webhooks, ...) and the prunes it asks for.
+func commitAllTx(ctx context.Context, tx *sql.Conn, p *store.CommitParams, w *commitWork, now time.Time, res *store.CommitResult) error {
+	runNum, err := commitTx(ctx, tx, p, w, now, res)
+	if err != nil {
+		return err
+	}
+	if err := commitExtrasTx(ctx, tx, p, now); err != nil {
+		return err
+	}
+	if p.JournalPrune {
+		if err := pruneJournalTx(ctx, tx, p.RunID, p.Step); err != nil {
+			return err
+		}
+	}
+	if p.PruneKeep <= 0 {
+		return nil
+	}
+	res.Pruned, err = pruneRunTx(ctx, tx, p.RunID, runNum, p.PruneKeep)
+	return err
 }
 
 // commitWork is what Commit makes of its parameters before it queues for

@@ -72,6 +72,25 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 		return nil, err
 	}
 	now := orNow(p.Now)
+	resp, w := prepareCreate(p, now)
+	var run *store.Run
+	err := s.writeWake(ctx, "response create", nil, func(ctx context.Context, tx *sql.Conn) (err error) {
+		run, err = createTx(ctx, tx, p, resp, w, now)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if run.Active && run.Lease.Owner == "" {
+		// Queued: announced to the hosts that may claim it.
+		s.notices.Publish(store.Notice{Kind: store.NoticeRunReady, RunID: run.ID})
+	}
+	return &store.ResponseCreateResult{Response: resp, Run: run}, nil
+}
+
+// prepareCreate makes, before the create queues for the writer, the
+// response row it writes and what needs no database.
+func prepareCreate(p *store.ResponseCreateParams, now time.Time) (*store.Response, *commitWork) {
 	w := &commitWork{parts: hashParts(p.Checkpoint), rec: encodeRecord(p.Events), snapshot: snapref.Encode(p.Response.Snapshot, p.Events)}
 	w.manifest = encodeManifest(w.parts)
 	resp := *p.Response
@@ -83,19 +102,7 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 	if resp.Status.Terminal() {
 		resp.CompletedAt = &now
 	}
-	var run *store.Run
-	err := s.writeWake(ctx, "response create", nil, func(ctx context.Context, tx *sql.Conn) (err error) {
-		run, err = createTx(ctx, tx, p, &resp, w, now)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if run.Active && run.Lease.Owner == "" {
-		// Queued: announced to the hosts that may claim it.
-		s.notices.Publish(store.Notice{Kind: store.NoticeRunReady, RunID: run.ID})
-	}
-	return &store.ResponseCreateResult{Response: &resp, Run: run}, nil
+	return &resp, w
 }
 
 // validateCreate checks the parameters that need no database.
