@@ -30,6 +30,34 @@ func (s *countingStore) counts() storeCounts {
 		time.Duration(s.commitTime.Load()), time.Duration(s.createTime.Load())}
 }
 
+// counting wraps st in a countingStore, returned as the store to give the
+// host, and as itself for the counts: a store.CreateCommitter stays one
+// (countingCreateCommitter), so the host still finds the capability.
+func counting(st store.Store) (store.Store, *countingStore) {
+	cs := &countingStore{Store: st}
+	if cc, ok := st.(store.CreateCommitter); ok {
+		return &countingCreateCommitter{countingStore: cs, cc: cc}, cs
+	}
+	return cs, cs
+}
+
+// countingCreateCommitter forwards CreateCommit, counted as one create and
+// one commit (its time as commit time: it is the first superstep's
+// commit, with the create riding in it).
+type countingCreateCommitter struct {
+	*countingStore
+	cc store.CreateCommitter
+}
+
+func (s *countingCreateCommitter) CreateCommit(ctx context.Context, c *store.ResponseCreateParams, p *store.CommitParams) (*store.ResponseCreateResult, *store.CommitResult, error) {
+	s.creates.Add(1)
+	s.commits.Add(1)
+	t0 := time.Now()
+	cr, r, err := s.cc.CreateCommit(ctx, c, p)
+	s.commitTime.Add(int64(time.Since(t0)))
+	return cr, r, err
+}
+
 // Exclusive forwards the optional capability the host looks for.
 func (s *countingStore) Exclusive() bool {
 	ex, ok := s.Store.(interface{ Exclusive() bool })

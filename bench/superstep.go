@@ -149,9 +149,9 @@ func eventsWorkflow(hook stepHook) (*workflow.Workflow, error) {
 }
 
 // superstepSys hosts the bench workflows on a superstep host over SQLite
-// or PostgreSQL, driven in process through host.Create and
-// host.WaitStarted (Wait for the response Create returned: the run driven
-// here is waited for in memory, without reading the response back first).
+// or PostgreSQL, driven in process through host.CreateAndWait: a blocking
+// request, whose create rides with its first commit and whose run is
+// waited for in memory, without reading the response back.
 type superstepSys struct {
 	label, stor string
 	pgDB        string // PostgreSQL database name; "" for SQLite
@@ -203,8 +203,8 @@ func (s *superstepSys) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bench: open superstep store: %w", err)
 	}
-	cs := &countingStore{Store: st}
-	h, err := startHost(ctx, cs, s.hook)
+	hs, cs := counting(st)
+	h, err := startHost(ctx, hs, s.hook)
 	if err != nil {
 		_ = closer.Close()
 		return err
@@ -239,13 +239,9 @@ func startHostCfg(ctx context.Context, st store.Store, hook stepHook, cfg *host.
 }
 
 func (s *superstepSys) do(ctx context.Context, w workload, _ string) error {
-	r, err := s.h.Create(ctx, createParams(w))
+	r, err := s.h.CreateAndWait(ctx, blockingParams(w))
 	if err != nil {
-		return fmt.Errorf("bench: create: %w", err)
-	}
-	r, err = s.h.WaitStarted(ctx, r)
-	if err != nil {
-		return fmt.Errorf("bench: wait: %w", err)
+		return fmt.Errorf("bench: create and wait: %w", err)
 	}
 	if r.Status != store.StatusCompleted {
 		return fmt.Errorf("bench: response %s ended %s: %s", r.ID, r.Status, r.Error)
@@ -253,7 +249,21 @@ func (s *superstepSys) do(ctx context.Context, w workload, _ string) error {
 	return nil
 }
 
-// createParams is a background create of workload w's model.
+// blockingParams is a blocking request for workload w's model, as a
+// client's POST without background sends it (what DBOS's RunWorkflow and
+// GetResult do): the host may write its create with the first commit.
+func blockingParams(w workload) *host.CreateParams {
+	text := payload(payloadBytes)
+	return &host.CreateParams{
+		Model:   modelOf(w),
+		Request: []byte(`{"model":"` + modelOf(w) + `","input":"` + text + `"}`),
+		Input:   []host.InputItem{{Type: host.InputMessage, Role: "user", Text: text}},
+		Store:   true,
+	}
+}
+
+// createParams is a background create of workload w's model (W4's crash
+// child: its create is durable before the run starts).
 func createParams(w workload) *host.CreateParams {
 	text := payload(payloadBytes)
 	return &host.CreateParams{

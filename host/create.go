@@ -303,13 +303,27 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 		}
 	}
 	span, tc := h.startResponseSpan(ctx, snap.ID, sp.runID, m.ID, p.Background)
-	res, err := h.store.ResponseCreate(ctx, &store.ResponseCreateParams{
+	cp := &store.ResponseCreateParams{
 		Response: &store.Response{ID: snap.ID, PreviousResponseID: p.PreviousResponseID, Model: m.ID,
 			Owner: p.Owner, Status: store.Status(status), Request: p.Request, Snapshot: c.Snapshot, CreatedAt: now,
 			Publication: p.publication, Input: input, TraceContext: tc},
 		RunID: sp.runID, Branch: sp.branch, Checkpoint: sp.checkpoint, Events: toEventInputs(c.Frames),
 		LeaseOwner: owner, LeaseDuration: h.cfg.LeaseDuration, // the lease on the store's clock
-		IdempotencyKey: p.IdempotencyKey, RequestHash: keyHash(p), Conversation: p.turn, ForkedFrom: sp.fork})
+		IdempotencyKey: p.IdempotencyKey, RequestHash: keyHash(p), Conversation: p.turn, ForkedFrom: sp.fork}
+	if h.deferCreate(p, sp, owner) {
+		// Written with the first commit (deferred.go).
+		resp := pendingResponse(cp, now)
+		r := h.newRun(m, resp, snap, sp.runID, store.Lease{Owner: owner, Epoch: newRunLeaseEpoch}, sp.lastStep, sp.lastParts)
+		r.info.Params, r.trace.span = p.params, span
+		r.create = cp
+		r.pending.Store(true)
+		if err := h.startRun(r, sp.drive(r)); err != nil {
+			return nil, err // nothing stored: the host is closing
+		}
+		h.metrics.createsDeferred.Inc()
+		return resp, nil
+	}
+	res, err := h.store.ResponseCreate(ctx, cp)
 	if err != nil {
 		endSpan(span, err)
 	}

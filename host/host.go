@@ -236,6 +236,9 @@ type CreateParams struct {
 	// no Input of its own (store.Response.Input nil), which would be the
 	// request's text a second time.
 	inputInRequest bool
+	// blocking: CreateAndWait made the create; its caller learns the response's id
+	// only with the finished response (see deferCreate).
+	blocking bool
 }
 
 // InputItem is one normalised input item. It is the type the one reader
@@ -328,6 +331,20 @@ func (h *Host) Shutdown(ctx context.Context) error { return h.shutdown(ctx) }
 // CreateParams.IdempotencyKey).
 func (h *Host) Create(ctx context.Context, p *CreateParams) (*store.Response, error) {
 	return h.create(ctx, p)
+}
+
+// CreateAndWait creates a response as Create does and waits until it is finished,
+// as WaitStarted would, returning it then: a blocking request. Its caller
+// learns the response's id only with the finished response, so nobody
+// can read the response before its first superstep commits: when the
+// store can (store.CreateCommitter), a new run's create is not written on
+// its own before the run starts but with that first commit, in one
+// transaction (one store write where Create and the commit are two). A
+// crash before that commit leaves nothing stored, as if the request had
+// not arrived; its caller, waiting, sees the failure. Errors: those of
+// Create and Wait.
+func (h *Host) CreateAndWait(ctx context.Context, p *CreateParams) (*store.Response, error) {
+	return h.createAndWait(ctx, p)
 }
 
 // Get returns the response (store.ErrNotFound also for another owner's).

@@ -228,6 +228,9 @@ func (j *runJournal) Record(ctx context.Context, call workflow.JournalCall, resu
 
 // append writes p in a write of its own, retrying a transient failure.
 func (j *runJournal) append(ctx context.Context, p *store.JournalAppendParams) error {
+	if err := j.h.writeCreate(ctx, j.r); err != nil {
+		return err // the run is not in the store: nothing to journal in
+	}
 	backoff := journalRecordBackoff
 	for try := 1; ; try++ {
 		err := j.js.JournalAppend(ctx, p)

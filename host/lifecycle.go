@@ -256,7 +256,9 @@ func (h *Host) runsSnapshot() []*run {
 	defer h.mu.Unlock()
 	runs := make([]*run, 0, len(h.mu.runs))
 	for _, r := range h.mu.runs {
-		runs = append(runs, r)
+		if !r.pending.Load() { // not in the store yet: no lease to renew, no cancel to read
+			runs = append(runs, r)
+		}
 	}
 	return runs
 }

@@ -24,9 +24,12 @@ const (
 type metrics struct {
 	commits        prometheus.Counter
 	commitFailures prometheus.Counter
-	commitSeconds  prometheus.Histogram
-	activeRuns     prometheus.Gauge
-	leaseLost      prometheus.Counter
+	// createsDeferred counts creates written with their run's first
+	// commit (CreateAndWait, deferred.go).
+	createsDeferred prometheus.Counter
+	commitSeconds   prometheus.Histogram
+	activeRuns      prometheus.Gauge
+	leaseLost       prometheus.Counter
 	// leaseExpired counts runs stopped because their lease ran out with
 	// nobody else holding it (a stall; reclaimed here or left for a claim).
 	leaseExpired prometheus.Counter
@@ -58,6 +61,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "superstep_host_commits_total", Help: "Supersteps committed."}),
 		commitFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "superstep_host_commit_failures_total", Help: "Commit attempts that failed (each retry counts)."}),
+		createsDeferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "superstep_host_creates_deferred_total",
+			Help: "Responses of blocking requests whose create was written with their first commit, in one transaction."}),
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "superstep_host_commit_seconds", Help: "Latency of commit attempts.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
@@ -101,7 +107,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.commits, m.commitFailures, m.commitSeconds, m.activeRuns, m.leaseLost,
+	for _, c := range []prometheus.Collector{m.commits, m.commitFailures, m.createsDeferred, m.commitSeconds, m.activeRuns, m.leaseLost,
 		m.leaseExpired, m.resumeBackoffs, m.recovered, m.failures, m.cancelsSeen, m.branches, m.livePublish, m.checkpointsPruned, m.responsesPruned,
 		m.clockOffset} {
 		if err := reg.Register(c); err != nil {

@@ -48,6 +48,14 @@ type run struct {
 
 	liveMode bool // publication mode live (see PublicationLive)
 
+	// pending: the run's create is not written yet (deferCreate); it is
+	// written with the first commit, or alone before any other write
+	// (createMu serialises that). The store knows nothing of the run
+	// meanwhile: the lease loops skip it (runsSnapshot).
+	pending  atomic.Bool
+	createMu sync.Mutex
+	create   *store.ResponseCreateParams // guarded by createMu; nil once written
+
 	// feed serves the head response's durable events and terminal state
 	// to this host's readers from memory; closed when the run stops here.
 	feed *feed
@@ -269,8 +277,8 @@ func (h *Host) afterDrive(r *run, err error) {
 // unless the commit that finished its response did so. Called with r.mu
 // held.
 func (h *Host) releaseLease(r *run) {
-	if r.released {
-		return
+	if r.released || r.pending.Load() {
+		return // given up by the finishing commit, or never written
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 5*time.Second)
 	defer cancel()
@@ -418,6 +426,11 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 // failure was in reporting it).
 func (h *Host) commit(r *run, p *store.CommitParams, nextSeq int64) error {
 	ctx := h.commitContext(h.runCtx, r, p) // a cancel must not abort a commit; a hard stop does
+	if r.pending.Load() {
+		if done, err := h.commitFirst(ctx, r, p); done || err != nil {
+			return err
+		}
+	}
 	backoff := h.cfg.CommitBackoff
 	failures := 0 // failed attempts not known to be transient
 	for attempt := 0; ; attempt++ {

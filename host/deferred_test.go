@@ -1,0 +1,184 @@
+package host_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/sqlite"
+	"github.com/superstep/superstep/workflow"
+)
+
+// registerDeferred registers the workflows of the deferred-create tests:
+// d.echo answers in one superstep after sleeping for the request's
+// metadata "sleep" (a duration; none by default); d.journal journals a
+// sub-step before it answers.
+func registerDeferred(t *testing.T, h *host.Host) {
+	t.Helper()
+	echo := workflow.Func("echo", func(c *workflow.Context, in string) error {
+		if d, err := time.ParseDuration(c.Invocation().Metadata["sleep"]); err == nil {
+			select {
+			case <-time.After(d):
+			case <-c.Context().Done():
+				return c.Context().Err()
+			}
+		}
+		return c.Yield("echo: " + in)
+	})
+	wf, err := workflow.NewBuilder("d.echo").SetStart(echo).Outputs(echo).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RegisterWorkflow("d.echo", wf); err != nil {
+		t.Fatal(err)
+	}
+	journal := workflow.Func("journal", func(c *workflow.Context, in string) error {
+		n, err := workflow.RunStep(c.Context(), "count", func(context.Context) (int, error) { return len(in), nil })
+		if err != nil {
+			return err
+		}
+		return c.Yield(in + " " + string(rune('0'+n%10)))
+	})
+	wf, err = workflow.NewBuilder("d.journal").SetStart(journal).Outputs(journal).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RegisterWorkflow("d.journal", wf); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func blocking(model, text string, md map[string]string) *host.CreateParams {
+	return &host.CreateParams{Model: model, Store: true, Metadata: md,
+		Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: text}}}
+}
+
+// writes returns the SQLite store's writes so far.
+func writes(t *testing.T, s store.Store) int64 {
+	t.Helper()
+	return s.(*sqlite.Store).Stats().Writes
+}
+
+// TestCreateAndWait_CreateRidesFirstCommit: a blocking request's create is
+// written with its first commit, one store write for a one-superstep
+// workflow where Create and Wait make two, and the finished response, as
+// stored and as returned, is what Create and Wait give.
+func TestCreateAndWait_CreateRidesFirstCommit(t *testing.T) {
+	b := setup(t, &setupOpts{noReg: true, cfg: &host.Config{CommitBackoff: time.Millisecond}})
+	registerDeferred(t, b.host)
+	ctx := testCtx(t)
+
+	w0 := writes(t, b.store)
+	got, err := b.host.CreateAndWait(ctx, blocking("d.echo", "hi", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deferred := writes(t, b.store) - w0
+
+	w0 = writes(t, b.store)
+	r, err := b.host.Create(ctx, blocking("d.echo", "hi", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := b.host.WaitStarted(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := writes(t, b.store) - w0
+	if deferred != 1 || plain != 2 {
+		t.Fatalf("store writes: CreateAndWait %d, Create+WaitStarted %d; want 1 and 2", deferred, plain)
+	}
+	stored, err := b.host.Get(ctx, got.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*store.Response{got, stored} {
+		if r.Status != store.StatusCompleted || r.NextSeq != want.NextSeq || r.CommitStep != want.CommitStep {
+			t.Fatalf("response %s: status %s, NextSeq %d, CommitStep %d; want %s %d %d", r.ID, r.Status, r.NextSeq,
+				r.CommitStep, want.Status, want.NextSeq, want.CommitStep)
+		}
+		if s := snapshot(t, r); len(s.Output) != 1 || s.Output[0].Content[0].Text != "echo: hi" {
+			t.Fatalf("response %s output %+v", r.ID, s.Output)
+		}
+	}
+	if evs, ws := collect(t, b.host, got.ID, -1), collect(t, b.host, want.ID, -1); types(evs) != types(ws) {
+		t.Fatalf("events %s, want %s", types(evs), types(ws))
+	}
+}
+
+// TestCreateAndWait_PendingRunOutlivesLease: while its create is not
+// written, a run is not the lease loops' (no lease to renew, none to
+// guard): a first superstep longer than the lease finishes, and the
+// response's lease is then the one its create claimed.
+func TestCreateAndWait_PendingRunOutlivesLease(t *testing.T) {
+	b := setup(t, &setupOpts{noReg: true, cfg: &host.Config{CommitBackoff: time.Millisecond, LeaseDuration: 300 * time.Millisecond}})
+	registerDeferred(t, b.host)
+	got, err := b.host.CreateAndWait(testCtx(t), blocking("d.echo", "slow", map[string]string{"sleep": "900ms"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != store.StatusCompleted {
+		t.Fatalf("status %s (%s), want completed", got.Status, got.Error)
+	}
+}
+
+// TestCreateAndWait_JournalWritesCreateFirst: a run that journals before
+// its first commit has its create written alone first (the journal entry
+// needs the run in the store), then commits as usual.
+func TestCreateAndWait_JournalWritesCreateFirst(t *testing.T) {
+	b := setup(t, &setupOpts{noReg: true})
+	registerDeferred(t, b.host)
+	w0 := writes(t, b.store)
+	got, err := b.host.CreateAndWait(testCtx(t), blocking("d.journal", "abc", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != store.StatusCompleted {
+		t.Fatalf("status %s (%s), want completed", got.Status, got.Error)
+	}
+	if s := snapshot(t, got); len(s.Output) != 1 || s.Output[0].Content[0].Text != "abc 3" {
+		t.Fatalf("output %+v", s.Output)
+	}
+	if n := writes(t, b.store) - w0; n != 3 {
+		t.Fatalf("store writes %d, want 3 (the create, the journal entry, the commit)", n)
+	}
+}
+
+// TestCreateAndWait_StoppedBeforeFirstCommit: a run stopped before its
+// first commit (the host shuts down) leaves nothing stored, and its
+// waiting caller gets an error.
+func TestCreateAndWait_StoppedBeforeFirstCommit(t *testing.T) {
+	b := setup(t, &setupOpts{noReg: true})
+	registerDeferred(t, b.host)
+	errc := make(chan error, 1)
+	var id string
+	go func() {
+		r, err := b.host.CreateAndWait(testCtx(t), blocking("d.echo", "never", map[string]string{"sleep": "1m"}))
+		if r != nil {
+			id = r.ID
+		}
+		errc <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the run is sleeping in its first superstep
+	shutdownOnce.Store(b.host, true)    // not again at cleanup
+	sctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_ = b.host.Shutdown(sctx) // the run is interrupted when sctx ends
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatalf("CreateAndWait returned response %s, want an error", id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("CreateAndWait did not return after the host shut down")
+	}
+	runs, err := b.store.(*sqlite.Store).RunList(context.Background(), &store.RunListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 0 {
+		t.Fatalf("%d runs stored, want none", len(runs))
+	}
+}
