@@ -162,7 +162,7 @@ func TestCreateAndWait_StoppedBeforeFirstCommit(t *testing.T) {
 		errc <- err
 	}()
 	time.Sleep(100 * time.Millisecond) // the run is sleeping in its first superstep
-	shutdownOnce.Store(b.host, true)    // not again at cleanup
+	shutdownOnce.Store(b.host, true)   // not again at cleanup
 	sctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_ = b.host.Shutdown(sctx) // the run is interrupted when sctx ends
