@@ -18,21 +18,47 @@ import (
 // other than a commit (a journal entry) writes the create alone first
 // (writeCreate).
 
-// createAndWait is CreateAndWait: create with p.blocking, then wait.
-func (h *Host) createAndWait(ctx context.Context, p *CreateParams) (*store.Response, error) {
+// Blocking is a blocking request's response, started by CreateBlocking.
+// It does not tell the response's id: Wait returns the response once
+// finished, and only then may anyone read it (see CreateAndWait).
+type Blocking struct {
+	h    *Host
+	resp *store.Response
+}
+
+// CreateBlocking starts a blocking request as CreateAndWait does, without
+// waiting for it: ctx bounds the create (its store writes, when the create
+// is not deferred to the first commit), and Wait the wait. Errors: those
+// of Create.
+func (h *Host) CreateBlocking(ctx context.Context, p *CreateParams) (*Blocking, error) {
 	q := *p
 	q.blocking = true
 	resp, err := h.create(ctx, &q)
 	if err != nil {
 		return nil, err
 	}
-	final, err := h.waitStarted(ctx, resp)
+	return &Blocking{h: h, resp: resp}, nil
+}
+
+// Wait waits until the response is finished and returns it, as WaitStarted
+// does. Errors: those of Wait; store.ErrNotFound also when the run
+// stopped (the host shut down) before its first commit, which left
+// nothing stored.
+func (b *Blocking) Wait(ctx context.Context) (*store.Response, error) {
+	final, err := b.h.waitStarted(ctx, b.resp)
 	if err != nil && errors.Is(err, store.ErrNotFound) {
-		// Deleted meanwhile, or (deferred) the run stopped before its
-		// first commit, leaving nothing stored.
-		return nil, fmt.Errorf("host: response %s: %w", resp.ID, err)
+		return nil, fmt.Errorf("host: response %s: %w", b.resp.ID, err)
 	}
 	return final, err
+}
+
+// createAndWait is CreateAndWait.
+func (h *Host) createAndWait(ctx context.Context, p *CreateParams) (*store.Response, error) {
+	b, err := h.CreateBlocking(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return b.Wait(ctx)
 }
 
 // deferCreate reports whether the create of sp for p can ride with the

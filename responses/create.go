@@ -40,19 +40,25 @@ func (s *server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 	}
+	ctx, cancel := s.storeContext(r)
 	if !p.Stream && !p.Background {
 		// A blocking request: its response's id reaches the client only
 		// with the finished response, so the host may write its create
-		// with its first commit (host.CreateAndWait).
-		final, err := s.host.CreateAndWait(r.Context(), p)
+		// with its first commit (host.CreateBlocking).
+		b, err := s.host.CreateBlocking(ctx, p)
+		cancel()
 		if err != nil {
 			s.writeError(w, r, createError(err, p))
+			return
+		}
+		final, err := b.Wait(r.Context())
+		if err != nil {
+			s.writeError(w, r, err)
 			return
 		}
 		writeRawJSON(w, http.StatusOK, final.Snapshot)
 		return
 	}
-	ctx, cancel := s.storeContext(r)
 	resp, err := s.host.Create(ctx, p)
 	cancel()
 	if err != nil {
