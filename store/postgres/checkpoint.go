@@ -196,6 +196,10 @@ func pruneTx(ctx context.Context, tx pgx.Tx, runID string, keep int) (int64, err
 // knows its last step (a commit that just wrote it).
 func pruneAtTx(ctx context.Context, tx pgx.Tx, runID string, keep int, last int64) (int64, error) {
 	var n int64
-	err := tx.QueryRow(ctx, "SELECT superstep_prune_checkpoints($1, $2, $3)", runID, keep, last).Scan(&n)
+	err := tx.QueryRow(ctx, pruneAtSQL, runID, keep, last).Scan(&n)
 	return n, err
 }
+
+// pruneAtSQL is pruneAtTx's statement (the run, keep, its last step); it
+// returns how many checkpoints it deleted.
+const pruneAtSQL = "SELECT superstep_prune_checkpoints($1, $2, $3)"

@@ -123,7 +123,16 @@ func faultOps(t *testing.T, b *bundle) []faultOp {
 	hook := CreateResponse(b.ctx, t, b.s, nil)
 	newRun := ResponseParams(&ResponseOpts{Checkpoint: Parts(2, 500, 4)})
 	cont := ResponseParams(&ResponseOpts{RunID: done.Run.ID, PreviousResponseID: done.Response.ID})
-	return []faultOp{
+	var ops []faultOp
+	if _, ok := b.s.(store.CreateCommitter); ok {
+		c, p := createCommitParams(2, store.StatusCompleted)
+		p.Release, p.PruneKeep = true, 1
+		ops = append(ops, faultOp{"CreateCommit", state(c.RunID), func(ctx context.Context, b *bundle) error {
+			_, _, err := b.s.(store.CreateCommitter).CreateCommit(ctx, c, p) // b.s: reopened every other time
+			return err
+		}})
+	}
+	return append(ops, []faultOp{
 		{"Commit", state(c.Run.ID), func(ctx context.Context, b *bundle) error {
 			p := NextCommit(ctx, t, b.s, c.Run.ID, &CommitOpts{Events: 3, Checkpoint: append(Parts(2, 1000, 1), Parts(1, 1000, 7)...)})
 			_, err := b.s.Commit(ctx, p)
@@ -170,7 +179,7 @@ func faultOps(t *testing.T, b *bundle) []faultOp {
 			l := currentLease(t, b, c.Run.ID)
 			return b.s.LeaseRelease(ctx, &store.LeaseParams{RunID: c.Run.ID, Owner: l.Owner, Epoch: l.Epoch})
 		}},
-	}
+	}...)
 }
 
 // faultLoop runs op with a failure injected at point i for i = 0, 1, 2, …

@@ -3,7 +3,7 @@
 // point, Run, that a backend's own TestStore calls with a Harness. It
 // imports no backend.
 //
-// The suite is split into files by area (commit.go, concurrent.go, events.go, records.go, lease.go,
+// The suite is split into files by area (commit.go, concurrent.go, createcommit.go, events.go, records.go, lease.go,
 // response.go, retention.go, fault.go, crash.go, hosts.go, webhook.go, journal.go). The first t.Run
 // level names the method, the second the behaviour. Every subtest gets a store of
 // its own and ends with store.Check.
@@ -65,6 +65,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Checkpoint", func(t *testing.T) { testCheckpoint(t, h) })
 	t.Run("Commit", func(t *testing.T) { testCommit(t, h) })
 	t.Run("Conversation", func(t *testing.T) { testConversation(t, h) })
+	t.Run("CreateCommit", func(t *testing.T) { testCreateCommit(t, h) })
 	t.Run("CommitConcurrent", func(t *testing.T) { testCommitConcurrent(t, h) })
 	t.Run("Crash", func(t *testing.T) { testCrash(t, h) })
 	t.Run("EventAppend", func(t *testing.T) { testEventAppend(t, h) })

@@ -1,0 +1,149 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/superstep/superstep/store"
+)
+
+var _ store.CreateCommitter = (*Store)(nil)
+
+// newRunEpoch is the epoch of a new run's lease claim (superstep_create,
+// migration 019). CreateCommit's commit is made under it: its statement
+// is sent with the create's, before the create's row is read. Were the
+// claim's epoch another, the commit would be fenced and the whole
+// transaction undone.
+const newRunEpoch = 1
+
+// CreateCommit writes c as ResponseCreate would and then p as Commit
+// would, in one transaction (see store.CreateCommitter): BEGIN, the
+// create's statement (superstep_create), the commit's (superstep_commit)
+// and COMMIT are sent in one pipeline, so one round trip and one WAL
+// flush where ResponseCreate and Commit are two of each. A commit with
+// extras (webhooks, pending calls, a conversation append) takes a
+// transaction of a round trip per statement instead (createCommitTx).
+//
+// It does not ride group commit: a batch writes its commits before its
+// creates (commitBatch), so this commit would run before the create of
+// its run. Its own transaction on the pool takes what a lone commit
+// takes, under Options.WriteTimeout as the other writes.
+func (s *Store) CreateCommit(ctx context.Context, c *store.ResponseCreateParams, p *store.CommitParams) (*store.ResponseCreateResult, *store.CommitResult, error) {
+	if err := store.CheckCreateCommit(c, p); err != nil {
+		return nil, nil, fmt.Errorf("store/postgres: %w", err)
+	}
+	if _, err := s.begin(c.Now); err != nil {
+		return nil, nil, err
+	}
+	if err := validateCreate(c); err != nil {
+		return nil, nil, err
+	}
+	if err := validateWrite("commit", p.Status, p.Events, true); err != nil {
+		return nil, nil, err
+	}
+	if err := p.CheckFinishing(); err != nil {
+		return nil, nil, fmt.Errorf("store/postgres: commit: %w", err)
+	}
+	cc := newCreateCall(c, callTime(c.Now))
+	q := *p
+	q.Epoch = newRunEpoch
+	// The commit's parent is the create's checkpoint, written in the same
+	// transaction: its blobs are referenced without a probe (trusted), as
+	// Commit does after a ResponseCreate through this Store.
+	var known map[hash]bool
+	if cc.enc != nil {
+		known = cc.enc.all
+	}
+	enc := encodeParts(q.Checkpoint, known, true)
+	r := s.newCommitReq(ctx, &q, encodeEvents(q.Events), enc)
+	// Nothing to reopen nor reset on a run this transaction creates: its
+	// response cannot have been cancelled, nor its resumes have failed.
+	r.cancelling, r.reset = false, false
+	created := false
+	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+		if hasExtras(&q) {
+			return s.createCommitTx(ctx, conn, cc, r, &created)
+		}
+		return s.createCommitPipelined(ctx, conn.Conn(), cc, r, &created)
+	})
+	if err != nil {
+		// No explainRefusal: nobody can have cancelled or deleted a
+		// response before the transaction that creates it commits.
+		if !created {
+			return nil, nil, mapError("create response "+c.Response.ID, c.RunID, 0, err)
+		}
+		return nil, nil, r.mapError(err)
+	}
+	if err := r.committed(s); err != nil {
+		return nil, nil, err
+	}
+	res := cc.result() // as ResponseCreate returns it: before the commit
+	s.parts.set(p.RunID, enc.all, res.Run.Lease.Epoch, p.Step)
+	cres := r.res
+	cres.BytesWritten += enc.inline // as Commit counts them
+	if len(p.Events) > 0 || p.Status.Terminal() {
+		s.announce(p.ResponseID)
+	}
+	return res, &cres, nil
+}
+
+// createCommitPipelined writes cc and then r in one transaction on conn,
+// in one pipeline: BEGIN, the create, the commit, the checkpoint prune
+// (r.p.PruneKeep) and COMMIT. A statement that fails makes the server
+// skip the rest of the pipeline, its COMMIT included, and leaves the
+// transaction aborted: it is rolled back here, nothing of it written, and
+// the connection goes back to the pool idle. (pgx ends a batch with one
+// Sync, so the statements would be one implicit transaction without
+// BEGIN and COMMIT too; the explicit ones keep it one whatever the
+// driver does, as in commitSetCreates.) created reports that the
+// create's row was read (a failure is then the commit's).
+func (s *Store) createCommitPipelined(ctx context.Context, conn *pgx.Conn, cc *createCall, r *commitReq, created *bool) (err error) {
+	defer func() {
+		if err != nil {
+			// Ends the transaction if it is open (a no-op warning
+			// otherwise); a broken connection is dropped by the pool.
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(cc.sql(false), cc.args...).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(cc.dest()...); err != nil {
+			return err
+		}
+		*created = true
+		return nil
+	})
+	b.Queue(r.sql(false), r.args(s.txChannel())...).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&r.res.NextSeq, &r.res.BytesWritten)
+	})
+	if p := r.p; p.PruneKeep > 0 {
+		// After the commit, which made p.Step the run's last step, as in
+		// commitSteps.
+		b.Queue(pruneAtSQL, p.RunID, p.PruneKeep, p.Step).QueryRow(func(row pgx.Row) error {
+			var n int64
+			err := row.Scan(&n)
+			r.res.Pruned = int(n)
+			return err
+		})
+	}
+	b.Queue("COMMIT")
+	return conn.SendBatch(ctx, b).Close()
+}
+
+// createCommitTx writes cc and then r, a commit with extras (commitExtras
+// takes a transaction of its own round trips), in one transaction:
+// the create, then the commit's statements as a lone commit's
+// (commitSteps).
+func (s *Store) createCommitTx(ctx context.Context, conn *pgxpool.Conn, cc *createCall, r *commitReq, created *bool) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, cc.sql(false), cc.args...).Scan(cc.dest()...); err != nil {
+			return err
+		}
+		*created = true
+		return s.commitSteps(ctx, tx, r, false)
+	})
+}
