@@ -27,10 +27,14 @@ const newRunEpoch = 1
 // extras (webhooks, pending calls, a conversation append) takes a
 // transaction of a round trip per statement instead (createCommitTx).
 //
-// It does not ride group commit: a batch writes its commits before its
-// creates (commitBatch), so this commit would run before the create of
-// its run. Its own transaction on the pool takes what a lone commit
-// takes, under Options.WriteTimeout as the other writes.
+// Under group commit it rides a batch as one member (commitReq.fused):
+// its statements (queueFused) in one savepoint, after the batch's other
+// commits, as creates go; alone, or with extras, it is a transaction of
+// its own on the pool, under Options.WriteTimeout as the other writes.
+// At W1 concurrency 64 the transaction of its own was measured slower than
+// a separate create and commit riding batches (803/752 wf/s against
+// 998/787, two pairs): each took a connection and a WAL flush of its
+// own.
 func (s *Store) CreateCommit(ctx context.Context, c *store.ResponseCreateParams, p *store.CommitParams) (*store.ResponseCreateResult, *store.CommitResult, error) {
 	if err := store.CheckCreateCommit(c, p); err != nil {
 		return nil, nil, fmt.Errorf("store/postgres: %w", err)
@@ -62,13 +66,24 @@ func (s *Store) CreateCommit(ctx context.Context, c *store.ResponseCreateParams,
 	// Nothing to reopen nor reset on a run this transaction creates: its
 	// response cannot have been cancelled, nor its resumes have failed.
 	r.cancelling, r.reset = false, false
+	var err error
 	created := false
-	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-		if hasExtras(&q) {
-			return s.createCommitTx(ctx, conn, cc, r, &created)
+	switch {
+	case s.opts.GroupCommit && !hasExtras(&q):
+		r.fused = cc
+		err = s.commits.do(ctx, r) // mapped (commitReq.mapError)
+		if err != nil {
+			return nil, nil, err
 		}
-		return s.createCommitPipelined(ctx, conn.Conn(), cc, r, &created)
-	})
+		created = true
+	default:
+		err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+			if hasExtras(&q) {
+				return s.createCommitTx(ctx, conn, cc, r, &created)
+			}
+			return s.createCommitPipelined(ctx, conn.Conn(), cc, r, &created)
+		})
+	}
 	if err != nil {
 		// No explainRefusal: nobody can have cancelled or deleted a
 		// response before the transaction that creates it commits.

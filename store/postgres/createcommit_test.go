@@ -128,3 +128,105 @@ func TestCreateCommit_FailedPipelineRollsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupCommit_CreateCommitMembers: CreateCommits made while a batch is
+// in flight ride the next batch with other runs' commits, each in its own
+// savepoint after them: the good ones are written (a terminal one with
+// its release and prune too), one whose commit is refused fails alone with
+// ErrConflict and leaves nothing of its create, and the others' commits
+// are not disturbed.
+func TestGroupCommit_CreateCommitMembers(t *testing.T) {
+	t.Parallel()
+	s := oneBatchStore(t)
+	ctx := t.Context()
+	now := time.Now()
+	var plain []*store.CommitParams
+	for range 4 {
+		c := storetest.CreateResponse(ctx, t, s, nil)
+		plain = append(plain, storetest.NextCommit(ctx, t, s, c.Run.ID, &storetest.CommitOpts{Events: 2}))
+	}
+	type fusedCase struct {
+		c    *store.ResponseCreateParams
+		p    *store.CommitParams
+		fail bool
+	}
+	var fused []fusedCase
+	for i := range 4 {
+		c, p := createCommitCase(fmt.Sprintf("gcfused%d_%d", i, now.UnixNano()), now)
+		c.Now, p.Now = time.Time{}, time.Time{} // each at its statement's time, as the host sends them
+		fc := fusedCase{c: c, p: p}
+		switch i {
+		case 1:
+			p.Step = 2 // not the step after the create's: refused
+			fc.fail = true
+		case 2:
+			p.Status, p.Release, p.PruneKeep = store.StatusCompleted, true, 1
+		}
+		fused = append(fused, fc)
+	}
+	before := s.CommitStats()
+	f := holdCommits(t, s)
+	results := commitAll(ctx, s, plain)
+	fusedErrs := make(chan error, len(fused))
+	for _, fc := range fused {
+		go func() {
+			_, _, err := s.CreateCommit(ctx, fc.c, fc.p)
+			fusedErrs <- err
+		}()
+	}
+	f.waitQueued(t, len(plain)+len(fused))
+	f.release(t)
+	for range plain {
+		if r := <-results; r.err != nil {
+			t.Errorf("commit of run %s: %v", r.p.RunID, r.err)
+		}
+	}
+	var conflicts int
+	for range fused {
+		err := <-fusedErrs
+		switch {
+		case errors.Is(err, store.ErrConflict):
+			conflicts++
+		case err != nil:
+			t.Errorf("CreateCommit: %v", err)
+		}
+	}
+	if conflicts != 1 {
+		t.Errorf("%d CreateCommits refused, want 1", conflicts)
+	}
+	after := s.CommitStats()
+	if got := after.Sizes[3] - before.Sizes[3]; got != 1 {
+		t.Errorf("batches of 5 to 8 members: %d, want 1 (sizes %v -> %v)", got, before.Sizes, after.Sizes)
+	}
+	for _, p := range plain {
+		if st := storetest.ReadRunState(ctx, t, s, p.RunID); st.Run.LastStep != 1 {
+			t.Errorf("run %s: last step %d, want 1", p.RunID, st.Run.LastStep)
+		}
+	}
+	for _, fc := range fused {
+		run, err := s.RunGet(ctx, fc.c.RunID)
+		if fc.fail {
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("run %s of the refused CreateCommit: %v, want ErrNotFound", fc.c.RunID, err)
+			}
+			if _, err := s.ResponseGet(ctx, fc.c.Response.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("response %s of the refused CreateCommit: %v, want ErrNotFound", fc.c.Response.ID, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("run %s: %v", fc.c.RunID, err)
+		}
+		terminal := fc.p.Status.Terminal()
+		if run.LastStep != 1 || run.Active == terminal || (run.Lease.Owner == "") != terminal {
+			t.Errorf("run %s: last step %d, active %v, owner %q (terminal %v)", run.ID, run.LastStep, run.Active, run.Lease.Owner, terminal)
+		}
+		evs, err := s.EventList(ctx, &store.EventListParams{ResponseID: fc.c.Response.ID, After: -1})
+		if err != nil || len(evs) != 1+len(fc.p.Events) {
+			t.Errorf("response %s: %d events (%v), want %d", fc.c.Response.ID, len(evs), err, 1+len(fc.p.Events))
+		}
+	}
+	if err := store.Check(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+}

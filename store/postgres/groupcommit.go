@@ -50,6 +50,11 @@ type commitReq struct {
 	ctx        context.Context
 	p          *store.CommitParams // nil for a create
 	create     *createCall         // a new run's create (ResponseCreate) riding the batch, else nil
+	// fused is the create of this commit's run, written right before it
+	// in its savepoint (CreateCommit), else nil; created reports that
+	// its row was read (a failure after it is the commit's).
+	fused   *createCall
+	created bool
 	ev         *encodedEvents
 	enc        *encodedParts
 	snap       []byte // p.Snapshot as stored (snapref.Encode), made once for every send
@@ -147,13 +152,16 @@ func (s *Store) CommitStats() CommitStats {
 
 func (c *committer) count(batch []*commitReq) {
 	n := len(batch)
-	creates := 0
+	commits, creates := 0, 0
 	for _, r := range batch {
-		if r.create != nil {
+		if r.p != nil {
+			commits++
+		}
+		if r.creates() {
 			creates++
 		}
 	}
-	c.commits.Add(int64(n - creates))
+	c.commits.Add(int64(commits))
 	c.creates.Add(int64(creates))
 	c.batches.Add(1)
 	i, _ := slices.BinarySearch(batchSizeBounds[:], n)
@@ -310,6 +318,15 @@ func (s *Store) commitAlone(r *commitReq) error {
 	if c := r.create; c != nil {
 		return r.mapError(s.writeCreate(r.ctx, c))
 	}
+	if c := r.fused; c != nil {
+		err := s.write(r.ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+			return s.createCommitPipelined(ctx, conn.Conn(), c, r, &r.created)
+		})
+		if err != nil {
+			return r.mapError(err)
+		}
+		return r.committed(s)
+	}
 	var err error
 	declined := true
 	if r.complex() && r.setEligible() {
@@ -342,8 +359,12 @@ func (s *Store) commitAlone(r *commitReq) error {
 // complex reports whether the commit takes more than its one statement
 // (r.sql: the commit function, and the journal prune folded in).
 func (r *commitReq) complex() bool {
-	return r.create == nil && (r.cancelling || r.reset || r.p.PruneKeep > 0 || hasExtras(r.p))
+	return r.create == nil && r.fused == nil && (r.cancelling || r.reset || r.p.PruneKeep > 0 || hasExtras(r.p))
 }
+
+// creates reports whether r writes a new run: a create, or a commit with
+// its run's create (fused). A batch writes them after its other commits.
+func (r *commitReq) creates() bool { return r.create != nil || r.fused != nil }
 
 // sql is r's commit statement, alone or as a member of a batch (inBatch).
 func (r *commitReq) sql(inBatch bool) string {
@@ -419,6 +440,10 @@ func (r *commitReq) queue(b *pgx.Batch, channel string, done func()) {
 		})
 		return
 	}
+	if c := r.fused; c != nil {
+		r.queueFused(b, c, channel, done)
+		return
+	}
 	b.Queue(r.sql(true), r.args(channel)...).QueryRow(func(row pgx.Row) error {
 		if err := row.Scan(&r.res.NextSeq, &r.res.BytesWritten); err != nil {
 			return err
@@ -428,10 +453,50 @@ func (r *commitReq) queue(b *pgx.Batch, channel string, done func()) {
 	})
 }
 
+// queueFused queues the statements of a commit with its run's create
+// (CreateCommit), as a member of a batch: the create, the commit, and the
+// checkpoint prune it asks for (after the commit, which made p.Step the
+// run's last step, as in commitSteps); done is called once the last row
+// was read.
+func (r *commitReq) queueFused(b *pgx.Batch, c *createCall, channel string, done func()) {
+	r.created = false
+	b.Queue(c.sql(true), c.args...).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(c.dest()...); err != nil {
+			return err
+		}
+		r.created = true
+		return nil
+	})
+	p := r.p
+	b.Queue(r.sql(true), r.args(channel)...).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&r.res.NextSeq, &r.res.BytesWritten); err != nil {
+			return err
+		}
+		if p.PruneKeep <= 0 {
+			done()
+		}
+		return nil
+	})
+	if p.PruneKeep > 0 {
+		b.Queue(pruneAtSQL, p.RunID, p.PruneKeep, p.Step).QueryRow(func(row pgx.Row) error {
+			var n int64
+			if err := row.Scan(&n); err != nil {
+				return err
+			}
+			r.res.Pruned = int(n)
+			done()
+			return nil
+		})
+	}
+}
+
 // mapError is the error of r's failed commit (or create).
 func (r *commitReq) mapError(err error) error {
 	if r.create != nil {
 		return mapError(r.what(), r.create.p.RunID, 0, err)
+	}
+	if r.fused != nil && !r.created {
+		return mapError("create response "+r.fused.p.Response.ID, r.fused.p.RunID, 0, err)
 	}
 	p := r.p
 	if r.injected != nil && isInjected(err) {
@@ -481,9 +546,9 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	// visible, not before a wait that may outlast its lease.
 	order := slices.Clone(batch)
 	slices.SortFunc(order, func(a, b *commitReq) int {
-		return cmp.Or(cmp.Compare(btoi(a.create != nil), btoi(b.create != nil)), strings.Compare(a.runID(), b.runID()))
+		return cmp.Or(cmp.Compare(btoi(a.creates()), btoi(b.creates())), strings.Compare(a.runID(), b.runID()))
 	})
-	k := slices.IndexFunc(order, func(r *commitReq) bool { return r.create != nil })
+	k := slices.IndexFunc(order, (*commitReq).creates)
 	if k < 0 {
 		k = len(order)
 	}
@@ -494,7 +559,8 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), s.opts.WriteTimeout)
 	defer cancel()
 	declined, err := true, error(nil)
-	if len(creates) > 0 && setBatch(commits) {
+	fused := slices.ContainsFunc(creates, func(r *commitReq) bool { return r.fused != nil })
+	if len(creates) > 0 && !fused && setBatch(commits) {
 		// One statement for the commits, then the creates, in one
 		// transaction; declined when one member must fail alone by an
 		// exception.
@@ -510,7 +576,7 @@ func (s *Store) commitBatch(batch []*commitReq) {
 		default:
 			s.commits.createSets.Add(1)
 		}
-	} else if setBatch(order) {
+	} else if !fused && setBatch(order) {
 		// One statement for all (commitset.go); declined when one member
 		// needs the savepoint path to fail alone.
 		switch declined, err = s.commitSet(ctx, order, errs); {
@@ -531,7 +597,7 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	}
 	for _, r := range batch {
 		switch {
-		case err != nil && r.create != nil:
+		case err != nil && r.create != nil, err != nil && r.fused != nil && !r.created:
 			r.done <- mapError(fmt.Sprintf("%s (in a batch of %d)", r.what(), len(batch)), r.runID(), 0, err)
 		case err != nil:
 			r.done <- mapError(fmt.Sprintf("%s (in a batch of %d)", r.what(), len(batch)), r.p.RunID, r.p.Epoch, err)
