@@ -47,14 +47,14 @@ type commitReq struct {
 	// ctx is the caller's; only a batch of this request alone, run by its
 	// own goroutine, is bounded by its cancellation (while waiting for a
 	// connection, as before group commit).
-	ctx        context.Context
-	p          *store.CommitParams // nil for a create
-	create     *createCall         // a new run's create (ResponseCreate) riding the batch, else nil
+	ctx    context.Context
+	p      *store.CommitParams // nil for a create
+	create *createCall         // a new run's create (ResponseCreate) riding the batch, else nil
 	// fused is the create of this commit's run, written right before it
 	// in its savepoint (CreateCommit), else nil; created reports that
 	// its row was read (a failure after it is the commit's).
-	fused   *createCall
-	created bool
+	fused      *createCall
+	created    bool
 	ev         *encodedEvents
 	enc        *encodedParts
 	snap       []byte // p.Snapshot as stored (snapref.Encode), made once for every send
