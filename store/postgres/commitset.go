@@ -28,13 +28,14 @@ const commitSetSQL = `SELECT o_code, o_message, o_detail, o_next_seq, o_bytes, o
 	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
 	$21, $22, $23, $24, $25, $26, $27, $28, $29, $30)`
 
-// setEligible reports whether r can be a member of superstep_commit_batch:
+// setEligible reports whether r can be a member of superstep_commit_batch
+// (a commit with its run's create, fused, goes with the creates):
 // what it writes besides the superstep is a checkpoint or journal prune at
 // most. The others (a cancel reopened, resumes reset, conversation items,
 // pending calls, webhooks) and a commit armed with a fault (tests) take
 // the savepoint path.
 func (r *commitReq) setEligible() bool {
-	return r.create == nil && r.failAt == "" && !r.cancelling && !r.reset && !hasExtras(r.p)
+	return r.create == nil && r.fused == nil && r.failAt == "" && !r.cancelling && !r.reset && !hasExtras(r.p)
 }
 
 // setBatch reports whether the batch order (in run order) can be written
@@ -130,7 +131,7 @@ func (s *Store) commitSetCreates(ctx context.Context, creates, commits []*commit
 			})
 		}
 		for _, r := range creates {
-			r.queue(b, "", func() {})
+			r.queue(b, s.txChannel(), func() {}) // a commit with its create (fused) may notify
 		}
 		b.Queue("COMMIT")
 		err := conn.SendBatch(ctx, b).Close()

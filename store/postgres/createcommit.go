@@ -28,9 +28,11 @@ const newRunEpoch = 1
 // transaction of a round trip per statement instead (createCommitTx).
 //
 // Under group commit it rides a batch as one member (commitReq.fused):
-// its statements (queueFused) in one savepoint, after the batch's other
-// commits, as creates go; alone, or with extras, it is a transaction of
-// its own on the pool, under Options.WriteTimeout as the other writes.
+// its statements (queueFused) after the batch's other commits, as creates
+// go (commitSetCreates: after the set statement, with no savepoint; a
+// refusal sends the batch again in savepoints, where it fails alone);
+// alone, or with extras, it is a transaction of its own on the pool,
+// under Options.WriteTimeout as the other writes.
 // At W1 concurrency 64 the transaction of its own was measured slower than
 // a separate create and commit riding batches (803/752 wf/s against
 // 998/787, two pairs): each took a connection and a WAL flush of its

@@ -559,8 +559,7 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), s.opts.WriteTimeout)
 	defer cancel()
 	declined, err := true, error(nil)
-	fused := slices.ContainsFunc(creates, func(r *commitReq) bool { return r.fused != nil })
-	if len(creates) > 0 && !fused && setBatch(commits) {
+	if len(creates) > 0 && setBatch(commits) {
 		// One statement for the commits, then the creates, in one
 		// transaction; declined when one member must fail alone by an
 		// exception.
@@ -576,7 +575,7 @@ func (s *Store) commitBatch(batch []*commitReq) {
 		default:
 			s.commits.createSets.Add(1)
 		}
-	} else if !fused && setBatch(order) {
+	} else if setBatch(order) {
 		// One statement for all (commitset.go); declined when one member
 		// needs the savepoint path to fail alone.
 		switch declined, err = s.commitSet(ctx, order, errs); {
