@@ -107,14 +107,8 @@ func (h *Host) commitFirst(ctx context.Context, r *run, p *store.CommitParams) (
 	if err := h.fault(ctx, f); err != nil {
 		return true, err
 	}
-	// Without the step-0 checkpoint: it is there for a crash between a
-	// create and the first commit, which one transaction rules out (the
-	// store writes the run's first checkpoint at p.Step, whole). The
-	// create written alone (writeCreateLocked) keeps it.
-	fused := *cp
-	fused.Checkpoint = nil
 	start := time.Now()
-	cres, res, err := cc.CreateCommit(ctx, &fused, p)
+	cres, res, err := cc.CreateCommit(ctx, cp, p)
 	h.metrics.commitSeconds.Observe(time.Since(start).Seconds())
 	if err == nil {
 		h.metrics.commits.Inc()
