@@ -9,7 +9,10 @@
 //
 // Create validates the request, then writes the response record, its
 // response.created event (sequence 0), the run's step-0 checkpoint and the
-// lease in one store call, and returns. A goroutine owned by the Host then
+// lease in one store call, and returns (CreateAndWait, a blocking request
+// whose caller learns the id only with the finished response, writes
+// that call with the first commit instead, in one transaction:
+// deferred.go). A goroutine owned by the Host then
 // drives the run: the workflow's commit hook hands each superstep to the
 // projector (protocol.ProjectStep, through the adapter in steps.go), which
 // makes message items of its outputs and function_call items of its
