@@ -2,11 +2,15 @@ package host_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/postgres"
 	"github.com/superstep/superstep/store/sqlite"
 	"github.com/superstep/superstep/workflow"
 )
@@ -46,6 +50,16 @@ func registerDeferred(t *testing.T, h *host.Host) {
 		t.Fatal(err)
 	}
 	if err := h.RegisterWorkflow("d.journal", wf); err != nil {
+		t.Fatal(err)
+	}
+	fail := workflow.Func("fail", func(c *workflow.Context, in string) error {
+		return errors.New("the first superstep fails")
+	})
+	wf, err = workflow.NewBuilder("d.fail").SetStart(fail).Outputs(fail).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RegisterWorkflow("d.fail", wf); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -180,5 +194,87 @@ func TestCreateAndWait_StoppedBeforeFirstCommit(t *testing.T) {
 	}
 	if len(runs) != 0 {
 		t.Fatalf("%d runs stored, want none", len(runs))
+	}
+}
+
+// TestCreateAndWait_FirstSuperstepFails: a run whose first superstep
+// fails finishes its response as failed, written with its create in one
+// store write, and CreateAndWait returns it as Create and Wait would.
+func TestCreateAndWait_FirstSuperstepFails(t *testing.T) {
+	b := setup(t, &setupOpts{noReg: true})
+	registerDeferred(t, b.host)
+	w0 := writes(t, b.store)
+	got, err := b.host.CreateAndWait(testCtx(t), blocking("d.fail", "x", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != store.StatusFailed || len(got.Error) == 0 {
+		t.Fatalf("status %s, error %s; want failed with an error", got.Status, got.Error)
+	}
+	if n := writes(t, b.store) - w0; n != 1 {
+		t.Fatalf("store writes %d, want 1 (the create with the failing commit)", n)
+	}
+	stored, err := b.host.Get(testCtx(t), got.ID, "")
+	if err != nil || stored.Status != store.StatusFailed {
+		t.Fatalf("stored: %v, %v", stored, err)
+	}
+	if evs := collect(t, b.host, got.ID, -1); len(evs) == 0 || evs[0].Type != "response.created" || evs[len(evs)-1].Type != "response.failed" {
+		t.Fatalf("events %s", types(evs))
+	}
+}
+
+// createCounter counts a store's ResponseCreate and CreateCommit calls
+// (it is a store.CreateCommitter over one).
+type createCounter struct {
+	store.Store
+	creates, createCommits atomic.Int64
+}
+
+func (c *createCounter) ResponseCreate(ctx context.Context, p *store.ResponseCreateParams) (*store.ResponseCreateResult, error) {
+	c.creates.Add(1)
+	return c.Store.ResponseCreate(ctx, p)
+}
+
+func (c *createCounter) CreateCommit(ctx context.Context, cp *store.ResponseCreateParams, p *store.CommitParams) (*store.ResponseCreateResult, *store.CommitResult, error) {
+	c.createCommits.Add(1)
+	return c.Store.(store.CreateCommitter).CreateCommit(ctx, cp, p)
+}
+
+// TestCreateAndWait_Postgres: on PostgreSQL a blocking request's create
+// rides with its first commit too (CreateCommit, no ResponseCreate),
+// concurrent requests share group-commit batches, and every response is
+// as Create and Wait leave it.
+func TestCreateAndWait_Postgres(t *testing.T) {
+	t.Parallel()
+	raw := openPG(t, pgSchema(t))
+	defer raw.Close()
+	s := &createCounter{Store: raw}
+	h := newHost(t, s, nil, registerDeferred)
+	defer shutdown(t, h)
+	ctx := testCtx(t)
+	const n = 16
+	errc := make(chan error, n)
+	for i := range n {
+		go func() {
+			r, err := h.CreateAndWait(ctx, blocking("d.echo", fmt.Sprint(i), nil))
+			if err == nil && (r.Status != store.StatusCompleted || snapshot(t, r).Output[0].Content[0].Text != "echo: "+fmt.Sprint(i)) {
+				err = fmt.Errorf("response %s: status %s", r.ID, r.Status)
+			}
+			errc <- err
+		}()
+	}
+	for range n {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, cc := s.creates.Load(), s.createCommits.Load(); c != 0 || cc != n {
+		t.Fatalf("%d ResponseCreate and %d CreateCommit calls, want 0 and %d", c, cc, n)
+	}
+	if st := raw.(*postgres.Store).CommitStats(); st.Commits != n || st.Creates != n {
+		t.Fatalf("group commit counted %d commits and %d creates, want %d each", st.Commits, st.Creates, n)
+	}
+	if err := store.Check(ctx, raw); err != nil {
+		t.Fatal(err)
 	}
 }
