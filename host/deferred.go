@@ -41,12 +41,16 @@ func (h *Host) CreateBlocking(ctx context.Context, p *CreateParams) (*Blocking, 
 }
 
 // Wait waits until the response is finished and returns it, as WaitStarted
-// does. Errors: those of Wait; store.ErrNotFound also when the run
-// stopped (the host shut down) before its first commit, which left
-// nothing stored.
+// does. Errors: those of Wait; ErrHostClosed when the host shut down
+// before the run's first commit, which left nothing stored.
 func (b *Blocking) Wait(ctx context.Context) (*store.Response, error) {
 	final, err := b.h.waitStarted(ctx, b.resp)
 	if err != nil && errors.Is(err, store.ErrNotFound) {
+		if b.h.isDraining() {
+			// Stopped by the shutdown before its first commit: nothing
+			// is stored; the client is to try again, elsewhere.
+			return nil, fmt.Errorf("host: response %s stopped before it was stored: %w", b.resp.ID, ErrHostClosed)
+		}
 		return nil, fmt.Errorf("host: response %s: %w", b.resp.ID, err)
 	}
 	return final, err

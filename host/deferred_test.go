@@ -162,7 +162,7 @@ func TestCreateAndWait_JournalWritesCreateFirst(t *testing.T) {
 
 // TestCreateAndWait_StoppedBeforeFirstCommit: a run stopped before its
 // first commit (the host shuts down) leaves nothing stored, and its
-// waiting caller gets an error.
+// waiting caller gets ErrHostClosed (a 503 over HTTP, not a 404).
 func TestCreateAndWait_StoppedBeforeFirstCommit(t *testing.T) {
 	b := setup(t, &setupOpts{noReg: true})
 	registerDeferred(t, b.host)
@@ -182,8 +182,8 @@ func TestCreateAndWait_StoppedBeforeFirstCommit(t *testing.T) {
 	_ = b.host.Shutdown(sctx) // the run is interrupted when sctx ends
 	select {
 	case err := <-errc:
-		if err == nil {
-			t.Fatalf("CreateAndWait returned response %s, want an error", id)
+		if !errors.Is(err, host.ErrHostClosed) {
+			t.Fatalf("CreateAndWait: response %q, %v; want ErrHostClosed", id, err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("CreateAndWait did not return after the host shut down")
