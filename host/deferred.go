@@ -94,51 +94,28 @@ func pendingResponse(cp *store.ResponseCreateParams, now time.Time) *store.Respo
 // newRunLeaseEpoch is the epoch of the claim a new run's create makes.
 const newRunLeaseEpoch = 1
 
-// commitFirst writes the pending create of r with p, r's first commit, in
-// one transaction. done reports that p is written (err nil) or that the
-// commit failed for good (err); not done with a nil error means the create
-// is now written on its own and p is to be committed as usual. A failure
-// whose outcome is unknown is settled by reading the run back.
-func (h *Host) commitFirst(ctx context.Context, r *run, p *store.CommitParams) (done bool, err error) {
+// storeCommit writes p, r's commit: with r's pending create, in one
+// transaction, while there is one (store.CreateCommitter; deferCreate
+// checked the store has it), else alone. An attempt that fails is made
+// again by commit as any other: nothing of a failed CreateCommit is
+// written, and commitState recognises one that was after all.
+func (h *Host) storeCommit(ctx context.Context, r *run, p *store.CommitParams) (*store.CommitResult, error) {
+	if !r.pending.Load() {
+		return h.store.Commit(ctx, p)
+	}
 	r.createMu.Lock()
 	defer r.createMu.Unlock()
-	cp := r.create
-	if cp == nil {
-		return false, nil // written alone meanwhile (writeCreate)
+	if r.create == nil {
+		return h.store.Commit(ctx, p) // written alone meanwhile (writeCreate)
 	}
-	cc := h.store.(store.CreateCommitter) // deferCreate checked
-	f := &Fault{Point: FaultCommitBefore, RunID: p.RunID, ResponseID: p.ResponseID, Step: p.Step}
-	if err := h.fault(ctx, f); err != nil {
-		return true, err
+	cres, res, err := h.store.(store.CreateCommitter).CreateCommit(ctx, r.create, p)
+	if err != nil {
+		return nil, err
 	}
-	start := time.Now()
-	cres, res, err := cc.CreateCommit(ctx, cp, p)
-	h.metrics.commitSeconds.Observe(time.Since(start).Seconds())
-	if err == nil {
-		h.metrics.commits.Inc()
-		h.metrics.checkpointsPruned.Add(float64(res.Pruned))
-		h.created(r, cres.Run.Lease)
-		f.Point = FaultCommitAfter
-		return true, h.fault(ctx, f)
+	if err := h.created(r, cres.Run.Lease); err != nil {
+		return nil, err
 	}
-	h.metrics.failed(opCommit)
-	sr, gerr := h.store.RunGet(ctx, r.id)
-	switch {
-	case gerr == nil && sr.LastStep >= p.Step:
-		// Written after all: the failure was in reporting it.
-		h.log.Info("host: an earlier create-and-commit attempt had succeeded", "run_id", r.id, "step", p.Step)
-		h.metrics.commits.Inc()
-		h.created(r, sr.Lease)
-		return true, nil
-	case gerr == nil:
-		return true, fmt.Errorf("host: create and commit run %s: the run is stored at step %d, not %d: %w", r.id, sr.LastStep, p.Step, err)
-	case !errors.Is(gerr, store.ErrNotFound):
-		return true, fmt.Errorf("host: create and commit run %s step %d: %w", r.id, p.Step, err)
-	}
-	// Nothing written: the create alone, then the commit as any other
-	// (retried as commit retries).
-	h.log.Warn("host: create and commit failed; writing the create alone", "run_id", r.id, "err", err)
-	return false, h.writeCreateLocked(ctx, r)
+	return res, nil
 }
 
 // writeCreate writes r's pending create on its own, before a write of r
@@ -164,19 +141,20 @@ func (h *Host) writeCreateLocked(ctx context.Context, r *run) error {
 		h.metrics.failed(opCreate)
 		return fmt.Errorf("host: create response %s: %w", cp.Response.ID, err)
 	}
-	h.created(r, res.Run.Lease)
-	return nil
+	return h.created(r, res.Run.Lease)
 }
 
 // created records that r's create is written, under lease: from now on
-// the lease loops renew and guard it. Called with r.createMu held.
-func (h *Host) created(r *run, lease store.Lease) {
+// the lease loops renew and guard it. Called with r.createMu held. A
+// claim at another epoch than r's (newRunLeaseEpoch: a new run's claim in
+// every store) is an error: the commits made under r.epoch would be
+// fenced, so the run fails at once rather than at its next commit.
+func (h *Host) created(r *run, lease store.Lease) error {
 	if lease.Epoch != r.epoch {
-		// A new run's claim is epoch newRunLeaseEpoch in every store:
-		// the commits made under r.epoch would be fenced.
-		h.log.Error("host: created run claimed at an unexpected epoch", "run_id", r.id, "epoch", lease.Epoch, "want", r.epoch)
+		return fmt.Errorf("host: run %s created with its lease at epoch %d, not %d", r.id, lease.Epoch, r.epoch)
 	}
 	r.leaseExpires = lease.ExpiresAt
 	r.create = nil
 	r.pending.Store(false) // after leaseExpires: the guard reads it once it sees the run
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -276,5 +277,49 @@ func TestCreateAndWait_Postgres(t *testing.T) {
 	}
 	if err := store.Check(ctx, raw); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// flakyCreates is a store.CreateCommitter whose first CreateCommit and
+// first ResponseCreate fail as an unreachable store does, writing nothing.
+type flakyCreates struct {
+	createCounter
+	createCommitFailed, createFailed atomic.Bool
+}
+
+func (f *flakyCreates) ResponseCreate(ctx context.Context, p *store.ResponseCreateParams) (*store.ResponseCreateResult, error) {
+	if f.createFailed.CompareAndSwap(false, true) {
+		return nil, fmt.Errorf("injected: %w", store.ErrUnavailable)
+	}
+	return f.createCounter.ResponseCreate(ctx, p)
+}
+
+func (f *flakyCreates) CreateCommit(ctx context.Context, cp *store.ResponseCreateParams, p *store.CommitParams) (*store.ResponseCreateResult, *store.CommitResult, error) {
+	if f.createCommitFailed.CompareAndSwap(false, true) {
+		return nil, nil, fmt.Errorf("injected: %w", store.ErrUnavailable)
+	}
+	return f.createCounter.CreateCommit(ctx, cp, p)
+}
+
+// TestCreateAndWait_TransientFailureRetried: a first commit with its create
+// that fails as an unreachable store does is made again, as any commit's
+// transient failure is, and the request completes; it is not lost (before,
+// the host wrote the create alone instead, and when that failed too the run
+// stopped with nothing stored and its caller got a not-found).
+func TestCreateAndWait_TransientFailureRetried(t *testing.T) {
+	raw := openStore(t, filepath.Join(t.TempDir(), "flaky.db"))
+	defer raw.Close()
+	s := &flakyCreates{createCounter: createCounter{Store: raw}}
+	h := newHost(t, s, nil, registerDeferred)
+	defer shutdown(t, h)
+	got, err := h.CreateAndWait(testCtx(t), blocking("d.echo", "again", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != store.StatusCompleted {
+		t.Fatalf("status %s (%s), want completed", got.Status, got.Error)
+	}
+	if !s.createCommitFailed.Load() || s.createCommits.Load() != 1 {
+		t.Fatalf("CreateCommit: failed once %v, then %d calls; want the failure and one call", s.createCommitFailed.Load(), s.createCommits.Load())
 	}
 }

@@ -426,15 +426,10 @@ func (h *Host) commitLocked(r *run, parts []store.Part, c *protocol.Commit) erro
 // failure was in reporting it).
 func (h *Host) commit(r *run, p *store.CommitParams, nextSeq int64) error {
 	ctx := h.commitContext(h.runCtx, r, p) // a cancel must not abort a commit; a hard stop does
-	if r.pending.Load() {
-		if done, err := h.commitFirst(ctx, r, p); done || err != nil {
-			return err
-		}
-	}
 	backoff := h.cfg.CommitBackoff
 	failures := 0 // failed attempts not known to be transient
 	for attempt := 0; ; attempt++ {
-		err := h.commitAttempt(ctx, p)
+		err := h.commitAttempt(ctx, r, p)
 		if err == nil {
 			h.metrics.commits.Inc()
 			return nil
@@ -448,7 +443,7 @@ func (h *Host) commit(r *run, p *store.CommitParams, nextSeq int64) error {
 			// A conflict is final unless the store still fits p (a
 			// transient serialization failure) or already holds it (an
 			// earlier attempt committed after all).
-			committed, fits := h.commitState(ctx, p, nextSeq)
+			committed, fits := h.commitState(ctx, r, p, nextSeq)
 			if committed {
 				h.log.Info("host: an earlier commit attempt had succeeded", "run_id", p.RunID, "step", p.Step)
 				h.metrics.commits.Inc()
@@ -484,9 +479,9 @@ func (h *Host) commit(r *run, p *store.CommitParams, nextSeq int64) error {
 	}
 }
 
-// commitAttempt makes one attempt to write p, with the fault points around
-// the store call.
-func (h *Host) commitAttempt(ctx context.Context, p *store.CommitParams) error {
+// commitAttempt makes one attempt to write p, r's commit, with the fault
+// points around the store call.
+func (h *Host) commitAttempt(ctx context.Context, r *run, p *store.CommitParams) error {
 	span := startCommitSpan(ctx, p) // nil when not traced
 	f := &Fault{Point: FaultCommitBefore, RunID: p.RunID, ResponseID: p.ResponseID, Step: p.Step}
 	if err := h.fault(ctx, f); err != nil {
@@ -494,7 +489,7 @@ func (h *Host) commitAttempt(ctx context.Context, p *store.CommitParams) error {
 		return err
 	}
 	start := time.Now()
-	res, err := h.store.Commit(ctx, p)
+	res, err := h.storeCommit(ctx, r, p)
 	h.metrics.commitSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		endSpan(span, err)
@@ -507,12 +502,13 @@ func (h *Host) commitAttempt(ctx context.Context, p *store.CommitParams) error {
 	return err
 }
 
-// commitState compares the store with p, made under p.Epoch: committed
-// when the run's last step is p's and the response's log ends where p's
-// events end (an attempt that reported failure committed after all); fits
-// when the run is still at the step before p and the log where p's events
-// begin (the attempt can be made again).
-func (h *Host) commitState(ctx context.Context, p *store.CommitParams, nextSeq int64) (committed, fits bool) {
+// commitState compares the store with p, r's commit made under p.Epoch:
+// committed when the run's last step is p's and the response's log ends
+// where p's events end (an attempt that reported failure committed after
+// all; with r's pending create, which is then written too); fits when the
+// run is still at the step before p and the log where p's events begin
+// (the attempt can be made again).
+func (h *Host) commitState(ctx context.Context, r *run, p *store.CommitParams, nextSeq int64) (committed, fits bool) {
 	run, err := h.store.RunGet(ctx, p.RunID)
 	if err != nil || run.Lease.Epoch != p.Epoch {
 		return false, false
@@ -523,7 +519,16 @@ func (h *Host) commitState(ctx context.Context, p *store.CommitParams, nextSeq i
 	}
 	switch run.LastStep {
 	case p.Step:
-		return resp.NextSeq == nextSeq, false
+		if resp.NextSeq != nextSeq {
+			return false, false
+		}
+		if r.pending.Load() {
+			r.createMu.Lock()
+			err := h.created(r, run.Lease)
+			r.createMu.Unlock()
+			return err == nil, false
+		}
+		return true, false
 	case p.Step - 1:
 		return false, resp.NextSeq == nextSeq-int64(len(p.Events))
 	}
