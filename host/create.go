@@ -313,7 +313,7 @@ func (h *Host) createAndStart(ctx context.Context, m *model, p *CreateParams, sp
 	if h.deferCreate(p, sp, owner) {
 		// Written with the first commit (deferred.go).
 		resp := pendingResponse(cp, now)
-		r := h.newRun(m, resp, snap, sp.runID, store.Lease{Owner: owner, Epoch: newRunLeaseEpoch}, sp.lastStep, sp.lastParts)
+		r := h.newRun(m, resp, snap, sp.runID, store.Lease{Owner: owner, Epoch: store.NewRunEpoch}, sp.lastStep, sp.lastParts)
 		r.info.Params, r.trace.span = p.params, span
 		r.create = cp
 		r.pending.Store(true)

@@ -91,9 +91,6 @@ func pendingResponse(cp *store.ResponseCreateParams, now time.Time) *store.Respo
 	return &resp
 }
 
-// newRunLeaseEpoch is the epoch of the claim a new run's create makes.
-const newRunLeaseEpoch = 1
-
 // storeCommit writes p, r's commit: with r's pending create, in one
 // transaction, while there is one (store.CreateCommitter; deferCreate
 // checked the store has it), else alone. An attempt that fails is made
@@ -146,7 +143,7 @@ func (h *Host) writeCreateLocked(ctx context.Context, r *run) error {
 
 // created records that r's create is written, under lease: from now on
 // the lease loops renew and guard it. Called with r.createMu held. A
-// claim at another epoch than r's (newRunLeaseEpoch: a new run's claim in
+// claim at another epoch than r's (store.NewRunEpoch: a new run's claim in
 // every store) is an error: the commits made under r.epoch would be
 // fenced, so the run fails at once rather than at its next commit.
 func (h *Host) created(r *run, lease store.Lease) error {

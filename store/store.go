@@ -677,6 +677,12 @@ type CreateCommitter interface {
 	CreateCommit(ctx context.Context, c *ResponseCreateParams, p *CommitParams) (*ResponseCreateResult, *CommitResult, error)
 }
 
+// NewRunEpoch is the epoch of the lease a new run's create claims
+// (ResponseCreate or CreateCommit with LeaseOwner), in every store: a
+// caller can make the run's first commit under it before the create
+// answered.
+const NewRunEpoch = 1
+
 // CheckCreateCommit reports why c and p cannot be written by
 // CreateCommit (nil when they can): the rules its doc states.
 func CheckCreateCommit(c *ResponseCreateParams, p *CommitParams) error {

@@ -12,13 +12,6 @@ import (
 
 var _ store.CreateCommitter = (*Store)(nil)
 
-// newRunEpoch is the epoch of a new run's lease claim (superstep_create,
-// migration 019). CreateCommit's commit is made under it: its statement
-// is sent with the create's, before the create's row is read. Were the
-// claim's epoch another, the commit would be fenced and the whole
-// transaction undone.
-const newRunEpoch = 1
-
 // CreateCommit writes c as ResponseCreate would and then p as Commit
 // would, in one transaction (see store.CreateCommitter): BEGIN, the
 // create's statement (superstep_create), the commit's (superstep_commit)
@@ -55,7 +48,7 @@ func (s *Store) CreateCommit(ctx context.Context, c *store.ResponseCreateParams,
 	}
 	cc := newCreateCall(c, callTime(c.Now))
 	q := *p
-	q.Epoch = newRunEpoch
+	q.Epoch = store.NewRunEpoch // superstep_create's claim (migration 019); another would fence the commit and undo all
 	// The commit's parent is the create's checkpoint, written in the same
 	// transaction: its blobs are referenced without a probe (trusted), as
 	// Commit does after a ResponseCreate through this Store.

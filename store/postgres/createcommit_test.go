@@ -89,7 +89,7 @@ func TestCreateCommit_OneRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if _, trusted := s.parts.known(c.RunID, newRunEpoch, 2); !trusted {
+		if _, trusted := s.parts.known(c.RunID, store.NewRunEpoch, 2); !trusted {
 			t.Errorf("%s: the part cache is not trusted for step 2", tc.name)
 		}
 	}
@@ -104,7 +104,7 @@ func TestCreateCommit_FailedPipelineRollsBack(t *testing.T) {
 	s := newStore(t)
 	ctx := t.Context()
 	c, p := createCommitCase("a", time.Time{})
-	p.Step, p.Epoch = 2, newRunEpoch
+	p.Step, p.Epoch = 2, store.NewRunEpoch
 	r := s.newCommitReq(ctx, p, encodeEvents(p.Events), encodeParts(p.Checkpoint, nil, false))
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {

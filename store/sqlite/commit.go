@@ -25,11 +25,8 @@ import (
 // commits only) it also releases the lease. The store does not keep
 // p or its slices after Commit returns.
 func (s *Store) Commit(ctx context.Context, p *store.CommitParams) (*store.CommitResult, error) {
-	if p == nil || !p.Status.Valid() {
-		return nil, errors.New("sqlite: commit: a valid Status is required")
-	}
-	if err := p.CheckFinishing(); err != nil {
-		return nil, fmt.Errorf("sqlite: commit: %w", err)
+	if err := validateCommit(p); err != nil {
+		return nil, err
 	}
 	now := orNow(p.Now)
 	w := prepareCommit(p)
@@ -52,11 +49,8 @@ func (s *Store) CreateCommit(ctx context.Context, c *store.ResponseCreateParams,
 	if err := validateCreate(c); err != nil {
 		return nil, nil, err
 	}
-	if p == nil || !p.Status.Valid() {
-		return nil, nil, errors.New("sqlite: commit: a valid Status is required")
-	}
-	if err := p.CheckFinishing(); err != nil {
-		return nil, nil, fmt.Errorf("sqlite: commit: %w", err)
+	if err := validateCommit(p); err != nil {
+		return nil, nil, err
 	}
 	cnow, now := orNow(c.Now), orNow(p.Now)
 	resp, cw := prepareCreate(c, cnow)
@@ -77,6 +71,17 @@ func (s *Store) CreateCommit(ctx context.Context, c *store.ResponseCreateParams,
 	// The create's result as ResponseCreate returns it: the run and the
 	// response before the commit (res says what the commit did).
 	return &store.ResponseCreateResult{Response: resp, Run: run}, res, nil
+}
+
+// validateCommit checks the parameters of a commit that need no database.
+func validateCommit(p *store.CommitParams) error {
+	if p == nil || !p.Status.Valid() {
+		return errors.New("sqlite: commit: a valid Status is required")
+	}
+	if err := p.CheckFinishing(); err != nil {
+		return fmt.Errorf("sqlite: commit: %w", err)
+	}
+	return nil
 }
 
 // prepareCommit makes what a commit writes that needs no database, by the
