@@ -61,31 +61,24 @@ func (s *Store) CreateCommit(ctx context.Context, c *store.ResponseCreateParams,
 	// Nothing to reopen nor reset on a run this transaction creates: its
 	// response cannot have been cancelled, nor its resumes have failed.
 	r.cancelling, r.reset = false, false
+	r.fused = cc
 	var err error
-	created := false
 	switch {
 	case s.opts.GroupCommit && !hasExtras(&q):
-		r.fused = cc
 		err = s.commits.do(ctx, r) // mapped (commitReq.mapError)
-		if err != nil {
-			return nil, nil, err
-		}
-		created = true
 	default:
 		err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
 			if hasExtras(&q) {
-				return s.createCommitTx(ctx, conn, cc, r, &created)
+				return s.createCommitTx(ctx, conn, r)
 			}
-			return s.createCommitPipelined(ctx, conn.Conn(), cc, r, &created)
+			return s.createCommitPipelined(ctx, conn.Conn(), r)
 		})
+		err = r.mapError(err) // the create's failure, or the commit's (r.created)
 	}
 	if err != nil {
 		// No explainRefusal: nobody can have cancelled or deleted a
 		// response before the transaction that creates it commits.
-		if !created {
-			return nil, nil, mapError("create response "+c.Response.ID, c.RunID, 0, err)
-		}
-		return nil, nil, r.mapError(err)
+		return nil, nil, err
 	}
 	if err := r.committed(s); err != nil {
 		return nil, nil, err
@@ -100,17 +93,18 @@ func (s *Store) CreateCommit(ctx context.Context, c *store.ResponseCreateParams,
 	return res, &cres, nil
 }
 
-// createCommitPipelined writes cc and then r in one transaction on conn,
-// in one pipeline: BEGIN, the create, the commit, the checkpoint prune
-// (r.p.PruneKeep) and COMMIT. A statement that fails makes the server
+// createCommitPipelined writes r, a commit with its run's create (fused),
+// in one transaction on conn, in one pipeline: BEGIN, the create, the
+// commit, the checkpoint prune (r.p.PruneKeep; queueFused, as in a
+// batch) and COMMIT. A statement that fails makes the server
 // skip the rest of the pipeline, its COMMIT included, and leaves the
 // transaction aborted: it is rolled back here, nothing of it written, and
 // the connection goes back to the pool idle. (pgx ends a batch with one
 // Sync, so the statements would be one implicit transaction without
 // BEGIN and COMMIT too; the explicit ones keep it one whatever the
-// driver does, as in commitSetCreates.) created reports that the
+// driver does, as in commitSetCreates.) r.created reports that the
 // create's row was read (a failure is then the commit's).
-func (s *Store) createCommitPipelined(ctx context.Context, conn *pgx.Conn, cc *createCall, r *commitReq, created *bool) (err error) {
+func (s *Store) createCommitPipelined(ctx context.Context, conn *pgx.Conn, r *commitReq) (err error) {
 	defer func() {
 		if err != nil {
 			// Ends the transaction if it is open (a no-op warning
@@ -120,40 +114,23 @@ func (s *Store) createCommitPipelined(ctx context.Context, conn *pgx.Conn, cc *c
 	}()
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(cc.sql(false), cc.args...).QueryRow(func(row pgx.Row) error {
-		if err := row.Scan(cc.dest()...); err != nil {
-			return err
-		}
-		*created = true
-		return nil
-	})
-	b.Queue(r.sql(false), r.args(s.txChannel())...).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&r.res.NextSeq, &r.res.BytesWritten)
-	})
-	if p := r.p; p.PruneKeep > 0 {
-		// After the commit, which made p.Step the run's last step, as in
-		// commitSteps.
-		b.Queue(pruneAtSQL, p.RunID, p.PruneKeep, p.Step).QueryRow(func(row pgx.Row) error {
-			var n int64
-			err := row.Scan(&n)
-			r.res.Pruned = int(n)
-			return err
-		})
-	}
+	r.queueFused(b, r.fused, s.txChannel(), func() {})
 	b.Queue("COMMIT")
 	return conn.SendBatch(ctx, b).Close()
 }
 
-// createCommitTx writes cc and then r, a commit with extras (commitExtras
-// takes a transaction of its own round trips), in one transaction:
-// the create, then the commit's statements as a lone commit's
-// (commitSteps).
-func (s *Store) createCommitTx(ctx context.Context, conn *pgxpool.Conn, cc *createCall, r *commitReq, created *bool) error {
+// createCommitTx writes r, a commit with extras (commitExtras takes a
+// transaction of its own round trips) with its run's create (fused), in
+// one transaction: the create, then the commit's statements as a lone
+// commit's (commitSteps).
+func (s *Store) createCommitTx(ctx context.Context, conn *pgxpool.Conn, r *commitReq) error {
+	r.created = false
+	c := r.fused
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, cc.sql(false), cc.args...).Scan(cc.dest()...); err != nil {
+		if err := tx.QueryRow(ctx, c.sql(false), c.args...).Scan(c.dest()...); err != nil {
 			return err
 		}
-		*created = true
+		r.created = true
 		return s.commitSteps(ctx, tx, r, false)
 	})
 }

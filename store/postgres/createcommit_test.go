@@ -111,10 +111,10 @@ func TestCreateCommit_FailedPipelineRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	created := false
-	err = s.createCommitPipelined(ctx, conn.Conn(), newCreateCall(c, nil), r, &created)
-	if !errors.Is(r.mapError(err), store.ErrConflict) || !created {
-		t.Fatalf("pipeline: %v (create acknowledged: %v), want the commit's conflict after the create", err, created)
+	r.fused = newCreateCall(c, nil)
+	err = s.createCommitPipelined(ctx, conn.Conn(), r)
+	if !errors.Is(r.mapError(err), store.ErrConflict) || !r.created {
+		t.Fatalf("pipeline: %v (create acknowledged: %v), want the commit's conflict after the create", err, r.created)
 	}
 	if st := conn.Conn().PgConn().TxStatus(); st != 'I' {
 		t.Fatalf("connection left in transaction status %q, want idle", st)

@@ -318,9 +318,9 @@ func (s *Store) commitAlone(r *commitReq) error {
 	if c := r.create; c != nil {
 		return r.mapError(s.writeCreate(r.ctx, c))
 	}
-	if c := r.fused; c != nil {
+	if r.fused != nil {
 		err := s.write(r.ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-			return s.createCommitPipelined(ctx, conn.Conn(), c, r, &r.created)
+			return s.createCommitPipelined(ctx, conn.Conn(), r)
 		})
 		if err != nil {
 			return r.mapError(err)
