@@ -203,7 +203,11 @@ func (s *superstepSys) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bench: open superstep store: %w", err)
 	}
-	hs, cs := counting(st)
+	hs, cs, err := counting(st)
+	if err != nil {
+		_ = closer.Close()
+		return err
+	}
 	h, err := startHost(ctx, hs, s.hook)
 	if err != nil {
 		_ = closer.Close()

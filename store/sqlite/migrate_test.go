@@ -18,8 +18,12 @@ import (
 	"github.com/superstep/superstep/store/sqlite"
 )
 
-// undoJournal undoes the journal migration (the newest).
-const undoJournal = "DROP TABLE journal; "
+// undoResponseBodies undoes the response-bodies migration (the newest
+// that changes a table), for a database whose response_bodies is empty.
+const undoResponseBodies = "DROP TABLE response_bodies; "
+
+// undoJournal undoes the journal migration and the ones after it.
+const undoJournal = undoResponseBodies + "DROP TABLE journal; "
 
 // undoRunLineage undoes the run-lineage migration and the ones after it.
 const undoRunLineage = undoJournal + "DROP TABLE lease_claims; DROP INDEX runs_created; ALTER TABLE runs DROP COLUMN forked_from_run; ALTER TABLE runs DROP COLUMN forked_from_step; "
@@ -509,4 +513,81 @@ func countRows(t *testing.T, path, table string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestMigrateResponseBodies builds a version-18 database whose responses
+// hold requests and inputs of every kind (long, short, a long input with
+// no request, none), opens it, and reads each back byte for byte: the
+// long ones from response_bodies, where migration 19 moved them (their
+// row holds NULL), the short ones from their row.
+func TestMigrateResponseBodies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v18.db")
+	if err := sqlite.MigrateTo(ctx, path, 18); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := func(c byte, n int) []byte { return bytes.Repeat([]byte{c}, n) }
+	cases := []struct {
+		id             string
+		request, input []byte
+		apart          bool
+	}{
+		{"resp_long", long('r', 300<<10), long('i', 2000), true},
+		{"resp_short", []byte(`{"model":"m","input":"hi"}`), []byte(`[{"type":"message"}]`), false},
+		{"resp_sum", long('r', 600), long('i', 600), true}, // 1 KiB together
+		{"resp_input_only", nil, long('i', 5000), true},
+		{"resp_none", nil, nil, false},
+		{"resp_empty", []byte{}, nil, false},
+	}
+	for i, c := range cases {
+		_, err := db.Exec(`INSERT INTO responses (num, id, run_id, previous_response_id, model, owner, status, request,
+			snapshot, error, usage, next_seq, commit_step, start_step, publication, input, cancel_requested, created_at,
+			updated_at, completed_at, trace_context)
+			VALUES (?, ?, 'run_a', '', 'm', '', 'completed', ?, NULL, NULL, NULL, 0, 1, 0, '', ?, 0, 1, 2, 3, '')`,
+			i+1, c.id, c.request, c.input)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatalf("open a version-18 database: %v", err)
+	}
+	defer s.Close()
+	if v := userVersion(t, path); v < 19 || v != sqlite.SchemaVersion() {
+		t.Fatalf("user_version %d after Open, want this build's %d (at least 19)", v, sqlite.SchemaVersion())
+	}
+	ro, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	for _, c := range cases {
+		got, err := s.ResponseGet(ctx, c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Request, c.request) || (got.Request == nil) != (c.request == nil) ||
+			!bytes.Equal(got.Input, c.input) || (got.Input == nil) != (c.input == nil) {
+			t.Errorf("%s: request %d bytes (nil %v), input %d bytes (nil %v) after migration; want %d (nil %v), %d (nil %v)",
+				c.id, len(got.Request), got.Request == nil, len(got.Input), got.Input == nil,
+				len(c.request), c.request == nil, len(c.input), c.input == nil)
+		}
+		var inRow, apart int
+		if err := ro.QueryRow(`SELECT (SELECT count(*) FROM responses WHERE id = ?1 AND (request IS NOT NULL OR input IS NOT NULL)),
+			(SELECT count(*) FROM response_bodies WHERE num = (SELECT num FROM responses WHERE id = ?1))`, c.id).Scan(&inRow, &apart); err != nil {
+			t.Fatal(err)
+		}
+		if (apart == 1) != c.apart || (c.apart && inRow != 0) {
+			t.Errorf("%s: response_bodies rows %d, row holds request or input %d; want apart %v", c.id, apart, inRow, c.apart)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -101,4 +102,55 @@ func commitFrames(t *testing.T, parts func(step int64) []store.Part, silent bool
 		}
 	}
 	return float64(walSize()-w0) / float64(sqlite.PageSizeDefault+24) / commits
+}
+
+// TestCommitWALBytes_LongRequest: a commit of a response whose request is
+// long appends about what a short request's does. Before schema version
+// 19 the request was in the response's row, and each commit that changed
+// the row's size (here a snapshot one byte longer per step, as a growing
+// reply's is) wrote the row again with all its overflow pages: 288,400
+// WAL bytes per commit for a 256 KiB request against 16,480 for a short
+// one.
+func TestCommitWALBytes_LongRequest(t *testing.T) {
+	t.Parallel()
+	perCommit := func(request []byte) float64 {
+		ctx := context.Background()
+		path := filepath.Join(t.TempDir(), "long.db")
+		s, err := sqlite.Open(ctx, path, &sqlite.Options{WALAutocheckpoint: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		p := storetest.ResponseParams(nil)
+		p.Response.Request = request
+		c, err := s.ResponseCreate(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		walSize := func() int64 {
+			fi, err := os.Stat(path + "-wal")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return fi.Size()
+		}
+		const commits = 20
+		w0 := walSize()
+		for step := int64(1); step <= commits; step++ {
+			if _, err := s.Commit(ctx, &store.CommitParams{RunID: c.Run.ID, Epoch: c.Run.Lease.Epoch, Step: step,
+				ResponseID: c.Response.ID, Status: store.StatusInProgress, Snapshot: bytes.Repeat([]byte("s"), 100+int(step)),
+				Checkpoint: []store.Part{{Name: "state", Data: fmt.Appendf(nil, "%d", step)}},
+				Events:     []store.EventInput{{Seq: step, Type: "response.output_text.delta", Payload: fmt.Appendf(nil, `{"sequence_number":%d}`, step)}},
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return float64(walSize()-w0) / commits
+	}
+	short := perCommit([]byte(`{"model":"test-model","input":"hi"}`))
+	long := perCommit(fmt.Appendf(nil, `{"model":"test-model","input":%q}`, bytes.Repeat([]byte("a"), 256<<10)))
+	t.Logf("WAL bytes per commit: %.0f with a short request, %.0f with a 256 KiB one", short, long)
+	if long > 1.5*short {
+		t.Errorf("a commit wrote %.0f WAL bytes with a 256 KiB request, %.0f with a short one: want at most 1.5 times", long, short)
+	}
 }

@@ -21,8 +21,19 @@ const responseColumns = `id, run_id, previous_response_id, model, owner, status,
 // CommitStep and UpdatedAt through respCommitStep and respUpdatedAt. A
 // query that reads commit_step or updated_at of a response must use those
 // two: the stored columns of an open response lag its silent commits.
-var responseSelect = strings.NewReplacer(" commit_step,", " "+respCommitStep+",", " updated_at,", " "+respUpdatedAt+",").
+var responseSelect = strings.NewReplacer(" commit_step,", " "+respCommitStep+",", " updated_at,", " "+respUpdatedAt+",",
+	" request,", " coalesce(request, (SELECT request FROM response_bodies b WHERE b.num = responses.num)),",
+	" input,", " coalesce(input, (SELECT input FROM response_bodies b WHERE b.num = responses.num)),").
 	Replace(responseColumns)
+
+// bodyApart is the size of a request and recorded input (together) from
+// which they are stored in response_bodies, apart from the response's row
+// (schema version 19): a row that outgrows its leaf page is written again
+// whole, overflow pages and all, by every UPDATE that changes its size,
+// and a commit's often does. Below it the row stays within a page (4 KiB
+// by default) with a snapshot under snapref.MinBytes, and the create
+// writes one row, not two.
+const bodyApart = 1 << 10
 
 // respCommitStep and respUpdatedAt are a response's CommitStep and
 // UpdatedAt, in a query on the table responses: the stored values, but
@@ -295,15 +306,24 @@ func claimLease(run *store.Run, owner string, d time.Duration, now time.Time) {
 // (snapref.Encode), and returns its number (for event keys).
 func insertResponse(ctx context.Context, tx *sql.Conn, r *store.Response, snapshot []byte) (int64, error) {
 	r.StartStep = r.CommitStep // the run's step now
+	request, input := r.Request, r.Input
+	apart := len(request)+len(input) >= bodyApart
+	if apart {
+		request, input = nil, nil
+	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO responses (`+responseColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.ID, r.RunID, r.PreviousResponseID, r.Model, r.Owner, r.Status, r.Request, snapshot, r.Error, r.Usage,
-		r.NextSeq, r.CommitStep, r.CommitStep, r.Publication, r.Input, r.CancelRequested, r.CreatedAt.UnixNano(), r.UpdatedAt.UnixNano(), nullNanos(r.CompletedAt),
+		r.ID, r.RunID, r.PreviousResponseID, r.Model, r.Owner, r.Status, request, snapshot, r.Error, r.Usage,
+		r.NextSeq, r.CommitStep, r.CommitStep, r.Publication, input, r.CancelRequested, r.CreatedAt.UnixNano(), r.UpdatedAt.UnixNano(), nullNanos(r.CompletedAt),
 		r.TraceContext)
 	if err != nil {
 		return 0, mapError("insert response", err)
 	}
 	num, err := res.LastInsertId()
-	return num, mapError("insert response", err)
+	if err != nil || !apart {
+		return num, mapError("insert response", err)
+	}
+	_, err = tx.ExecContext(ctx, "INSERT INTO response_bodies (num, request, input) VALUES (?, ?, ?)", num, r.Request, r.Input)
+	return num, mapError("insert response body", err)
 }
 
 // ResponseGet returns a response by ID (store.ErrNotFound).
@@ -418,6 +438,9 @@ func deleteResponseTx(ctx context.Context, tx *sql.Conn, id string) error {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM responses WHERE id = ?", id); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM response_bodies WHERE num = ?", num); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM idempotency_keys WHERE response_id = ?", id); err != nil {
