@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
 
+	"github.com/superstep/superstep/internal/jsonstr"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/sqlite"
 	"github.com/superstep/superstep/store/storetest"
@@ -77,5 +79,44 @@ func TestResponseBodies(t *testing.T) {
 	}
 	if n := bodies(); n != 0 {
 		t.Fatalf("%d rows left in response_bodies after deleting both responses, want 0", n)
+	}
+}
+
+// TestRequestPartStoredByReference: a new run's first checkpoint whose
+// part holds the request's long input stores that part in a few bytes,
+// by reference to the request (the conformance case RequestParts reads it
+// back), where it held the input a second time.
+func TestRequestPartStoredByReference(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ref.db")
+	s, err := sqlite.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	text := bytes.Repeat([]byte("words <and> more "), 4000)
+	p := storetest.ResponseParams(nil)
+	p.Response.Request = fmt.Appendf(nil, `{"model":"test-model","input":"%s"}`, text)
+	header := fmt.Appendf(nil, `{"queue":[{"msg":%s}]}`, jsonstr.Append(nil, string(text)))
+	p.Checkpoint = []store.Part{{Name: "header", Data: header}}
+	if _, err := s.ResponseCreate(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	var stored int
+	if err := ro.QueryRow("SELECT sum(length(data)) FROM blobs").Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored > 200 {
+		t.Fatalf("the %d-byte part is stored in %d bytes, want a reference of at most 200", len(header), stored)
+	}
+	cp, err := s.CheckpointGet(ctx, p.RunID, 0)
+	if err != nil || !bytes.Equal(cp.Parts[0].Data, header) {
+		t.Fatalf("CheckpointGet: %v", err)
 	}
 }

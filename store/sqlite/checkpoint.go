@@ -11,6 +11,7 @@ import (
 
 	"github.com/superstep/superstep/internal/fault"
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/internal/partref"
 )
 
 // querier is what *sql.DB, *sql.Conn (the writer's, in a batch's
@@ -56,6 +57,31 @@ const (
 type hashedPart struct {
 	entry
 	data []byte
+	// stored is what the blob row holds when it is not data: a reference
+	// to the request of the response created with it (referRequest).
+	stored []byte
+}
+
+// referRequest has each blob part of parts, written with the create of
+// response responseID, stored by reference to the bytes it shares with the
+// response's request (partref: a new run's first checkpoint queues the
+// request's input). It runs before the write queues for the writer.
+func referRequest(parts []hashedPart, request []byte, responseID string) {
+	for i := range parts {
+		if p := &parts[i]; p.inline == nil {
+			if st := partref.Encode(p.data, request, responseID); partref.IsRef(st) {
+				p.stored = st
+			}
+		}
+	}
+}
+
+// blobData is what the part's blob row holds.
+func (p *hashedPart) blobData() []byte {
+	if p.stored != nil {
+		return p.stored
+	}
+	return nonNil(p.data)
 }
 
 // hashParts hashes parts and chooses which are inline.
@@ -219,7 +245,7 @@ func writeCheckpoint(ctx context.Context, tx querier, runID string, runNum, step
 			continue
 		}
 		have[p.hash] = true
-		res, err := tx.ExecContext(ctx, "INSERT INTO blobs (run_id, hash, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING", runID, p.hash[:], nonNil(p.data))
+		res, err := tx.ExecContext(ctx, "INSERT INTO blobs (run_id, hash, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING", runID, p.hash[:], p.blobData())
 		if err != nil {
 			return 0, mapError("insert blob", err)
 		}
@@ -258,6 +284,7 @@ func readCheckpoint(ctx context.Context, q querier, runID string, step int64) (*
 		return nil, err
 	}
 	c.Parts = make([]store.Part, len(es))
+	var requests map[string][]byte // by response id: the requests blobs refer to
 	for i, e := range es {
 		data := e.inline
 		if data != nil {
@@ -274,12 +301,39 @@ func readCheckpoint(ctx context.Context, q querier, runID string, step int64) (*
 		if err != nil {
 			return nil, mapError("read blob", err)
 		}
+		if data, err = resolveBlob(ctx, q, data, &requests); err != nil {
+			return nil, fmt.Errorf("sqlite: checkpoint %s/%d: part %q: %w", runID, step, e.name, err)
+		}
 		if int64(len(data)) != e.size || sha256.Sum256(data) != e.hash {
 			return nil, store.Corruptf("sqlite: checkpoint %s/%d: part %q: bytes do not match their hash", runID, step, e.name)
 		}
 		c.Parts[i] = store.Part{Name: e.name, Data: data}
 	}
 	return c, nil
+}
+
+// resolveBlob returns the part a blob row's data holds: data itself, or
+// the part a reference resolves to against its response's request, read
+// once per response into *requests.
+func resolveBlob(ctx context.Context, q querier, data []byte, requests *map[string][]byte) ([]byte, error) {
+	owner, ref, err := partref.Owner(data)
+	if !ref || err != nil {
+		return data, err
+	}
+	request, ok := (*requests)[owner]
+	if !ok {
+		if err := q.QueryRowContext(ctx, "SELECT "+requestColumn+" FROM responses WHERE id = ?", owner).Scan(&request); err != nil {
+			if err == sql.ErrNoRows {
+				return nil, store.Corruptf("its blob refers to the request of response %s, which is gone", owner)
+			}
+			return nil, mapError("read the request a blob refers to", err)
+		}
+		if *requests == nil {
+			*requests = map[string][]byte{}
+		}
+		(*requests)[owner] = request
+	}
+	return partref.Resolve(data, request)
 }
 
 // nonNil returns b, or an empty non-nil slice (SQLite would store NULL).

@@ -55,6 +55,7 @@ func (s *Store) CreateCommit(ctx context.Context, c *store.ResponseCreateParams,
 	cnow, now := orNow(c.Now), orNow(p.Now)
 	resp, cw := prepareCreate(c, cnow)
 	w := prepareCommit(p)
+	referRequest(w.parts, c.Response.Request, c.Response.ID)
 	var run *store.Run
 	res := &store.CommitResult{}
 	err := s.writeWake(ctx, "create and commit", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Conn) (err error) {

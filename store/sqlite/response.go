@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/superstep/superstep/internal/fault"
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/internal/partref"
 	"github.com/superstep/superstep/store/internal/snapref"
 )
 
@@ -22,9 +24,13 @@ const responseColumns = `id, run_id, previous_response_id, model, owner, status,
 // query that reads commit_step or updated_at of a response must use those
 // two: the stored columns of an open response lag its silent commits.
 var responseSelect = strings.NewReplacer(" commit_step,", " "+respCommitStep+",", " updated_at,", " "+respUpdatedAt+",",
-	" request,", " coalesce(request, (SELECT request FROM response_bodies b WHERE b.num = responses.num)),",
+	" request,", " "+requestColumn+",",
 	" input,", " coalesce(input, (SELECT input FROM response_bodies b WHERE b.num = responses.num)),").
 	Replace(responseColumns)
+
+// requestColumn is a response's request, in a query on the table
+// responses: in its row, or apart (bodyApart).
+const requestColumn = "coalesce(request, (SELECT request FROM response_bodies b WHERE b.num = responses.num))"
 
 // bodyApart is the size of a request and recorded input (together) from
 // which they are stored in response_bodies, apart from the response's row
@@ -104,6 +110,7 @@ func (s *Store) ResponseCreate(ctx context.Context, p *store.ResponseCreateParam
 func prepareCreate(p *store.ResponseCreateParams, now time.Time) (*store.Response, *commitWork) {
 	w := &commitWork{parts: hashParts(p.Checkpoint), rec: encodeRecord(p.Events), snapshot: snapref.Encode(p.Response.Snapshot, p.Events)}
 	w.manifest = encodeManifest(w.parts)
+	referRequest(w.parts, p.Response.Request, p.Response.ID)
 	resp := *p.Response
 	resp.RunID, resp.NextSeq, resp.CreatedAt, resp.UpdatedAt = p.RunID, int64(len(p.Events)), now, now
 	if resp.CreatedAt = p.Response.CreatedAt; resp.CreatedAt.IsZero() {
@@ -426,13 +433,63 @@ func (s *Store) ResponseDelete(ctx context.Context, id string) error {
 	})
 }
 
+// unreferBlobs rewrites each blob of runID that refers to the request of
+// response id (partref) as the part it stands for, before the response
+// is deleted.
+func unreferBlobs(ctx context.Context, tx *sql.Conn, runID, id string) error {
+	rows, err := tx.QueryContext(ctx, "SELECT hash, data FROM blobs WHERE run_id = ? AND substr(data, 1, ?) = CAST(? AS BLOB)",
+		runID, len(partref.Magic), partref.Magic)
+	if err != nil {
+		return err
+	}
+	type blob struct{ hash, data []byte }
+	var refs []blob
+	for rows.Next() {
+		var b blob
+		if err := rows.Scan(&b.hash, &b.data); err != nil {
+			rows.Close()
+			return err
+		}
+		if owner, _, err := partref.Owner(b.data); err == nil && owner == id {
+			refs = append(refs, b)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(refs) == 0 {
+		return err
+	}
+	var requests map[string][]byte
+	for _, b := range refs {
+		part, err := resolveBlob(ctx, tx, b.data, &requests)
+		if err == nil && (len(b.hash) != sha256.Size || sha256.Sum256(part) != [sha256.Size]byte(b.hash)) {
+			err = store.Corruptf("its bytes do not match their hash")
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: delete response %s: blob of run %s: %w", id, runID, err)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE blobs SET data = ? WHERE run_id = ? AND hash = ?", nonNil(part), runID, b.hash); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // deleteResponseTx is ResponseDelete inside the writer's transaction (also
 // used by ResponsePrune).
 func deleteResponseTx(ctx context.Context, tx *sql.Conn, id string) error {
 	var runID string
 	var num int64
-	if err := tx.QueryRowContext(ctx, "SELECT run_id, num FROM responses WHERE id = ?", id).Scan(&runID, &num); err != nil {
+	var others bool
+	if err := tx.QueryRowContext(ctx, `SELECT run_id, num, EXISTS (SELECT 1 FROM responses o WHERE o.run_id = r.run_id AND o.id != r.id)
+		FROM responses r WHERE id = ?`, id).Scan(&runID, &num, &others); err != nil {
 		return err
+	}
+	if others {
+		// The run stays: its blobs that refer to this response's
+		// request become the parts they stand for.
+		if err := unreferBlobs(ctx, tx, runID, id); err != nil {
+			return err
+		}
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM event_records WHERE k BETWEEN ? AND ?", logKey(num, 0), logKey(num, lowMax)); err != nil {
 		return err

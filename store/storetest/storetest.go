@@ -78,6 +78,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Journal", func(t *testing.T) { testJournal(t, h) })
 	t.Run("JournalBatch", func(t *testing.T) { testJournalBatch(t, h) })
 	t.Run("Lease", func(t *testing.T) { testLease(t, h) })
+	t.Run("RequestParts", func(t *testing.T) { testRequestParts(t, h) })
 	t.Run("LeaseClock", func(t *testing.T) { testLeaseClock(t, h) })
 	t.Run("LeaseBatch", func(t *testing.T) { testLeaseBatch(t, h) })
 	t.Run("LongSnapshot", func(t *testing.T) { testLongSnapshot(t, h) })

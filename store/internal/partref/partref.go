@@ -1,0 +1,250 @@
+// Package partref stores a checkpoint part that repeats its response's
+// request by reference to the request (issue 14 #6).
+//
+// A new run's first checkpoint queues the request's input for the start
+// executor: for an 8 MiB request, its blob held the 8 MiB text a second
+// time. Encode stores, in place of such a part, the part's bytes with each
+// long JSON string that the request also holds replaced by the position of
+// that string in the request; Resolve turns it back into the part, byte
+// for byte, given the request.
+//
+// A reference names the response whose request it reads, which a store
+// writes in the same transaction as the blob (the response's create), so
+// the request exists whenever the blob is written. A stored request never
+// changes. A store that deletes the response while the blob stays (a run
+// that goes on with later responses) rewrites the blob as the part first
+// (Owner finds those blobs). A store checks what Resolve returns against
+// the part's hash, as it checks every blob.
+//
+// A stored value that does not start with magic is the part itself. A part
+// that starts with magic is stored as a reference of one literal segment,
+// so that every stored value reads back as what was written.
+package partref
+
+import (
+	"bytes"
+	"encoding/binary"
+
+	"github.com/superstep/superstep/internal/jsonstr"
+	"github.com/superstep/superstep/store"
+)
+
+// MinBytes is the smallest part Encode looks into; smaller parts are
+// stored as they are.
+const MinBytes = 16 << 10
+
+// MinString is the shortest JSON string (quotes included) Encode replaces
+// by a reference.
+const MinString = 4 << 10
+
+// magic starts a reference.
+const magic = "\x00partref1"
+
+// Segment kinds: bytes that follow, the request's bytes as they are, or
+// the request's JSON string re-encoded as encoding/json writes it (HTML
+// escaping on: what the workflow engine writes, where a client may have
+// sent "<" as it is).
+const (
+	segLiteral  = 'L'
+	segVerbatim = 'V'
+	segJSON     = 'J'
+)
+
+// Encode returns what to store for part, a blob written with the response
+// responseID, whose request is request: part itself when it is shorter
+// than MinBytes or holds no JSON string of MinString bytes or more whose
+// characters the request's JSON holds too, else a reference. A part that
+// starts with magic is always a reference.
+func Encode(part, request []byte, responseID string) []byte {
+	escaped := bytes.HasPrefix(part, []byte(magic))
+	if len(part) < MinBytes && !escaped {
+		return part
+	}
+	var reqStrings []span
+	if len(part) >= MinBytes && len(request) >= MinString {
+		reqStrings = longStrings(request)
+	}
+	if len(reqStrings) == 0 && !escaped {
+		return part
+	}
+	out := append(make([]byte, 0, 256), magic...)
+	out = binary.AppendUvarint(out, uint64(len(responseID)))
+	out = append(out, responseID...)
+	lit := 0 // part[lit:] is not yet in out
+	var decoded map[span]string
+	for _, t := range longStrings(part) {
+		tok := part[t.off:t.end]
+		kind, at, ok := byte(segVerbatim), span{}, false
+		for _, r := range reqStrings {
+			if r.end-r.off == len(tok) && bytes.Equal(request[r.off:r.end], tok) {
+				at, ok = r, true
+				break
+			}
+		}
+		if !ok {
+			// The same characters, written otherwise by the client.
+			s, valid := jsonstr.Unquote(tok)
+			if !valid || !bytes.Equal(jsonstr.Append(make([]byte, 0, jsonstr.Len(s)), s), tok) {
+				continue
+			}
+			if decoded == nil {
+				decoded = make(map[span]string, len(reqStrings))
+			}
+			for _, r := range reqStrings {
+				d, seen := decoded[r]
+				if !seen {
+					d, _ = jsonstr.Unquote(request[r.off:r.end])
+					decoded[r] = d
+				}
+				if d == s {
+					kind, at, ok = segJSON, r, true
+					break
+				}
+			}
+		}
+		if !ok {
+			continue
+		}
+		out = appendLiteral(out, part[lit:t.off])
+		out = append(out, kind)
+		out = binary.AppendUvarint(out, uint64(at.off))
+		out = binary.AppendUvarint(out, uint64(at.end-at.off))
+		lit = t.end
+	}
+	if lit == 0 && !escaped {
+		return part // nothing shared
+	}
+	return appendLiteral(out, part[lit:])
+}
+
+func appendLiteral(out, b []byte) []byte {
+	if len(b) == 0 {
+		return out
+	}
+	out = append(out, segLiteral)
+	out = binary.AppendUvarint(out, uint64(len(b)))
+	return append(out, b...)
+}
+
+// IsRef reports whether stored is a reference (Encode returned other bytes
+// than the part's).
+func IsRef(stored []byte) bool { return bytes.HasPrefix(stored, []byte(magic)) }
+
+// Magic is the prefix of every reference, for a store's query that finds
+// the blobs holding one.
+const Magic = magic
+
+// Owner reports whether stored is a reference and, if it is, the response
+// whose request it reads. A value that starts like a reference but names
+// no response is store.ErrCorrupt.
+func Owner(stored []byte) (responseID string, ok bool, err error) {
+	if !bytes.HasPrefix(stored, []byte(magic)) {
+		return "", false, nil
+	}
+	id, _, err := header(stored)
+	return id, true, err
+}
+
+func header(stored []byte) (id string, rest []byte, err error) {
+	b := stored[len(magic):]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return "", nil, store.Corruptf("part reference: bad response id")
+	}
+	b = b[k:]
+	return string(b[:n]), b[n:], nil
+}
+
+// Resolve returns the part stored as stored, given the request of the
+// response Owner names. A value that is not a reference is returned as it
+// is. One that does not decode against request is store.ErrCorrupt.
+func Resolve(stored, request []byte) ([]byte, error) {
+	if !bytes.HasPrefix(stored, []byte(magic)) {
+		return stored, nil
+	}
+	_, b, err := header(stored)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	for len(b) > 0 {
+		kind := b[0]
+		b = b[1:]
+		v1, k := binary.Uvarint(b)
+		if k <= 0 {
+			return nil, store.Corruptf("part reference: bad segment")
+		}
+		b = b[k:]
+		switch kind {
+		case segLiteral:
+			if v1 > uint64(len(b)) {
+				return nil, store.Corruptf("part reference: literal of %d bytes past the end", v1)
+			}
+			out, b = append(out, b[:v1]...), b[v1:]
+		case segVerbatim, segJSON:
+			n, k := binary.Uvarint(b)
+			if k <= 0 || v1 > uint64(len(request)) || n > uint64(len(request))-v1 {
+				return nil, store.Corruptf("part reference: a segment outside the request's %d bytes", len(request))
+			}
+			b = b[k:]
+			tok := request[v1 : v1+n]
+			if kind == segVerbatim {
+				out = append(out, tok...)
+				break
+			}
+			s, ok := jsonstr.Unquote(tok)
+			if !ok {
+				return nil, store.Corruptf("part reference: request bytes %d to %d are not a JSON string", v1, v1+n)
+			}
+			out = jsonstr.Append(out, s)
+		default:
+			return nil, store.Corruptf("part reference: unknown segment kind %q", kind)
+		}
+	}
+	if out == nil {
+		out = []byte{}
+	}
+	return out, nil
+}
+
+// span is a JSON string literal, quotes included: b[off:end].
+type span struct{ off, end int }
+
+// longStrings returns the JSON string literals of b of MinString bytes or
+// more, in order, scanning b as JSON text: a quote outside a string opens
+// one, an unescaped quote inside closes it. In bytes that are not JSON the
+// spans found are whatever lies between quotes; Encode compares them byte
+// for byte, so a wrong span costs a missed reference, never a wrong part.
+func longStrings(b []byte) []span {
+	var out []span
+	for i := 0; i < len(b); {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			break
+		}
+		start := i + q
+		j := start + 1
+		for j < len(b) {
+			k := bytes.IndexAny(b[j:], `"\`)
+			if k < 0 {
+				j = len(b)
+				break
+			}
+			j += k
+			if b[j] == '\\' {
+				j += 2
+				continue
+			}
+			break
+		}
+		if j >= len(b) {
+			break // unterminated
+		}
+		end := j + 1
+		if end-start >= MinString {
+			out = append(out, span{start, end})
+		}
+		i = end
+	}
+	return out
+}

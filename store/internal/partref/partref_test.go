@@ -1,0 +1,119 @@
+package partref
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/superstep/superstep/internal/jsonstr"
+	"github.com/superstep/superstep/store"
+)
+
+// text is a long input with characters encoding/json escapes (<, >, &,
+// quotes, a newline) and one it does not (é).
+var text = strings.Repeat(`He said "<b>&</b>" é`+"\n", 2000)
+
+func checkpointHeader(input []byte) []byte {
+	return append(append([]byte(`{"v":1,"queue":[{"to":"start","msg":{"t":"string","v":`), input...), `}}]}`...)
+}
+
+func TestEncode(t *testing.T) {
+	goStyle := jsonstr.Append(nil, text)
+	var raw bytes.Buffer // as a JavaScript client writes it: no HTML escapes
+	enc := json.NewEncoder(&raw)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(map[string]string{"input": text}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name          string
+		part, request []byte
+		ref           bool
+		maxStored     int
+	}{
+		{"same bytes", checkpointHeader(goStyle), append(append([]byte(`{"model":"m","input":`), goStyle...), '}'), true, 200},
+		{"escaped otherwise", checkpointHeader(goStyle), raw.Bytes(), true, 200},
+		{"not in the request", checkpointHeader(goStyle), []byte(`{"model":"m","input":"hi"}`), false, 0},
+		{"other text", checkpointHeader(jsonstr.Append(nil, strings.ToUpper(text))), raw.Bytes(), false, 0},
+		{"short part", []byte(`{"v":"` + strings.Repeat("a", 5000) + `"}`), []byte(`{"input":"` + strings.Repeat("a", 5000) + `"}`), false, 0},
+		{"magic, short", []byte(magic + "x"), nil, true, 100},
+		{"magic, long", append([]byte(magic), checkpointHeader(goStyle)...), raw.Bytes(), true, 200},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			stored := Encode(c.part, c.request, "resp_1")
+			id, ref, err := Owner(stored)
+			if err != nil || ref != c.ref || (ref && id != "resp_1") {
+				t.Fatalf("Owner: %q, %v, %v; want a reference %v", id, ref, err, c.ref)
+			}
+			if !ref && !bytes.Equal(stored, c.part) {
+				t.Fatalf("not a reference, yet stored differs from the part")
+			}
+			if ref && len(stored) > c.maxStored {
+				t.Fatalf("stored %d bytes for a %d-byte part, want at most %d", len(stored), len(c.part), c.maxStored)
+			}
+			got, err := Resolve(stored, c.request)
+			if err != nil || !bytes.Equal(got, c.part) {
+				t.Fatalf("Resolve: %d bytes (%v), want the part's %d", len(got), err, len(c.part))
+			}
+		})
+	}
+}
+
+func TestResolveCorrupt(t *testing.T) {
+	request := []byte(`{"input":"` + strings.Repeat("a", MinBytes) + `"}`)
+	good := Encode(checkpointHeader(jsonstr.Append(nil, strings.Repeat("a", MinBytes))), request, "resp_1")
+	if _, ref, _ := Owner(good); !ref {
+		t.Fatal("want a reference")
+	}
+	for _, c := range []struct {
+		name    string
+		stored  []byte
+		request []byte
+	}{
+		{"truncated", good[:len(good)-3], request},
+		{"shorter request", good, request[:len(request)/2]},
+		{"no id", []byte(magic), request},
+		{"bad kind", append(Encode([]byte(magic), nil, "r"), 'X', 1), request},
+		{"not a string", good, bytes.Repeat([]byte("x"), len(request))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := Resolve(c.stored, c.request)
+			if c.name == "not a string" {
+				// Verbatim segments copy whatever is there; the store's
+				// hash check catches those.
+				if err == nil && bytes.Equal(got, checkpointHeader(jsonstr.Append(nil, strings.Repeat("a", MinBytes)))) {
+					t.Fatal("resolved to the part against other bytes")
+				}
+				return
+			}
+			if !errors.Is(err, store.ErrCorrupt) {
+				t.Fatalf("Resolve: %v, want store.ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+// FuzzEncode: whatever the part and the request, what Encode stores
+// resolves to the part, and Resolve never panics on stored bytes.
+func FuzzEncode(f *testing.F) {
+	long := strings.Repeat("é<a>", MinString/5)
+	f.Add(checkpointHeader(jsonstr.Append(nil, long)), []byte(`{"input":"`+long+`"}`), []byte(nil))
+	f.Add([]byte(magic), []byte(`{}`), []byte(magic+"\x01rL\x05"))
+	f.Fuzz(func(t *testing.T, part, request, junk []byte) {
+		if len(part) < MinBytes && len(part) > 64 {
+			// Make long parts likely: repeat the fuzzer's bytes.
+			part = bytes.Repeat(part, MinBytes/len(part)+1)
+			request = append(append([]byte(`{"input":`), part...), '}')
+		}
+		stored := Encode(part, request, "resp_x")
+		got, err := Resolve(stored, request)
+		if err != nil || !bytes.Equal(got, part) {
+			t.Fatalf("Resolve(Encode(part)): %d bytes (%v), want %d", len(got), err, len(part))
+		}
+		_, _ = Resolve(junk, request)
+		_, _, _ = Owner(junk)
+	})
+}
