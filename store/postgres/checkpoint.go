@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/internal/partref"
 )
 
 // checkpointSQL reads one checkpoint with its blob parts' bytes in order,
@@ -64,6 +66,7 @@ func (s *Store) readCheckpoint(ctx context.Context, sql, runID string, args ...a
 	type blob struct {
 		sum  hash // checked against the row's hash
 		data []byte
+		ref  bool // data is a reference (partref), resolved and checked below
 	}
 	var blobs []blob
 	n := 0
@@ -82,17 +85,38 @@ func (s *Store) readCheckpoint(ctx context.Context, sql, runID string, args ...a
 		if data == nil {
 			return nil, nil, store.Corruptf("store/postgres: run %s step %d: blob part %x missing", runID, cp.Step, h)
 		}
+		if partref.IsRef(data) {
+			if len(h) != len(hash{}) {
+				return nil, nil, store.Corruptf("store/postgres: run %s step %d: blob hash of %d bytes", runID, cp.Step, len(h))
+			}
+			blobs = append(blobs, blob{hash(h), data, true})
+			continue
+		}
 		sum := sha256.Sum256(data)
 		if !bytes.Equal(sum[:], h) {
 			return nil, nil, store.Corruptf("store/postgres: run %s step %d: blob part %x does not match its hash", runID, cp.Step, h)
 		}
-		blobs = append(blobs, blob{sum, data})
+		blobs = append(blobs, blob{sum, data, false})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, mapError(op, runID, 0, err)
 	}
 	if n == 0 {
 		return nil, nil, fmt.Errorf("store/postgres: %s: %w", op, store.ErrNotFound)
+	}
+	rows.Close() // its connection back before the requests are read
+	var requests map[string][]byte
+	for i := range blobs {
+		if b := &blobs[i]; b.ref {
+			data, err := s.resolveBlob(ctx, b.data, &requests)
+			if err == nil && sha256.Sum256(data) != b.sum {
+				err = store.Corruptf("its bytes do not match their hash")
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("store/postgres: run %s step %d: blob part %x: %w", runID, cp.Step, b.sum[:], err)
+			}
+			b.data = data
+		}
 	}
 	entries, err := checkpointEntries(names, manifest)
 	if err != nil {
@@ -118,6 +142,37 @@ func (s *Store) readCheckpoint(ctx context.Context, sql, runID string, args ...a
 	}
 	cp.CreatedAt = cp.CreatedAt.UTC()
 	return cp, hs, nil
+}
+
+// resolveBlob returns the part a blob's data holds: data itself, or the
+// part a reference resolves to against its response's request, read once
+// per response into *requests.
+func (s *Store) resolveBlob(ctx context.Context, data []byte, requests *map[string][]byte) ([]byte, error) {
+	return resolveBlobWith(ctx, s.pool, data, requests)
+}
+
+// resolveBlobWith is resolveBlob reading requests through q.
+func resolveBlobWith(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, data []byte, requests *map[string][]byte) ([]byte, error) {
+	owner, ref, err := partref.Owner(data)
+	if !ref || err != nil {
+		return data, err
+	}
+	request, ok := (*requests)[owner]
+	if !ok {
+		if err := q.QueryRow(ctx, "SELECT request FROM responses WHERE id = $1", owner).Scan(&request); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil, store.Corruptf("its blob refers to the request of response %s, which is gone", owner)
+			}
+			return nil, fmt.Errorf("read the request a blob refers to: %w", err)
+		}
+		if *requests == nil {
+			*requests = map[string][]byte{}
+		}
+		(*requests)[owner] = request
+	}
+	return partref.Resolve(data, request)
 }
 
 // checkpointEntries are a checkpoint row's parts: its manifest's, or for

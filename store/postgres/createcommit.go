@@ -57,6 +57,7 @@ func (s *Store) CreateCommit(ctx context.Context, c *store.ResponseCreateParams,
 		known = cc.enc.all
 	}
 	enc := encodeParts(q.Checkpoint, known, true)
+	enc.referRequest(c.Response.Request, c.Response.ID)
 	r := s.newCommitReq(ctx, &q, encodeEvents(q.Events), enc)
 	// Nothing to reopen nor reset on a run this transaction creates: its
 	// response cannot have been cancelled, nor its resumes have failed.

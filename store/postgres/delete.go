@@ -2,12 +2,14 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/internal/partref"
 )
 
 // ResponseDelete deletes a response and its events; when it was the last
@@ -25,6 +27,9 @@ func (s *Store) ResponseDelete(ctx context.Context, id string) error {
 		}
 		// Lock the run before the response, in the order Commit does.
 		if _, err := tx.Exec(ctx, "SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", runID); err != nil {
+			return err
+		}
+		if err := unreferBlobs(ctx, tx, runID, id); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, "DELETE FROM responses WHERE id = $1", id)
@@ -53,6 +58,50 @@ func (s *Store) ResponseDelete(ctx context.Context, id string) error {
 	}
 	s.parts.forget(runID)
 	s.announce(id)
+	return nil
+}
+
+// unreferBlobs rewrites each blob of runID that refers to the request of
+// response id (partref) as the part it stands for, before the response is
+// deleted, when the run keeps other responses (else the blobs go with it).
+func unreferBlobs(ctx context.Context, tx pgx.Tx, runID, id string) error {
+	rows, err := tx.Query(ctx, `SELECT hash, data FROM blobs
+		WHERE run_id = $1 AND substr(data, 1, $3::int) = $4::bytea
+		AND EXISTS (SELECT 1 FROM responses o WHERE o.run_id = $1 AND o.id <> $2)`,
+		runID, id, len(partref.Magic), []byte(partref.Magic))
+	if err != nil {
+		return err
+	}
+	type blob struct{ hash, data []byte }
+	var refs []blob
+	for rows.Next() {
+		var b blob
+		if err := rows.Scan(&b.hash, &b.data); err != nil {
+			rows.Close()
+			return err
+		}
+		if owner, _, err := partref.Owner(b.data); err == nil && owner == id {
+			refs = append(refs, b)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(refs) == 0 {
+		return err
+	}
+	var requests map[string][]byte
+	for _, b := range refs {
+		part, err := resolveBlobWith(ctx, tx, b.data, &requests)
+		if err == nil && (len(b.hash) != sha256.Size || sha256.Sum256(part) != [sha256.Size]byte(b.hash)) {
+			err = store.Corruptf("its bytes do not match their hash")
+		}
+		if err != nil {
+			return fmt.Errorf("store/postgres: delete response %s: blob of run %s: %w", id, runID, err)
+		}
+		if _, err := tx.Exec(ctx, "UPDATE blobs SET data = $3::bytea, size = octet_length($3::bytea) WHERE run_id = $1 AND hash = $2",
+			runID, b.hash, part); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

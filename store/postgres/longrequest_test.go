@@ -1,11 +1,14 @@
 package postgres
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/superstep/superstep/internal/jsonstr"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/storetest"
 )
@@ -54,5 +57,42 @@ func TestCommit_LongRequestNotRewritten(t *testing.T) {
 	got, err := s.ResponseGet(ctx, c.Response.ID)
 	if err != nil || string(got.Request) != string(p.Response.Request) || got.Status != store.StatusInProgress {
 		t.Fatalf("ResponseGet: %d request bytes, status %v (%v)", len(got.Request), got.Status, err)
+	}
+}
+
+// TestRequestPartStoredByReference: a new run's first checkpoint whose
+// part holds the request's long input stores that part in a few bytes,
+// by reference to the request, created alone and with its first commit
+// (the conformance case RequestParts reads both back).
+func TestRequestPartStoredByReference(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, newSchemaName(t), nil)
+	ctx := t.Context()
+	text := strings.Repeat("words <and> more ", 4000)
+	header := fmt.Appendf(nil, `{"queue":[{"msg":%s}]}`, jsonstr.Append(nil, text))
+	for _, fused := range []bool{false, true} {
+		p := storetest.ResponseParams(nil)
+		p.Response.Request = fmt.Appendf(nil, `{"model":"test-model","input":"%s"}`, text)
+		p.Checkpoint = []store.Part{{Name: "header", Data: header}}
+		if fused {
+			if _, _, err := s.CreateCommit(ctx, p, &store.CommitParams{RunID: p.RunID, Epoch: store.NewRunEpoch, Step: 1,
+				ResponseID: p.Response.ID, Status: store.StatusInProgress, Checkpoint: []store.Part{{Name: "header", Data: []byte("{}")}},
+				Events: []store.EventInput{{Seq: 1, Type: "response.in_progress", Payload: []byte(`{}`)}}}); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := s.ResponseCreate(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		var stored int64
+		if err := s.pool.QueryRow(ctx, "SELECT sum(octet_length(data)) FROM blobs WHERE run_id = $1", p.RunID).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if stored > 200 {
+			t.Fatalf("fused %v: the %d-byte part is stored in %d bytes, want a reference of at most 200", fused, len(header), stored)
+		}
+		cp, err := s.CheckpointGet(ctx, p.RunID, 0)
+		if err != nil || !bytes.Equal(cp.Parts[0].Data, header) {
+			t.Fatalf("fused %v: CheckpointGet: %v", fused, err)
+		}
 	}
 }

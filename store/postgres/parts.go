@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/internal/partref"
 )
 
 // hash is the content address of a checkpoint part.
@@ -188,6 +189,18 @@ func encodeParts(parts []store.Part, known map[hash]bool, trusted bool) *encoded
 	}
 	e.manifest = m
 	return e
+}
+
+// referRequest has each new blob of e, written with the create of
+// response responseID, stored by reference to the bytes it shares with the
+// response's request (partref: a new run's first checkpoint queues the
+// request's input). blobs.size is then the reference's.
+func (e *encodedParts) referRequest(request []byte, responseID string) {
+	for i, d := range e.blobData {
+		if st := partref.Encode(d, request, responseID); partref.IsRef(st) {
+			e.blobData[i] = st
+		}
+	}
 }
 
 // manifestEntry is one part of a decoded manifest: its name and, when

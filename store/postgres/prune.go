@@ -78,6 +78,9 @@ func (s *Store) ResponsePrune(ctx context.Context, p *store.ResponsePruneParams)
 // pruneOne deletes one locked response of runID and its events, and fixes
 // its run as ResponseDelete does.
 func (s *Store) pruneOne(ctx context.Context, tx pgx.Tx, id, runID string) error {
+	if err := unreferBlobs(ctx, tx, runID, id); err != nil {
+		return err
+	}
 	if _, err := tx.Exec(ctx, "DELETE FROM responses WHERE id = $1", id); err != nil {
 		return err
 	}

@@ -105,6 +105,7 @@ func newCreateCall(p *store.ResponseCreateParams, now *time.Time) *createCall {
 	cp := &encodedParts{}
 	if p.Checkpoint != nil {
 		c.enc = encodeParts(p.Checkpoint, nil, false)
+		c.enc.referRequest(r.Request, r.ID)
 		cp = c.enc
 	}
 	c.args = []any{p.RunID, r.ID, r.Model, r.Owner, string(r.Status), r.Status.Terminal(), r.Request,
@@ -210,7 +211,7 @@ func (s *Store) createInTx(ctx context.Context, p *store.ResponseCreateParams, n
 			return err
 		}
 		if created && p.Checkpoint != nil {
-			if enc, err = insertInitialCheckpoint(ctx, tx, p.RunID, run.LastStep, p.Checkpoint, now); err != nil {
+			if enc, err = insertInitialCheckpoint(ctx, tx, p, run.LastStep, now); err != nil {
 				return err
 			}
 		}
@@ -370,8 +371,10 @@ func insertResponse(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParam
 }
 
 // insertInitialCheckpoint writes the step-0 checkpoint of a new run.
-func insertInitialCheckpoint(ctx context.Context, tx pgx.Tx, runID string, step int64, parts []store.Part, now *time.Time) (*encodedParts, error) {
-	enc := encodeParts(parts, nil, false)
+func insertInitialCheckpoint(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParams, step int64, now *time.Time) (*encodedParts, error) {
+	runID := p.RunID
+	enc := encodeParts(p.Checkpoint, nil, false)
+	enc.referRequest(p.Response.Request, p.Response.ID)
 	_, err := tx.Exec(ctx, `INSERT INTO blobs (run_id, hash, size, data)
 		SELECT $1, u.h, octet_length(u.d), u.d FROM unnest($2::bytea[], $3::bytea[]) AS u(h, d)
 		ON CONFLICT DO NOTHING`, runID, enc.blobHashes, enc.blobData)

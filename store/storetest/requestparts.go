@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/superstep/superstep/internal/jsonstr"
 	"github.com/superstep/superstep/store"
@@ -49,16 +51,23 @@ func testRequestParts(t *testing.T, h Harness) {
 			}
 		}
 	}
-	for _, fused := range []bool{false, true} {
-		name := "ResponseCreate"
-		if fused {
-			name = "CreateCommit"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		fused, prune bool
+	}{{"ResponseCreate", false, false}, {"CreateCommit", true, false}, {"ResponseCreate/Prune", false, true}} {
+		fused := c.fused
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			b := h.setup(t)
 			ctx, s := b.ctx, b.s
-			p := ResponseParams(&ResponseOpts{Checkpoint: parts()})
+			var then time.Time // the first response's times: an hour ago for a prune
+			if c.prune {
+				if _, ok := s.(store.ResponsePruner); !ok {
+					t.Skip("the store is not a store.ResponsePruner")
+				}
+				then = testNow().Add(-time.Hour)
+			}
+			p := ResponseParams(&ResponseOpts{Checkpoint: parts(), Now: then})
 			p.Response.Request = req.Bytes()
 			runID := p.RunID
 			if fused {
@@ -76,7 +85,7 @@ func testRequestParts(t *testing.T, h Harness) {
 				if _, err := s.ResponseCreate(ctx, p); err != nil {
 					t.Fatal(err)
 				}
-				Commit(ctx, t, s, runID, &CommitOpts{Status: store.StatusCompleted})
+				Commit(ctx, t, s, runID, &CommitOpts{Status: store.StatusCompleted, Now: then})
 			}
 			requireParts(ctx, t, s, runID, "after the create")
 			h.reopen(t, b)
@@ -87,8 +96,16 @@ func testRequestParts(t *testing.T, h Harness) {
 			// and its first checkpoint stay.
 			CreateResponse(ctx, t, s, &ResponseOpts{RunID: runID, PreviousResponseID: p.Response.ID})
 			Commit(ctx, t, s, runID, &CommitOpts{Status: store.StatusCompleted})
-			if err := s.ResponseDelete(ctx, p.Response.ID); err != nil {
+			if c.prune {
+				n, err := s.(store.ResponsePruner).ResponsePrune(ctx, &store.ResponsePruneParams{Before: then.Add(time.Minute)})
+				if err != nil || n != 1 {
+					t.Fatalf("ResponsePrune: %d pruned (%v), want the first response", n, err)
+				}
+			} else if err := s.ResponseDelete(ctx, p.Response.ID); err != nil {
 				t.Fatal(err)
+			}
+			if _, err := s.ResponseGet(ctx, p.Response.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("the first response after its deletion: %v, want store.ErrNotFound", err)
 			}
 			requireParts(ctx, t, s, runID, "the first response deleted")
 			h.reopen(t, b)
