@@ -24,6 +24,7 @@ package partref
 import (
 	"bytes"
 	"encoding/binary"
+	"unicode/utf8"
 
 	"github.com/superstep/superstep/internal/jsonstr"
 	"github.com/superstep/superstep/store"
@@ -83,10 +84,6 @@ func Encode(part, request []byte, responseID string) []byte {
 		}
 		if !ok {
 			// The same characters, written otherwise by the client.
-			s, valid := jsonstr.Unquote(tok)
-			if !valid || !bytes.Equal(jsonstr.Append(make([]byte, 0, jsonstr.Len(s)), s), tok) {
-				continue
-			}
 			if decoded == nil {
 				decoded = make(map[span]string, len(reqStrings))
 			}
@@ -96,7 +93,7 @@ func Encode(part, request []byte, responseID string) []byte {
 					d, _ = jsonstr.Unquote(request[r.off:r.end])
 					decoded[r] = d
 				}
-				if d == s {
+				if encodesAs(d, tok) {
 					kind, at, ok = segJSON, r, true
 					break
 				}
@@ -115,6 +112,34 @@ func Encode(part, request []byte, responseID string) []byte {
 		return part // nothing shared
 	}
 	return appendLiteral(out, part[lit:])
+}
+
+// encodeChunk is how many bytes of a string encodesAs encodes at a time.
+const encodeChunk = 32 << 10
+
+// encodesAs reports whether jsonstr.Append(nil, s) is tok, encoding s a
+// chunk at a time into a small buffer instead of a copy of all of it (a
+// request's input may be megabytes). Chunks end where a rune starts, so
+// that each is encoded as it is within the whole.
+func encodesAs(s string, tok []byte) bool {
+	if len(tok) < 2 || tok[0] != '"' || tok[len(tok)-1] != '"' || jsonstr.Len(s) != len(tok) {
+		return false
+	}
+	body := tok[1 : len(tok)-1]
+	buf := make([]byte, 0, encodeChunk+64)
+	for len(s) > 0 {
+		n := min(encodeChunk, len(s))
+		for n < len(s) && !utf8.RuneStart(s[n]) {
+			n++
+		}
+		buf = jsonstr.Append(buf[:0], s[:n])
+		enc := buf[1 : len(buf)-1]
+		if len(enc) > len(body) || !bytes.Equal(body[:len(enc)], enc) {
+			return false
+		}
+		body, s = body[len(enc):], s[n:]
+	}
+	return len(body) == 0
 }
 
 func appendLiteral(out, b []byte) []byte {

@@ -117,3 +117,53 @@ func FuzzEncode(f *testing.F) {
 		_, _, _ = Owner(junk)
 	})
 }
+
+// TestEncodesAs: encodesAs agrees with encoding the whole string at once,
+// for strings longer than a chunk with multi-byte runes, invalid UTF-8 and
+// U+2028 across chunk boundaries.
+func TestEncodesAs(t *testing.T) {
+	for _, s := range []string{
+		"",
+		"plain",
+		strings.Repeat("é<\u2028>\xe2\x82", encodeChunk/3),
+		strings.Repeat("a", encodeChunk-1) + "€" + strings.Repeat("b", encodeChunk),
+		strings.Repeat("a", encodeChunk-1) + "\xe2\x82" + "c",
+	} {
+		whole := jsonstr.Append(nil, s)
+		if !encodesAs(s, whole) {
+			t.Errorf("encodesAs(%d-byte string, its encoding) is false", len(s))
+		}
+		if len(whole) > 3 {
+			other := bytes.Clone(whole)
+			other[len(other)/2]++
+			if encodesAs(s, other) {
+				t.Errorf("encodesAs(%d-byte string, another encoding) is true", len(s))
+			}
+		}
+	}
+}
+
+// FuzzEncodesAs: encodesAs(s, tok) is whether jsonstr.Append(nil, s) is
+// tok, for strings repeated past a chunk.
+func FuzzEncodesAs(f *testing.F) {
+	f.Add("é<\u2028>\xe2\x82", []byte(`"x"`), 3)
+	f.Fuzz(func(t *testing.T, s string, tok []byte, flip int) {
+		if len(s) > 0 {
+			s = strings.Repeat(s, encodeChunk/len(s)+2)
+		}
+		whole := jsonstr.Append(nil, s)
+		if !encodesAs(s, whole) {
+			t.Fatal("false for its own encoding")
+		}
+		if flip > 0 && len(whole) > 0 {
+			other := bytes.Clone(whole)
+			other[flip%len(other)] ^= 1
+			if encodesAs(s, other) != bytes.Equal(other, whole) {
+				t.Fatal("disagrees with the whole encoding")
+			}
+		}
+		if encodesAs(s, tok) != bytes.Equal(tok, whole) {
+			t.Fatal("disagrees with the whole encoding")
+		}
+	})
+}
