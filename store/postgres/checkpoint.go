@@ -105,10 +105,13 @@ func (s *Store) readCheckpoint(ctx context.Context, sql, runID string, args ...a
 		return nil, nil, fmt.Errorf("store/postgres: %s: %w", op, store.ErrNotFound)
 	}
 	rows.Close() // its connection back before the requests are read
-	var requests map[string][]byte
+	var refs *partref.Resolver
 	for i := range blobs {
 		if b := &blobs[i]; b.ref {
-			data, err := s.resolveBlob(ctx, b.data, &requests)
+			if refs == nil {
+				refs = requestResolver(ctx, s.pool)
+			}
+			data, err := refs.Part(b.data)
 			if err == nil && sha256.Sum256(data) != b.sum {
 				err = store.Corruptf("its bytes do not match their hash")
 			}
@@ -144,35 +147,19 @@ func (s *Store) readCheckpoint(ctx context.Context, sql, runID string, args ...a
 	return cp, hs, nil
 }
 
-// resolveBlob returns the part a blob's data holds: data itself, or the
-// part a reference resolves to against its response's request, read once
-// per response into *requests.
-func (s *Store) resolveBlob(ctx context.Context, data []byte, requests *map[string][]byte) ([]byte, error) {
-	return resolveBlobWith(ctx, s.pool, data, requests)
-}
-
-// resolveBlobWith is resolveBlob reading requests through q.
-func resolveBlobWith(ctx context.Context, q interface {
+// requestResolver returns a partref.Resolver that reads requests
+// through q.
+func requestResolver(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, data []byte, requests *map[string][]byte) ([]byte, error) {
-	owner, ref, err := partref.Owner(data)
-	if !ref || err != nil {
-		return data, err
-	}
-	request, ok := (*requests)[owner]
-	if !ok {
-		if err := q.QueryRow(ctx, "SELECT request FROM responses WHERE id = $1", owner).Scan(&request); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil, store.Corruptf("its blob refers to the request of response %s, which is gone", owner)
-			}
-			return nil, fmt.Errorf("read the request a blob refers to: %w", err)
+}) *partref.Resolver {
+	return &partref.Resolver{Request: func(id string) ([]byte, bool, error) {
+		var request []byte
+		err := q.QueryRow(ctx, "SELECT request FROM responses WHERE id = $1", id).Scan(&request)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, false, nil
 		}
-		if *requests == nil {
-			*requests = map[string][]byte{}
-		}
-		(*requests)[owner] = request
-	}
-	return partref.Resolve(data, request)
+		return request, err == nil, err
+	}}
 }
 
 // checkpointEntries are a checkpoint row's parts: its manifest's, or for

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"time"
 
@@ -72,33 +71,26 @@ func unreferBlobs(ctx context.Context, tx pgx.Tx, runID, id string) error {
 	if err != nil {
 		return err
 	}
-	type blob struct{ hash, data []byte }
-	var refs []blob
+	var blobs []partref.Blob
 	for rows.Next() {
-		var b blob
-		if err := rows.Scan(&b.hash, &b.data); err != nil {
+		var b partref.Blob
+		if err := rows.Scan(&b.Hash, &b.Data); err != nil {
 			rows.Close()
 			return err
 		}
-		if owner, _, err := partref.Owner(b.data); err == nil && owner == id {
-			refs = append(refs, b)
-		}
+		blobs = append(blobs, b)
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil || len(refs) == 0 {
+	if err := rows.Err(); err != nil || len(blobs) == 0 {
 		return err
 	}
-	var requests map[string][]byte
-	for _, b := range refs {
-		part, err := resolveBlobWith(ctx, tx, b.data, &requests)
-		if err == nil && (len(b.hash) != sha256.Size || sha256.Sum256(part) != [sha256.Size]byte(b.hash)) {
-			err = store.Corruptf("its bytes do not match their hash")
-		}
-		if err != nil {
-			return fmt.Errorf("store/postgres: delete response %s: blob of run %s: %w", id, runID, err)
-		}
+	parts, err := requestResolver(ctx, tx).Unrefer(blobs, id)
+	if err != nil {
+		return fmt.Errorf("store/postgres: delete response %s: a blob of run %s: %w", id, runID, err)
+	}
+	for _, b := range parts {
 		if _, err := tx.Exec(ctx, "UPDATE blobs SET data = $3::bytea, size = octet_length($3::bytea) WHERE run_id = $1 AND hash = $2",
-			runID, b.hash, part); err != nil {
+			runID, b.Hash, b.Data); err != nil {
 			return err
 		}
 	}

@@ -284,7 +284,7 @@ func readCheckpoint(ctx context.Context, q querier, runID string, step int64) (*
 		return nil, err
 	}
 	c.Parts = make([]store.Part, len(es))
-	var requests map[string][]byte // by response id: the requests blobs refer to
+	var refs *partref.Resolver // for blobs that refer to a request
 	for i, e := range es {
 		data := e.inline
 		if data != nil {
@@ -301,8 +301,13 @@ func readCheckpoint(ctx context.Context, q querier, runID string, step int64) (*
 		if err != nil {
 			return nil, mapError("read blob", err)
 		}
-		if data, err = resolveBlob(ctx, q, data, &requests); err != nil {
-			return nil, fmt.Errorf("sqlite: checkpoint %s/%d: part %q: %w", runID, step, e.name, err)
+		if partref.IsRef(data) {
+			if refs == nil {
+				refs = requestResolver(ctx, q)
+			}
+			if data, err = refs.Part(data); err != nil {
+				return nil, fmt.Errorf("sqlite: checkpoint %s/%d: part %q: %w", runID, step, e.name, err)
+			}
 		}
 		if int64(len(data)) != e.size || sha256.Sum256(data) != e.hash {
 			return nil, store.Corruptf("sqlite: checkpoint %s/%d: part %q: bytes do not match their hash", runID, step, e.name)
@@ -312,28 +317,17 @@ func readCheckpoint(ctx context.Context, q querier, runID string, step int64) (*
 	return c, nil
 }
 
-// resolveBlob returns the part a blob row's data holds: data itself, or
-// the part a reference resolves to against its response's request, read
-// once per response into *requests.
-func resolveBlob(ctx context.Context, q querier, data []byte, requests *map[string][]byte) ([]byte, error) {
-	owner, ref, err := partref.Owner(data)
-	if !ref || err != nil {
-		return data, err
-	}
-	request, ok := (*requests)[owner]
-	if !ok {
-		if err := q.QueryRowContext(ctx, "SELECT "+requestColumn+" FROM responses WHERE id = ?", owner).Scan(&request); err != nil {
-			if err == sql.ErrNoRows {
-				return nil, store.Corruptf("its blob refers to the request of response %s, which is gone", owner)
-			}
-			return nil, mapError("read the request a blob refers to", err)
+// requestResolver returns a partref.Resolver that reads requests
+// through q.
+func requestResolver(ctx context.Context, q querier) *partref.Resolver {
+	return &partref.Resolver{Request: func(id string) ([]byte, bool, error) {
+		var request []byte
+		err := q.QueryRowContext(ctx, "SELECT "+requestColumn+" FROM responses WHERE id = ?", id).Scan(&request)
+		if err == sql.ErrNoRows {
+			return nil, false, nil
 		}
-		if *requests == nil {
-			*requests = map[string][]byte{}
-		}
-		(*requests)[owner] = request
-	}
-	return partref.Resolve(data, request)
+		return request, err == nil, err
+	}}
 }
 
 // nonNil returns b, or an empty non-nil slice (SQLite would store NULL).

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -442,32 +441,25 @@ func unreferBlobs(ctx context.Context, tx *sql.Conn, runID, id string) error {
 	if err != nil {
 		return err
 	}
-	type blob struct{ hash, data []byte }
-	var refs []blob
+	var blobs []partref.Blob
 	for rows.Next() {
-		var b blob
-		if err := rows.Scan(&b.hash, &b.data); err != nil {
+		var b partref.Blob
+		if err := rows.Scan(&b.Hash, &b.Data); err != nil {
 			rows.Close()
 			return err
 		}
-		if owner, _, err := partref.Owner(b.data); err == nil && owner == id {
-			refs = append(refs, b)
-		}
+		blobs = append(blobs, b)
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil || len(refs) == 0 {
+	if err := rows.Err(); err != nil || len(blobs) == 0 {
 		return err
 	}
-	var requests map[string][]byte
-	for _, b := range refs {
-		part, err := resolveBlob(ctx, tx, b.data, &requests)
-		if err == nil && (len(b.hash) != sha256.Size || sha256.Sum256(part) != [sha256.Size]byte(b.hash)) {
-			err = store.Corruptf("its bytes do not match their hash")
-		}
-		if err != nil {
-			return fmt.Errorf("sqlite: delete response %s: blob of run %s: %w", id, runID, err)
-		}
-		if _, err := tx.ExecContext(ctx, "UPDATE blobs SET data = ? WHERE run_id = ? AND hash = ?", nonNil(part), runID, b.hash); err != nil {
+	parts, err := requestResolver(ctx, tx).Unrefer(blobs, id)
+	if err != nil {
+		return fmt.Errorf("sqlite: delete response %s: a blob of run %s: %w", id, runID, err)
+	}
+	for _, b := range parts {
+		if _, err := tx.ExecContext(ctx, "UPDATE blobs SET data = ? WHERE run_id = ? AND hash = ?", nonNil(b.Data), runID, b.Hash); err != nil {
 			return err
 		}
 	}

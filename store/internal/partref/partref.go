@@ -23,7 +23,9 @@ package partref
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"unicode/utf8"
 
 	"github.com/superstep/superstep/internal/jsonstr"
@@ -228,6 +230,64 @@ func Resolve(stored, request []byte) ([]byte, error) {
 	}
 	if out == nil {
 		out = []byte{}
+	}
+	return out, nil
+}
+
+// A Resolver turns stored blobs back into parts, reading the request of
+// each response they refer to once. The zero Resolver is not usable: set
+// Request.
+type Resolver struct {
+	// Request returns the request of response id; found is false when the
+	// response does not exist.
+	Request  func(id string) (request []byte, found bool, err error)
+	requests map[string][]byte
+}
+
+// Part returns the part stored as stored: stored itself, or what the
+// reference resolves to. The caller checks it against the part's hash.
+func (r *Resolver) Part(stored []byte) ([]byte, error) {
+	owner, ref, err := Owner(stored)
+	if !ref || err != nil {
+		return stored, err
+	}
+	request, ok := r.requests[owner]
+	if !ok {
+		var found bool
+		if request, found, err = r.Request(owner); err != nil {
+			return nil, fmt.Errorf("read the request a blob refers to: %w", err)
+		}
+		if !found {
+			return nil, store.Corruptf("the blob refers to the request of response %s, which is gone", owner)
+		}
+		if r.requests == nil {
+			r.requests = map[string][]byte{}
+		}
+		r.requests[owner] = request
+	}
+	return Resolve(stored, request)
+}
+
+// Blob is a blob row: the SHA-256 of its part and the bytes it stores.
+type Blob struct{ Hash, Data []byte }
+
+// Unrefer returns, for each of blobs that refers to the request of
+// response id, its part, checked against its hash: what to store in its
+// place before the response is deleted while the blob stays.
+func (r *Resolver) Unrefer(blobs []Blob, id string) ([]Blob, error) {
+	var out []Blob
+	for _, b := range blobs {
+		if owner, ref, err := Owner(b.Data); !ref || err != nil || owner != id {
+			continue // another's, or not a reference: left as it is
+		}
+		part, err := r.Part(b.Data)
+		if err == nil && (len(b.Hash) != sha256.Size || sha256.Sum256(part) != [sha256.Size]byte(b.Hash)) {
+			err = store.Corruptf("the blob's bytes do not match their hash")
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Blob{b.Hash, part})
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package partref
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -166,4 +167,32 @@ func FuzzEncodesAs(f *testing.F) {
 			t.Fatal("disagrees with the whole encoding")
 		}
 	})
+}
+
+// TestUnrefer: Unrefer returns the parts of the blobs that refer to the
+// named response's request only, checked against their hashes, and
+// reports a response that is gone or a part that does not match as
+// corrupt.
+func TestUnrefer(t *testing.T) {
+	text := strings.Repeat("a<b>", MinBytes/4)
+	request := []byte(`{"input":"` + text + `"}`)
+	part := checkpointHeader(jsonstr.Append(nil, text))
+	sum := sha256.Sum256(part)
+	mine, theirs := Encode(part, request, "resp_1"), Encode(part, request, "resp_2")
+	reads := 0
+	r := &Resolver{Request: func(id string) ([]byte, bool, error) {
+		reads++
+		return request, id == "resp_1", nil
+	}}
+	blobs := []Blob{{sum[:], mine}, {sum[:], theirs}, {sum[:], part}, {sum[:], mine}}
+	got, err := r.Unrefer(blobs, "resp_1")
+	if err != nil || len(got) != 2 || !bytes.Equal(got[0].Data, part) || !bytes.Equal(got[1].Data, part) || reads != 1 {
+		t.Fatalf("Unrefer: %d parts (%v) after %d request reads; want the two of resp_1, one read", len(got), err, reads)
+	}
+	if _, err := r.Unrefer([]Blob{{make([]byte, 32), mine}}, "resp_1"); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("a part that does not match its hash: %v, want store.ErrCorrupt", err)
+	}
+	if _, err := (&Resolver{Request: r.Request}).Unrefer(blobs, "resp_2"); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("a response that is gone: %v, want store.ErrCorrupt", err)
+	}
 }
