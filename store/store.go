@@ -207,7 +207,11 @@ type EventInput struct {
 
 // Part is one named piece of a checkpoint. The store treats Data as opaque
 // and keeps parts whose bytes did not change since the parent checkpoint by
-// reference, so the bytes written per commit grow with what changed.
+// reference, so the bytes written per commit grow with what changed. A
+// part written with its response's create that repeats long strings of the
+// response's request (a new run's first checkpoint queues the request's
+// input) may be kept by reference to the request; it reads back byte for
+// byte all the same.
 type Part struct {
 	Name string
 	Data []byte
