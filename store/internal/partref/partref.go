@@ -26,6 +26,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"unicode/utf8"
 
 	"github.com/superstep/superstep/internal/jsonstr"
@@ -37,8 +38,9 @@ import (
 const MinBytes = 16 << 10
 
 // MinString is the shortest JSON string (quotes included) Encode replaces
-// by a reference.
-const MinString = 4 << 10
+// by a reference: a reference takes about ten bytes, and a conversation
+// replayed in a request's input is many messages of a few hundred bytes.
+const MinString = 256
 
 // magic starts a reference.
 const magic = "\x00partref1"
@@ -74,33 +76,9 @@ func Encode(part, request []byte, responseID string) []byte {
 	out = binary.AppendUvarint(out, uint64(len(responseID)))
 	out = append(out, responseID...)
 	lit := 0 // part[lit:] is not yet in out
-	var decoded map[span]string
+	ix := newIndex(request, reqStrings)
 	for _, t := range longStrings(part) {
-		tok := part[t.off:t.end]
-		kind, at, ok := byte(segVerbatim), span{}, false
-		for _, r := range reqStrings {
-			if r.end-r.off == len(tok) && bytes.Equal(request[r.off:r.end], tok) {
-				at, ok = r, true
-				break
-			}
-		}
-		if !ok {
-			// The same characters, written otherwise by the client.
-			if decoded == nil {
-				decoded = make(map[span]string, len(reqStrings))
-			}
-			for _, r := range reqStrings {
-				d, seen := decoded[r]
-				if !seen {
-					d, _ = jsonstr.Unquote(request[r.off:r.end])
-					decoded[r] = d
-				}
-				if encodesAs(d, tok) {
-					kind, at, ok = segJSON, r, true
-					break
-				}
-			}
-		}
+		kind, at, ok := ix.find(part[t.off:t.end])
 		if !ok {
 			continue
 		}
@@ -114,6 +92,60 @@ func Encode(part, request []byte, responseID string) []byte {
 		return part // nothing shared
 	}
 	return appendLiteral(out, part[lit:])
+}
+
+// index finds the request's long strings by their bytes and, built on
+// first need, by their characters: Encode's time grows with the bytes of
+// the part and the request, not with the product of their strings (a
+// stateless replay's input is a conversation of many messages).
+type index struct {
+	request []byte
+	strs    []span
+	seed    maphash.Seed
+	raw     map[uint64][]span // by the hash of the string's bytes
+	chars   map[uint64][]span // by the hash of its characters; nil until needed
+	decoded map[span]string   // the characters, as chars was built
+}
+
+func newIndex(request []byte, strs []span) *index {
+	ix := &index{request: request, strs: strs, seed: maphash.MakeSeed(), raw: make(map[uint64][]span, len(strs))}
+	for _, r := range strs {
+		h := maphash.Bytes(ix.seed, request[r.off:r.end])
+		ix.raw[h] = append(ix.raw[h], r)
+	}
+	return ix
+}
+
+// find returns where the request holds tok, a JSON string of the part:
+// the same bytes (segVerbatim), or the same characters where tok is
+// written as encoding/json writes them (segJSON: what Resolve rebuilds).
+func (ix *index) find(tok []byte) (kind byte, at span, ok bool) {
+	for _, r := range ix.raw[maphash.Bytes(ix.seed, tok)] {
+		if bytes.Equal(ix.request[r.off:r.end], tok) {
+			return segVerbatim, r, true
+		}
+	}
+	s, valid := jsonstr.Unquote(tok)
+	if !valid || !encodesAs(s, tok) {
+		return 0, span{}, false
+	}
+	if ix.chars == nil {
+		ix.chars = make(map[uint64][]span, len(ix.strs))
+		ix.decoded = make(map[span]string, len(ix.strs))
+		for _, r := range ix.strs {
+			if d, ok := jsonstr.Unquote(ix.request[r.off:r.end]); ok {
+				h := maphash.String(ix.seed, d)
+				ix.chars[h] = append(ix.chars[h], r)
+				ix.decoded[r] = d
+			}
+		}
+	}
+	for _, r := range ix.chars[maphash.String(ix.seed, s)] {
+		if ix.decoded[r] == s {
+			return segJSON, r, true
+		}
+	}
+	return 0, span{}, false
 }
 
 // encodeChunk is how many bytes of a string encodesAs encodes at a time.
@@ -308,19 +340,23 @@ func longStrings(b []byte) []span {
 			break
 		}
 		start := i + q
-		j := start + 1
-		for j < len(b) {
-			k := bytes.IndexAny(b[j:], `"\`)
+		j := start + 1 // where the closing quote is looked for
+		for {
+			k := bytes.IndexByte(b[j:], '"')
 			if k < 0 {
 				j = len(b)
 				break
 			}
 			j += k
-			if b[j] == '\\' {
-				j += 2
-				continue
+			// Escaped when an odd number of backslashes precede it.
+			n := 0
+			for p := j - 1; p > start && b[p] == '\\'; p-- {
+				n++
 			}
-			break
+			if n%2 == 0 {
+				break
+			}
+			j++
 		}
 		if j >= len(b) {
 			break // unterminated

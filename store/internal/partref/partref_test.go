@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -194,5 +195,66 @@ func TestUnrefer(t *testing.T) {
 	}
 	if _, err := (&Resolver{Request: r.Request}).Unrefer(blobs, "resp_2"); !errors.Is(err, store.ErrCorrupt) {
 		t.Fatalf("a response that is gone: %v, want store.ErrCorrupt", err)
+	}
+}
+
+// conversation returns a request replaying n messages of about 300 bytes
+// (as JavaScript writes JSON: < left as it is) and a part queuing them in
+// reverse order, as the engine writes JSON (< as \u003c).
+func conversation(tb testing.TB, n int) (request, part []byte) {
+	msgs := make([]string, n)
+	for i := range msgs {
+		msgs[i] = fmt.Sprintf("message %d: <%s>", i, strings.Repeat("words ", 48))
+	}
+	var req bytes.Buffer
+	enc := json.NewEncoder(&req)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(map[string]any{"model": "m", "input": msgs}); err != nil {
+		tb.Fatal(err)
+	}
+	p := []byte(`{"queue":[`)
+	for i := n - 1; i >= 0; i-- {
+		p = append(jsonstr.Append(append(p, `{"msg":`...), msgs[i]), "},"...)
+	}
+	return req.Bytes(), append(p[:len(p)-1], "]}"...)
+}
+
+// TestEncode_Conversation: a part that queues each of a replayed
+// conversation's 3,000 messages refers to each, and reads back.
+func TestEncode_Conversation(t *testing.T) {
+	request, part := conversation(t, 3000)
+	stored := Encode(part, request, "resp_1")
+	if len(stored) > len(part)/10 {
+		t.Fatalf("a %d-byte part stored in %d bytes, want at most a tenth", len(part), len(stored))
+	}
+	got, err := Resolve(stored, request)
+	if err != nil || !bytes.Equal(got, part) {
+		t.Fatalf("Resolve: %d bytes (%v), want %d", len(got), err, len(part))
+	}
+}
+
+func BenchmarkEncode(b *testing.B) {
+	text := strings.Repeat("words <and> more ", 8<<20/17)
+	goStyle := jsonstr.Append(nil, text)
+	var raw bytes.Buffer
+	enc := json.NewEncoder(&raw)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]string{"input": text})
+	conv, convPart := conversation(b, 3000)
+	for _, c := range []struct {
+		name          string
+		part, request []byte
+	}{
+		{"8MiB/same-bytes", checkpointHeader(goStyle), append(append([]byte(`{"input":`), goStyle...), '}')},
+		{"8MiB/escaped-otherwise", checkpointHeader(goStyle), raw.Bytes()},
+		{"conversation-3000", convPart, conv},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(c.part)))
+			for b.Loop() {
+				Encode(c.part, c.request, "resp_1")
+			}
+		})
 	}
 }
