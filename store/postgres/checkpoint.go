@@ -63,11 +63,6 @@ func (s *Store) readCheckpoint(ctx context.Context, sql, runID string, args ...a
 	cp := &store.Checkpoint{RunID: runID, Parts: []store.Part{}}
 	var names []string
 	var manifest []byte
-	type blob struct {
-		sum  hash // checked against the row's hash
-		data []byte
-		ref  bool // data is a reference (partref), resolved and checked below
-	}
 	var blobs []blob
 	n := 0
 	for rows.Next() {
@@ -105,21 +100,8 @@ func (s *Store) readCheckpoint(ctx context.Context, sql, runID string, args ...a
 		return nil, nil, fmt.Errorf("store/postgres: %s: %w", op, store.ErrNotFound)
 	}
 	rows.Close() // its connection back before the requests are read
-	var refs *partref.Resolver
-	for i := range blobs {
-		if b := &blobs[i]; b.ref {
-			if refs == nil {
-				refs = requestResolver(ctx, s.pool)
-			}
-			data, err := refs.Part(b.data)
-			if err == nil && sha256.Sum256(data) != b.sum {
-				err = store.Corruptf("its bytes do not match their hash")
-			}
-			if err != nil {
-				return nil, nil, fmt.Errorf("store/postgres: run %s step %d: blob part %x: %w", runID, cp.Step, b.sum[:], err)
-			}
-			b.data = data
-		}
+	if err := resolveBlobs(ctx, s.pool, runID, cp.Step, blobs); err != nil {
+		return nil, nil, err
 	}
 	entries, err := checkpointEntries(names, manifest)
 	if err != nil {
@@ -147,11 +129,53 @@ func (s *Store) readCheckpoint(ctx context.Context, sql, runID string, args ...a
 	return cp, hs, nil
 }
 
+// blob is a blob part as readCheckpoint read it.
+type blob struct {
+	sum  hash // checked against the row's hash
+	data []byte
+	ref  bool // data is a reference (partref), resolved and checked by resolveBlobs
+}
+
+// rowQuerier is what reads a row: a pool, a connection, a transaction.
+type rowQuerier interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}
+
+// resolveBlobs replaces each reference among blobs, read from run runID's
+// checkpoint at step, by its part, checked against its hash.
+func resolveBlobs(ctx context.Context, q rowQuerier, runID string, step int64, blobs []blob) error {
+	var refs *partref.Resolver
+	for i := range blobs {
+		b := &blobs[i]
+		if !b.ref {
+			continue
+		}
+		if refs == nil {
+			refs = requestResolver(ctx, q)
+		}
+		data, err := refs.Part(b.data)
+		if errors.Is(err, partref.ErrRequestGone) {
+			// Deleted since the blob was read, the blob rewritten as
+			// its part first: read it again.
+			var again []byte
+			if err2 := q.QueryRow(ctx, "SELECT data FROM blobs WHERE run_id = $1 AND hash = $2", runID, b.sum[:]).Scan(&again); err2 == nil && !partref.IsRef(again) {
+				data, err = again, nil
+			}
+		}
+		if err == nil && sha256.Sum256(data) != b.sum {
+			err = store.Corruptf("its bytes do not match their hash")
+		}
+		if err != nil {
+			return fmt.Errorf("store/postgres: run %s step %d: blob part %x: %w", runID, step, b.sum[:], err)
+		}
+		b.data = data
+	}
+	return nil
+}
+
 // requestResolver returns a partref.Resolver that reads requests
 // through q.
-func requestResolver(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}) *partref.Resolver {
+func requestResolver(ctx context.Context, q rowQuerier) *partref.Resolver {
 	return &partref.Resolver{Request: func(id string) ([]byte, bool, error) {
 		var request []byte
 		err := q.QueryRow(ctx, "SELECT request FROM responses WHERE id = $1", id).Scan(&request)

@@ -2,11 +2,15 @@ package postgres
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/superstep/superstep/internal/jsonstr"
 	"github.com/superstep/superstep/store"
@@ -94,5 +98,60 @@ func TestRequestPartStoredByReference(t *testing.T) {
 		if err != nil || !bytes.Equal(cp.Parts[0].Data, header) {
 			t.Fatalf("fused %v: CheckpointGet: %v", fused, err)
 		}
+	}
+}
+
+// deleteBetween is a rowQuerier that, before it reads the request a blob
+// refers to, runs del: a delete that lands between the blob's read and
+// the request's.
+type deleteBetween struct {
+	rowQuerier
+	del  func()
+	done bool
+}
+
+func (q *deleteBetween) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if !q.done && strings.HasPrefix(sql, "SELECT request FROM responses") {
+		q.done = true
+		q.del()
+	}
+	return q.rowQuerier.QueryRow(ctx, sql, args...)
+}
+
+// TestResolveBlobs_RequestDeletedMeanwhile: a reader that read a blob
+// referring to a response's request, when that response is deleted (its
+// run going on) before the reader reads the request, reads the blob again
+// (rewritten as its part by the delete) and gets the part, not a
+// corruption error.
+func TestResolveBlobs_RequestDeletedMeanwhile(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, newSchemaName(t), nil)
+	ctx := t.Context()
+	text := strings.Repeat("words <and> more ", 2000)
+	first := storetest.ResponseParams(nil)
+	first.Response.Request = fmt.Appendf(nil, `{"model":"test-model","input":"%s"}`, text)
+	part := fmt.Appendf(nil, `{"queue":[{"msg":%s}]}`, jsonstr.Append(nil, text))
+	first.Checkpoint = []store.Part{{Name: "header", Data: part}}
+	if _, err := s.ResponseCreate(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Commit(ctx, t, s, first.RunID, &storetest.CommitOpts{Status: store.StatusCompleted})
+	storetest.CreateResponse(ctx, t, s, &storetest.ResponseOpts{RunID: first.RunID, PreviousResponseID: first.Response.ID})
+	b := blob{sum: sha256.Sum256(part), ref: true}
+	if err := s.pool.QueryRow(ctx, "SELECT data FROM blobs WHERE run_id = $1 AND hash = $2", first.RunID, b.sum[:]).Scan(&b.data); err != nil {
+		t.Fatal(err)
+	}
+	q := &deleteBetween{rowQuerier: s.pool, del: func() {
+		if err := s.ResponseDelete(ctx, first.Response.ID); err != nil {
+			t.Error(err)
+		}
+	}}
+	blobs := []blob{b}
+	err := resolveBlobs(ctx, q, first.RunID, 0, blobs)
+	if !q.done {
+		t.Fatal("the blob was not resolved as a reference")
+	}
+	if err != nil || !bytes.Equal(blobs[0].data, part) {
+		t.Fatalf("resolveBlobs: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -305,9 +306,18 @@ func readCheckpoint(ctx context.Context, q querier, runID string, step int64) (*
 			if refs == nil {
 				refs = requestResolver(ctx, q)
 			}
-			if data, err = refs.Part(data); err != nil {
+			part, err := refs.Part(data)
+			if errors.Is(err, partref.ErrRequestGone) {
+				// Deleted since the blob was read, the blob rewritten
+				// as its part first: read it again.
+				if err2 := q.QueryRowContext(ctx, "SELECT data FROM blobs WHERE run_id = ? AND hash = ?", runID, e.hash[:]).Scan(&data); err2 == nil && !partref.IsRef(data) {
+					part, err = data, nil
+				}
+			}
+			if err != nil {
 				return nil, fmt.Errorf("sqlite: checkpoint %s/%d: part %q: %w", runID, step, e.name, err)
 			}
+			data = part
 		}
 		if int64(len(data)) != e.size || sha256.Sum256(data) != e.hash {
 			return nil, store.Corruptf("sqlite: checkpoint %s/%d: part %q: bytes do not match their hash", runID, step, e.name)

@@ -2,10 +2,17 @@ package sqlite
 
 import (
 	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/superstep/superstep/internal/jsonstr"
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/storetest"
 )
 
 // TestRefersBlob: refersBlob agrees with decodeManifest on manifests of
@@ -37,5 +44,59 @@ func TestRefersBlob(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// deleteBetween is a querier that, before it reads the request a blob
+// refers to, runs del: a delete that lands between the blob's read and
+// the request's.
+type deleteBetween struct {
+	querier
+	del  func()
+	done bool
+}
+
+func (q *deleteBetween) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if !q.done && strings.HasPrefix(query, "SELECT "+requestColumn) {
+		q.done = true
+		q.del()
+	}
+	return q.querier.QueryRowContext(ctx, query, args...)
+}
+
+// TestReadCheckpoint_RequestDeletedMeanwhile: a reader that read a blob
+// referring to a response's request, when that response is deleted (its
+// run going on) before the reader reads the request, reads the blob again
+// (rewritten as its part by the delete) and gets the part, not a
+// corruption error.
+func TestReadCheckpoint_RequestDeletedMeanwhile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "race.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	text := strings.Repeat("words <and> more ", 2000)
+	first := storetest.ResponseParams(nil)
+	first.Response.Request = fmt.Appendf(nil, `{"model":"test-model","input":"%s"}`, text)
+	part := fmt.Appendf(nil, `{"queue":[{"msg":%s}]}`, jsonstr.Append(nil, text))
+	first.Checkpoint = []store.Part{{Name: "header", Data: part}}
+	if _, err := s.ResponseCreate(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Commit(ctx, t, s, first.RunID, &storetest.CommitOpts{Status: store.StatusCompleted})
+	storetest.CreateResponse(ctx, t, s, &storetest.ResponseOpts{RunID: first.RunID, PreviousResponseID: first.Response.ID})
+	q := &deleteBetween{querier: s.rdb, del: func() {
+		if err := s.ResponseDelete(ctx, first.Response.ID); err != nil {
+			t.Error(err)
+		}
+	}}
+	cp, err := readCheckpoint(ctx, q, first.RunID, 0)
+	if !q.done {
+		t.Fatal("the blob was not read as a reference")
+	}
+	if err != nil || !bytes.Equal(cp.Parts[0].Data, part) {
+		t.Fatalf("readCheckpoint: %v", err)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"unicode/utf8"
@@ -266,6 +267,12 @@ func Resolve(stored, request []byte) ([]byte, error) {
 	return out, nil
 }
 
+// ErrRequestGone reports a reference to the request of a response that
+// does not exist (it is store.ErrCorrupt as well). A reader that read the
+// blob before a delete rewrote it (see Unrefer) and the request after the
+// delete sees it: reading the blob again gives the part.
+var ErrRequestGone = errors.New("partref: the request a blob refers to is gone")
+
 // A Resolver turns stored blobs back into parts, reading the request of
 // each response they refer to once. The zero Resolver is not usable: set
 // Request.
@@ -290,7 +297,7 @@ func (r *Resolver) Part(stored []byte) ([]byte, error) {
 			return nil, fmt.Errorf("read the request a blob refers to: %w", err)
 		}
 		if !found {
-			return nil, store.Corruptf("the blob refers to the request of response %s, which is gone", owner)
+			return nil, fmt.Errorf("%w: %w", ErrRequestGone, store.Corruptf("the blob refers to the request of response %s, which is gone", owner))
 		}
 		if r.requests == nil {
 			r.requests = map[string][]byte{}

@@ -193,8 +193,8 @@ func TestUnrefer(t *testing.T) {
 	if _, err := r.Unrefer([]Blob{{make([]byte, 32), mine}}, "resp_1"); !errors.Is(err, store.ErrCorrupt) {
 		t.Fatalf("a part that does not match its hash: %v, want store.ErrCorrupt", err)
 	}
-	if _, err := (&Resolver{Request: r.Request}).Unrefer(blobs, "resp_2"); !errors.Is(err, store.ErrCorrupt) {
-		t.Fatalf("a response that is gone: %v, want store.ErrCorrupt", err)
+	if _, err := (&Resolver{Request: r.Request}).Unrefer(blobs, "resp_2"); !errors.Is(err, store.ErrCorrupt) || !errors.Is(err, ErrRequestGone) {
+		t.Fatalf("a response that is gone: %v, want store.ErrCorrupt and ErrRequestGone", err)
 	}
 }
 
