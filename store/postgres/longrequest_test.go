@@ -127,27 +127,18 @@ func TestResolveBlobs_RequestDeletedMeanwhile(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, newSchemaName(t), nil)
 	ctx := t.Context()
-	text := strings.Repeat("words <and> more ", 2000)
-	first := storetest.ResponseParams(nil)
-	first.Response.Request = fmt.Appendf(nil, `{"model":"test-model","input":"%s"}`, text)
-	part := fmt.Appendf(nil, `{"queue":[{"msg":%s}]}`, jsonstr.Append(nil, text))
-	first.Checkpoint = []store.Part{{Name: "header", Data: part}}
-	if _, err := s.ResponseCreate(ctx, first); err != nil {
-		t.Fatal(err)
-	}
-	storetest.Commit(ctx, t, s, first.RunID, &storetest.CommitOpts{Status: store.StatusCompleted})
-	storetest.CreateResponse(ctx, t, s, &storetest.ResponseOpts{RunID: first.RunID, PreviousResponseID: first.Response.ID})
+	runID, firstID, part := storetest.RequestPartRun(ctx, t, s)
 	b := blob{sum: sha256.Sum256(part), ref: true}
-	if err := s.pool.QueryRow(ctx, "SELECT data FROM blobs WHERE run_id = $1 AND hash = $2", first.RunID, b.sum[:]).Scan(&b.data); err != nil {
+	if err := s.pool.QueryRow(ctx, "SELECT data FROM blobs WHERE run_id = $1 AND hash = $2", runID, b.sum[:]).Scan(&b.data); err != nil {
 		t.Fatal(err)
 	}
 	q := &deleteBetween{rowQuerier: s.pool, del: func() {
-		if err := s.ResponseDelete(ctx, first.Response.ID); err != nil {
+		if err := s.ResponseDelete(ctx, firstID); err != nil {
 			t.Error(err)
 		}
 	}}
 	blobs := []blob{b}
-	err := resolveBlobs(ctx, q, first.RunID, 0, blobs)
+	err := resolveBlobs(ctx, q, runID, 0, blobs)
 	if !q.done {
 		t.Fatal("the blob was not resolved as a reference")
 	}

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/superstep/superstep/internal/jsonstr"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/storetest"
 )
@@ -77,22 +75,13 @@ func TestReadCheckpoint_RequestDeletedMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	text := strings.Repeat("words <and> more ", 2000)
-	first := storetest.ResponseParams(nil)
-	first.Response.Request = fmt.Appendf(nil, `{"model":"test-model","input":"%s"}`, text)
-	part := fmt.Appendf(nil, `{"queue":[{"msg":%s}]}`, jsonstr.Append(nil, text))
-	first.Checkpoint = []store.Part{{Name: "header", Data: part}}
-	if _, err := s.ResponseCreate(ctx, first); err != nil {
-		t.Fatal(err)
-	}
-	storetest.Commit(ctx, t, s, first.RunID, &storetest.CommitOpts{Status: store.StatusCompleted})
-	storetest.CreateResponse(ctx, t, s, &storetest.ResponseOpts{RunID: first.RunID, PreviousResponseID: first.Response.ID})
+	runID, firstID, part := storetest.RequestPartRun(ctx, t, s)
 	q := &deleteBetween{querier: s.rdb, del: func() {
-		if err := s.ResponseDelete(ctx, first.Response.ID); err != nil {
+		if err := s.ResponseDelete(ctx, firstID); err != nil {
 			t.Error(err)
 		}
 	}}
-	cp, err := readCheckpoint(ctx, q, first.RunID, 0)
+	cp, err := readCheckpoint(ctx, q, runID, 0)
 	if !q.done {
 		t.Fatal("the blob was not read as a reference")
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -112,4 +113,24 @@ func testRequestParts(t *testing.T, h Harness) {
 			requireParts(ctx, t, b.s, runID, "the first response deleted, reopened")
 		})
 	}
+}
+
+// RequestPartRun creates a run whose first response's request holds a long
+// input and whose step-0 checkpoint queues it (part "header", returned),
+// as a store may keep by reference to the request; it finishes that
+// response and continues the run with a second one, so that deleting the
+// first leaves the run. It returns the run's and the first response's ids.
+func RequestPartRun(ctx context.Context, t testing.TB, s store.Store) (runID, firstID string, part []byte) {
+	t.Helper()
+	text := strings.Repeat("words <and> more ", 2000)
+	first := ResponseParams(nil)
+	first.Response.Request = fmt.Appendf(nil, `{"model":"test-model","input":"%s"}`, text)
+	part = fmt.Appendf(nil, `{"queue":[{"msg":%s}]}`, jsonstr.Append(nil, text))
+	first.Checkpoint = []store.Part{{Name: "header", Data: part}}
+	if _, err := s.ResponseCreate(ctx, first); err != nil {
+		t.Fatalf("ResponseCreate: %v", err)
+	}
+	Commit(ctx, t, s, first.RunID, &CommitOpts{Status: store.StatusCompleted})
+	CreateResponse(ctx, t, s, &ResponseOpts{RunID: first.RunID, PreviousResponseID: first.Response.ID})
+	return first.RunID, first.Response.ID, part
 }
