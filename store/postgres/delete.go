@@ -71,17 +71,8 @@ func unreferBlobs(ctx context.Context, tx pgx.Tx, runID, id string) error {
 	if err != nil {
 		return err
 	}
-	var blobs []partref.Blob
-	for rows.Next() {
-		var b partref.Blob
-		if err := rows.Scan(&b.Hash, &b.Data); err != nil {
-			rows.Close()
-			return err
-		}
-		blobs = append(blobs, b)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(blobs) == 0 {
+	blobs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[partref.Blob])
+	if err != nil || len(blobs) == 0 {
 		return err
 	}
 	parts, err := requestResolver(ctx, tx).Unrefer(blobs, id)
