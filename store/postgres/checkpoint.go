@@ -151,17 +151,9 @@ func resolveBlobs(ctx context.Context, q rowQuerier, runID string, step int64, b
 			continue
 		}
 		if refs == nil {
-			refs = requestResolver(ctx, q)
+			refs = requestResolver(ctx, q, runID)
 		}
-		data, err := refs.Part(b.data)
-		if errors.Is(err, partref.ErrRequestGone) {
-			// Deleted since the blob was read, the blob rewritten as
-			// its part first: read it again.
-			var again []byte
-			if err2 := q.QueryRow(ctx, "SELECT data FROM blobs WHERE run_id = $1 AND hash = $2", runID, b.sum[:]).Scan(&again); err2 == nil && !partref.IsRef(again) {
-				data, err = again, nil
-			}
-		}
+		data, err := refs.Part(b.data, b.sum[:])
 		if err == nil && sha256.Sum256(data) != b.sum {
 			err = store.Corruptf("its bytes do not match their hash")
 		}
@@ -173,17 +165,24 @@ func resolveBlobs(ctx context.Context, q rowQuerier, runID string, step int64, b
 	return nil
 }
 
-// requestResolver returns a partref.Resolver that reads requests
-// through q.
-func requestResolver(ctx context.Context, q rowQuerier) *partref.Resolver {
-	return &partref.Resolver{Request: func(id string) ([]byte, bool, error) {
-		var request []byte
-		err := q.QueryRow(ctx, "SELECT request FROM responses WHERE id = $1", id).Scan(&request)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, false, nil
-		}
-		return request, err == nil, err
-	}}
+// requestResolver returns a partref.Resolver of run runID's blobs that
+// reads requests, and blobs again, through q.
+func requestResolver(ctx context.Context, q rowQuerier, runID string) *partref.Resolver {
+	return &partref.Resolver{
+		Request: func(id string) ([]byte, bool, error) {
+			var request []byte
+			err := q.QueryRow(ctx, "SELECT request FROM responses WHERE id = $1", id).Scan(&request)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil, false, nil
+			}
+			return request, err == nil, err
+		},
+		Blob: func(hash []byte) ([]byte, error) {
+			var data []byte
+			err := q.QueryRow(ctx, "SELECT data FROM blobs WHERE run_id = $1 AND hash = $2", runID, hash).Scan(&data)
+			return data, err
+		},
+	}
 }
 
 // checkpointEntries are a checkpoint row's parts: its manifest's, or for

@@ -75,7 +75,7 @@ func unreferBlobs(ctx context.Context, tx pgx.Tx, runID, id string) error {
 	if err != nil || len(blobs) == 0 {
 		return err
 	}
-	parts, err := requestResolver(ctx, tx).Unrefer(blobs, id)
+	parts, err := requestResolver(ctx, tx, runID).Unrefer(blobs, id)
 	if err != nil {
 		return fmt.Errorf("store/postgres: delete response %s: a blob of run %s: %w", id, runID, err)
 	}

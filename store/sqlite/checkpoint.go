@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 
@@ -304,20 +303,11 @@ func readCheckpoint(ctx context.Context, q querier, runID string, step int64) (*
 		}
 		if partref.IsRef(data) {
 			if refs == nil {
-				refs = requestResolver(ctx, q)
+				refs = requestResolver(ctx, q, runID)
 			}
-			part, err := refs.Part(data)
-			if errors.Is(err, partref.ErrRequestGone) {
-				// Deleted since the blob was read, the blob rewritten
-				// as its part first: read it again.
-				if err2 := q.QueryRowContext(ctx, "SELECT data FROM blobs WHERE run_id = ? AND hash = ?", runID, e.hash[:]).Scan(&data); err2 == nil && !partref.IsRef(data) {
-					part, err = data, nil
-				}
-			}
-			if err != nil {
+			if data, err = refs.Part(data, e.hash[:]); err != nil {
 				return nil, fmt.Errorf("sqlite: checkpoint %s/%d: part %q: %w", runID, step, e.name, err)
 			}
-			data = part
 		}
 		if int64(len(data)) != e.size || sha256.Sum256(data) != e.hash {
 			return nil, store.Corruptf("sqlite: checkpoint %s/%d: part %q: bytes do not match their hash", runID, step, e.name)
@@ -327,17 +317,24 @@ func readCheckpoint(ctx context.Context, q querier, runID string, step int64) (*
 	return c, nil
 }
 
-// requestResolver returns a partref.Resolver that reads requests
-// through q.
-func requestResolver(ctx context.Context, q querier) *partref.Resolver {
-	return &partref.Resolver{Request: func(id string) ([]byte, bool, error) {
-		var request []byte
-		err := q.QueryRowContext(ctx, "SELECT "+requestColumn+" FROM responses WHERE id = ?", id).Scan(&request)
-		if err == sql.ErrNoRows {
-			return nil, false, nil
-		}
-		return request, err == nil, err
-	}}
+// requestResolver returns a partref.Resolver of run runID's blobs that
+// reads requests, and blobs again, through q.
+func requestResolver(ctx context.Context, q querier, runID string) *partref.Resolver {
+	return &partref.Resolver{
+		Request: func(id string) ([]byte, bool, error) {
+			var request []byte
+			err := q.QueryRowContext(ctx, "SELECT "+requestColumn+" FROM responses WHERE id = ?", id).Scan(&request)
+			if err == sql.ErrNoRows {
+				return nil, false, nil
+			}
+			return request, err == nil, err
+		},
+		Blob: func(hash []byte) ([]byte, error) {
+			var data []byte
+			err := q.QueryRowContext(ctx, "SELECT data FROM blobs WHERE run_id = ? AND hash = ?", runID, hash).Scan(&data)
+			return data, err
+		},
+	}
 }
 
 // nonNil returns b, or an empty non-nil slice (SQLite would store NULL).

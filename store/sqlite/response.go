@@ -24,12 +24,16 @@ const responseColumns = `id, run_id, previous_response_id, model, owner, status,
 // two: the stored columns of an open response lag its silent commits.
 var responseSelect = strings.NewReplacer(" commit_step,", " "+respCommitStep+",", " updated_at,", " "+respUpdatedAt+",",
 	" request,", " "+requestColumn+",",
-	" input,", " coalesce(input, (SELECT input FROM response_bodies b WHERE b.num = responses.num)),").
+	" input,", " "+inputColumn+",").
 	Replace(responseColumns)
 
-// requestColumn is a response's request, in a query on the table
-// responses: in its row, or apart (bodyApart).
-const requestColumn = "coalesce(request, (SELECT request FROM response_bodies b WHERE b.num = responses.num))"
+// requestColumn and inputColumn are a response's request and recorded
+// input, in a query on the table responses: in its row, or apart
+// (bodyApart).
+const (
+	requestColumn = "coalesce(request, (SELECT request FROM response_bodies b WHERE b.num = responses.num))"
+	inputColumn   = "coalesce(input, (SELECT input FROM response_bodies b WHERE b.num = responses.num))"
+)
 
 // bodyApart is the size of a request and recorded input (together) from
 // which they are stored in response_bodies, apart from the response's row
@@ -454,7 +458,7 @@ func unreferBlobs(ctx context.Context, tx *sql.Conn, runID, id string) error {
 	if err := rows.Err(); err != nil || len(blobs) == 0 {
 		return err
 	}
-	parts, err := requestResolver(ctx, tx).Unrefer(blobs, id)
+	parts, err := requestResolver(ctx, tx, runID).Unrefer(blobs, id)
 	if err != nil {
 		return fmt.Errorf("sqlite: delete response %s: a blob of run %s: %w", id, runID, err)
 	}

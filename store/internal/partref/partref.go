@@ -13,11 +13,11 @@
 // the request exists whenever the blob is written. A stored request never
 // changes. A store that deletes the response while the blob stays (a run
 // that goes on with later responses) rewrites the blob as the part first
-// (Owner finds those blobs). A store checks what Resolve returns against
-// the part's hash, as it checks every blob.
+// (Resolver.Unrefer). A store checks what Resolve returns against the
+// part's hash, as it checks every blob.
 //
-// A stored value that does not start with magic is the part itself. A part
-// that starts with magic is stored as a reference of one literal segment,
+// A stored value that does not start with Magic is the part itself. A part
+// that starts with Magic is stored as a reference of one literal segment,
 // so that every stored value reads back as what was written.
 package partref
 
@@ -43,8 +43,9 @@ const MinBytes = 16 << 10
 // replayed in a request's input is many messages of a few hundred bytes.
 const MinString = 256
 
-// magic starts a reference.
-const magic = "\x00partref1"
+// Magic starts every reference (and nothing else Encode returns): a
+// store's query finds the blobs that hold one by it.
+const Magic = "\x00partref1"
 
 // Segment kinds: bytes that follow, the request's bytes as they are, or
 // the request's JSON string re-encoded as encoding/json writes it (HTML
@@ -60,9 +61,9 @@ const (
 // responseID, whose request is request: part itself when it is shorter
 // than MinBytes or holds no JSON string of MinString bytes or more whose
 // characters the request's JSON holds too, else a reference. A part that
-// starts with magic is always a reference.
+// starts with Magic is always a reference.
 func Encode(part, request []byte, responseID string) []byte {
-	escaped := bytes.HasPrefix(part, []byte(magic))
+	escaped := IsRef(part)
 	if len(part) < MinBytes && !escaped {
 		return part
 	}
@@ -73,7 +74,7 @@ func Encode(part, request []byte, responseID string) []byte {
 	if len(reqStrings) == 0 && !escaped {
 		return part
 	}
-	out := append(make([]byte, 0, 256), magic...)
+	out := append(make([]byte, 0, 256), Magic...)
 	out = binary.AppendUvarint(out, uint64(len(responseID)))
 	out = append(out, responseID...)
 	lit := 0 // part[lit:] is not yet in out
@@ -104,8 +105,7 @@ type index struct {
 	strs    []span
 	seed    maphash.Seed
 	raw     map[uint64][]span // by the hash of the string's bytes
-	chars   map[uint64][]span // by the hash of its characters; nil until needed
-	decoded map[span]string   // the characters, as chars was built
+	chars   map[string]span   // by its characters (the first); nil until needed
 }
 
 func newIndex(request []byte, strs []span) *index {
@@ -131,22 +131,17 @@ func (ix *index) find(tok []byte) (kind byte, at span, ok bool) {
 		return 0, span{}, false
 	}
 	if ix.chars == nil {
-		ix.chars = make(map[uint64][]span, len(ix.strs))
-		ix.decoded = make(map[span]string, len(ix.strs))
+		ix.chars = make(map[string]span, len(ix.strs))
 		for _, r := range ix.strs {
 			if d, ok := jsonstr.Unquote(ix.request[r.off:r.end]); ok {
-				h := maphash.String(ix.seed, d)
-				ix.chars[h] = append(ix.chars[h], r)
-				ix.decoded[r] = d
+				if _, seen := ix.chars[d]; !seen {
+					ix.chars[d] = r
+				}
 			}
 		}
 	}
-	for _, r := range ix.chars[maphash.String(ix.seed, s)] {
-		if ix.decoded[r] == s {
-			return segJSON, r, true
-		}
-	}
-	return 0, span{}, false
+	at, ok = ix.chars[s]
+	return segJSON, at, ok
 }
 
 // encodeChunk is how many bytes of a string encodesAs encodes at a time.
@@ -188,17 +183,13 @@ func appendLiteral(out, b []byte) []byte {
 
 // IsRef reports whether stored is a reference (Encode returned other bytes
 // than the part's).
-func IsRef(stored []byte) bool { return bytes.HasPrefix(stored, []byte(magic)) }
-
-// Magic is the prefix of every reference, for a store's query that finds
-// the blobs holding one.
-const Magic = magic
+func IsRef(stored []byte) bool { return bytes.HasPrefix(stored, []byte(Magic)) }
 
 // Owner reports whether stored is a reference and, if it is, the response
 // whose request it reads. A value that starts like a reference but names
 // no response is store.ErrCorrupt.
 func Owner(stored []byte) (responseID string, ok bool, err error) {
-	if !bytes.HasPrefix(stored, []byte(magic)) {
+	if !IsRef(stored) {
 		return "", false, nil
 	}
 	id, _, err := header(stored)
@@ -206,7 +197,7 @@ func Owner(stored []byte) (responseID string, ok bool, err error) {
 }
 
 func header(stored []byte) (id string, rest []byte, err error) {
-	b := stored[len(magic):]
+	b := stored[len(Magic):]
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)-k) {
 		return "", nil, store.Corruptf("part reference: bad response id")
@@ -219,7 +210,7 @@ func header(stored []byte) (id string, rest []byte, err error) {
 // response Owner names. A value that is not a reference is returned as it
 // is. One that does not decode against request is store.ErrCorrupt.
 func Resolve(stored, request []byte) ([]byte, error) {
-	if !bytes.HasPrefix(stored, []byte(magic)) {
+	if !IsRef(stored) {
 		return stored, nil
 	}
 	_, b, err := header(stored)
@@ -268,9 +259,7 @@ func Resolve(stored, request []byte) ([]byte, error) {
 }
 
 // ErrRequestGone reports a reference to the request of a response that
-// does not exist (it is store.ErrCorrupt as well). A reader that read the
-// blob before a delete rewrote it (see Unrefer) and the request after the
-// delete sees it: reading the blob again gives the part.
+// does not exist (it is store.ErrCorrupt as well).
 var ErrRequestGone = errors.New("partref: the request a blob refers to is gone")
 
 // A Resolver turns stored blobs back into parts, reading the request of
@@ -279,13 +268,20 @@ var ErrRequestGone = errors.New("partref: the request a blob refers to is gone")
 type Resolver struct {
 	// Request returns the request of response id; found is false when the
 	// response does not exist.
-	Request  func(id string) (request []byte, found bool, err error)
+	Request func(id string) (request []byte, found bool, err error)
+	// Blob, when set, reads again what the blob of the part hashed hash
+	// stores. A reader that read a blob in one statement and the request
+	// in another may find the response deleted in between, and the blob
+	// rewritten as its part by the delete (Unrefer): Part then reads it
+	// again rather than report ErrRequestGone.
+	Blob     func(hash []byte) ([]byte, error)
 	requests map[string][]byte
 }
 
-// Part returns the part stored as stored: stored itself, or what the
-// reference resolves to. The caller checks it against the part's hash.
-func (r *Resolver) Part(stored []byte) ([]byte, error) {
+// Part returns the part stored as stored, the blob of the part hashed
+// hash: stored itself, or what the reference resolves to. The caller
+// checks it against hash.
+func (r *Resolver) Part(stored, hash []byte) ([]byte, error) {
 	owner, ref, err := Owner(stored)
 	if !ref || err != nil {
 		return stored, err
@@ -297,6 +293,11 @@ func (r *Resolver) Part(stored []byte) ([]byte, error) {
 			return nil, fmt.Errorf("read the request a blob refers to: %w", err)
 		}
 		if !found {
+			if r.Blob != nil {
+				if again, err := r.Blob(hash); err == nil && !IsRef(again) {
+					return again, nil // rewritten by the delete
+				}
+			}
 			return nil, fmt.Errorf("%w: %w", ErrRequestGone, store.Corruptf("the blob refers to the request of response %s, which is gone", owner))
 		}
 		if r.requests == nil {
@@ -319,7 +320,7 @@ func (r *Resolver) Unrefer(blobs []Blob, id string) ([]Blob, error) {
 		if owner, ref, err := Owner(b.Data); !ref || err != nil || owner != id {
 			continue // another's, or not a reference: left as it is
 		}
-		part, err := r.Part(b.Data)
+		part, err := r.Part(b.Data, b.Hash)
 		if err == nil && (len(b.Hash) != sha256.Size || sha256.Sum256(part) != [sha256.Size]byte(b.Hash)) {
 			err = store.Corruptf("the blob's bytes do not match their hash")
 		}

@@ -40,8 +40,8 @@ func TestEncode(t *testing.T) {
 		{"not in the request", checkpointHeader(goStyle), []byte(`{"model":"m","input":"hi"}`), false, 0},
 		{"other text", checkpointHeader(jsonstr.Append(nil, strings.ToUpper(text))), raw.Bytes(), false, 0},
 		{"short part", []byte(`{"v":"` + strings.Repeat("a", 5000) + `"}`), []byte(`{"input":"` + strings.Repeat("a", 5000) + `"}`), false, 0},
-		{"magic, short", []byte(magic + "x"), nil, true, 100},
-		{"magic, long", append([]byte(magic), checkpointHeader(goStyle)...), raw.Bytes(), true, 200},
+		{"Magic, short", []byte(Magic + "x"), nil, true, 100},
+		{"Magic, long", append([]byte(Magic), checkpointHeader(goStyle)...), raw.Bytes(), true, 200},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -77,8 +77,8 @@ func TestResolveCorrupt(t *testing.T) {
 	}{
 		{"truncated", good[:len(good)-3], request},
 		{"shorter request", good, request[:len(request)/2]},
-		{"no id", []byte(magic), request},
-		{"bad kind", append(Encode([]byte(magic), nil, "r"), 'X', 1), request},
+		{"no id", []byte(Magic), request},
+		{"bad kind", append(Encode([]byte(Magic), nil, "r"), 'X', 1), request},
 		{"not a string", good, bytes.Repeat([]byte("x"), len(request))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -103,7 +103,7 @@ func TestResolveCorrupt(t *testing.T) {
 func FuzzEncode(f *testing.F) {
 	long := strings.Repeat("é<a>", MinString/5)
 	f.Add(checkpointHeader(jsonstr.Append(nil, long)), []byte(`{"input":"`+long+`"}`), []byte(nil))
-	f.Add([]byte(magic), []byte(`{}`), []byte(magic+"\x01rL\x05"))
+	f.Add([]byte(Magic), []byte(`{}`), []byte(Magic+"\x01rL\x05"))
 	f.Fuzz(func(t *testing.T, part, request, junk []byte) {
 		if len(part) < MinBytes && len(part) > 64 {
 			// Make long parts likely: repeat the fuzzer's bytes.
@@ -256,5 +256,37 @@ func BenchmarkEncode(b *testing.B) {
 				Encode(c.part, c.request, "resp_1")
 			}
 		})
+	}
+}
+
+// TestPart_RequestGoneBlobRewritten: when the request a blob refers to is
+// gone, Part reads the blob again (Resolver.Blob) and returns it when it
+// is no longer a reference (the delete rewrote it as its part), and
+// reports ErrRequestGone when it still is one or there is no Blob.
+func TestPart_RequestGoneBlobRewritten(t *testing.T) {
+	text := strings.Repeat("a<b>", MinBytes/4)
+	request := []byte(`{"input":"` + text + `"}`)
+	part := checkpointHeader(jsonstr.Append(nil, text))
+	stored := Encode(part, request, "resp_1")
+	gone := func(string) ([]byte, bool, error) { return nil, false, nil }
+	sum := sha256.Sum256(part)
+	for _, c := range []struct {
+		name  string
+		blob  func([]byte) ([]byte, error)
+		found bool
+	}{
+		{"rewritten", func(h []byte) ([]byte, error) {
+			if !bytes.Equal(h, sum[:]) {
+				t.Errorf("Blob read hash %x, want the part's", h)
+			}
+			return part, nil
+		}, true},
+		{"still a reference", func([]byte) ([]byte, error) { return stored, nil }, false},
+		{"no Blob", nil, false},
+	} {
+		got, err := (&Resolver{Request: gone, Blob: c.blob}).Part(stored, sum[:])
+		if c.found != (err == nil) || (c.found && !bytes.Equal(got, part)) || (!c.found && !errors.Is(err, ErrRequestGone)) {
+			t.Errorf("%s: %d bytes, %v", c.name, len(got), err)
+		}
 	}
 }
