@@ -63,25 +63,18 @@ func (s *Store) CreateCommit(ctx context.Context, c *store.ResponseCreateParams,
 	// response cannot have been cancelled, nor its resumes have failed.
 	r.cancelling, r.reset = false, false
 	r.fused = cc
+	// A batch member's statements (queueFused) have no room for extras,
+	// which take round trips of their own.
 	var err error
-	switch {
-	case s.opts.GroupCommit && !hasExtras(&q):
-		err = s.commits.do(ctx, r) // mapped (commitReq.mapError)
-	default:
-		err = s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
-			if hasExtras(&q) {
-				return s.createCommitTx(ctx, conn, r)
-			}
-			return s.createCommitPipelined(ctx, conn.Conn(), r)
-		})
-		err = r.mapError(err) // the create's failure, or the commit's (r.created)
+	if s.opts.GroupCommit && !hasExtras(&q) {
+		err = s.commits.do(ctx, r)
+	} else {
+		err = s.commitAlone(r)
 	}
 	if err != nil {
-		// No explainRefusal: nobody can have cancelled or deleted a
-		// response before the transaction that creates it commits.
-		return nil, nil, err
-	}
-	if err := r.committed(s); err != nil {
+		// Mapped (commitReq.mapError). No explainRefusal: nobody can have
+		// cancelled or deleted a response before the transaction that
+		// creates it commits.
 		return nil, nil, err
 	}
 	res := cc.result() // as ResponseCreate returns it: before the commit

@@ -313,17 +313,22 @@ func (c *committer) closeQueue() {
 
 // commitAlone writes a batch of one commit as before group commit: one
 // round trip in autocommit, or a transaction when the commit also reopens
-// a cancelled response, resets failed resumes or prunes checkpoints.
+// a cancelled response, resets failed resumes or prunes checkpoints. A
+// commit with its run's create (fused) is one transaction: one pipeline,
+// or round trips when it has extras (createCommitTx).
 func (s *Store) commitAlone(r *commitReq) error {
 	if c := r.create; c != nil {
 		return r.mapError(s.writeCreate(r.ctx, c))
 	}
 	if r.fused != nil {
 		err := s.write(r.ctx, func(ctx context.Context, conn *pgxpool.Conn) error {
+			if hasExtras(r.p) {
+				return s.createCommitTx(ctx, conn, r)
+			}
 			return s.createCommitPipelined(ctx, conn.Conn(), r)
 		})
 		if err != nil {
-			return r.mapError(err)
+			return r.mapError(err) // the create's failure, or the commit's (r.created)
 		}
 		return r.committed(s)
 	}

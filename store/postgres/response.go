@@ -104,8 +104,7 @@ func newCreateCall(p *store.ResponseCreateParams, now *time.Time) *createCall {
 	c := &createCall{p: p, ev: encodeEvents(p.Events), resp: *r}
 	cp := &encodedParts{}
 	if p.Checkpoint != nil {
-		c.enc = encodeParts(p.Checkpoint, nil, false)
-		c.enc.referRequest(r.Request, r.ID)
+		c.enc = encodeCreateParts(p)
 		cp = c.enc
 	}
 	c.args = []any{p.RunID, r.ID, r.Model, r.Owner, string(r.Status), r.Status.Terminal(), r.Request,
@@ -370,11 +369,19 @@ func insertResponse(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParam
 	return &resp, err
 }
 
+// encodeCreateParts encodes the checkpoint p's create writes: the run's
+// first, nothing of it known before, its blobs referring to the request
+// where they repeat it (partref).
+func encodeCreateParts(p *store.ResponseCreateParams) *encodedParts {
+	enc := encodeParts(p.Checkpoint, nil, false)
+	enc.referRequest(p.Response.Request, p.Response.ID)
+	return enc
+}
+
 // insertInitialCheckpoint writes the step-0 checkpoint of a new run.
 func insertInitialCheckpoint(ctx context.Context, tx pgx.Tx, p *store.ResponseCreateParams, step int64, now *time.Time) (*encodedParts, error) {
 	runID := p.RunID
-	enc := encodeParts(p.Checkpoint, nil, false)
-	enc.referRequest(p.Response.Request, p.Response.ID)
+	enc := encodeCreateParts(p)
 	_, err := tx.Exec(ctx, `INSERT INTO blobs (run_id, hash, size, data)
 		SELECT $1, u.h, octet_length(u.d), u.d FROM unnest($2::bytea[], $3::bytea[]) AS u(h, d)
 		ON CONFLICT DO NOTHING`, runID, enc.blobHashes, enc.blobData)
