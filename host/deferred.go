@@ -124,11 +124,6 @@ func (h *Host) writeCreate(ctx context.Context, r *run) error {
 	}
 	r.createMu.Lock()
 	defer r.createMu.Unlock()
-	return h.writeCreateLocked(ctx, r)
-}
-
-// writeCreateLocked is writeCreate with r.createMu held.
-func (h *Host) writeCreateLocked(ctx context.Context, r *run) error {
 	cp := r.create
 	if cp == nil {
 		return nil
