@@ -220,14 +220,7 @@ func TestMigrateResponseFacts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err := sqlite.Open(ctx, path, nil)
-	if err != nil {
-		t.Fatalf("open a version-5 database: %v", err)
-	}
-	defer s.Close()
-	if v := userVersion(t, path); v < 6 || v != sqlite.SchemaVersion() {
-		t.Fatalf("user_version %d after Open, want this build's %d (at least 6)", v, sqlite.SchemaVersion())
-	}
+	s := openMigrated(ctx, t, path, 5, 6)
 	listed, err := s.ResponseListByRun(ctx, "run_a")
 	if err != nil || len(listed) != len(want) {
 		t.Fatalf("ResponseListByRun: %d responses (%v), want %d", len(listed), err, len(want))
@@ -264,6 +257,22 @@ func requireMigratedResponse(t *testing.T, got, want *store.Response, what strin
 	if !reflect.DeepEqual(g, w) {
 		t.Fatalf("%s %s after migration:\n got  %+v\n want %+v", what, g.ID, g, w)
 	}
+}
+
+// openMigrated opens the version-from database at path, which Open
+// migrates, and fails t unless it is then at this build's version, at
+// least atLeast. The store is closed when t ends.
+func openMigrated(ctx context.Context, t *testing.T, path string, from, atLeast int) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatalf("open a version-%d database: %v", from, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if v := userVersion(t, path); v < atLeast || v != sqlite.SchemaVersion() {
+		t.Fatalf("user_version %d after Open, want this build's %d (at least %d)", v, sqlite.SchemaVersion(), atLeast)
+	}
+	return s
 }
 
 // userVersion reads the schema version of the database at path.
@@ -349,14 +358,7 @@ func TestMigrateLongSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err := sqlite.Open(ctx, path, nil)
-	if err != nil {
-		t.Fatalf("open a version-13 database: %v", err)
-	}
-	defer s.Close()
-	if v := userVersion(t, path); v < 15 || v != sqlite.SchemaVersion() {
-		t.Fatalf("user_version %d after Open, want this build's %d (at least 15)", v, sqlite.SchemaVersion())
-	}
+	s := openMigrated(ctx, t, path, 13, 15)
 	got, err := s.ResponseGet(ctx, want.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -460,13 +462,7 @@ func TestMigrateInlineBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err := sqlite.Open(ctx, path, nil)
-	if err != nil {
-		t.Fatalf("open a version-15 database: %v", err)
-	}
-	if v := userVersion(t, path); v < 16 || v != sqlite.SchemaVersion() {
-		t.Fatalf("user_version %d after Open, want this build's %d (at least 16)", v, sqlite.SchemaVersion())
-	}
+	s := openMigrated(ctx, t, path, 15, 16)
 	for step, parts := range steps {
 		cp, err := s.CheckpointGet(ctx, "run_old", int64(step))
 		if err != nil {
@@ -557,14 +553,7 @@ func TestMigrateResponseBodies(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err := sqlite.Open(ctx, path, nil)
-	if err != nil {
-		t.Fatalf("open a version-18 database: %v", err)
-	}
-	defer s.Close()
-	if v := userVersion(t, path); v < 19 || v != sqlite.SchemaVersion() {
-		t.Fatalf("user_version %d after Open, want this build's %d (at least 19)", v, sqlite.SchemaVersion())
-	}
+	s := openMigrated(ctx, t, path, 18, 19)
 	ro, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
