@@ -180,6 +180,9 @@ func requestResolver(ctx context.Context, q rowQuerier, runID string) *partref.R
 		Blob: func(hash []byte) ([]byte, error) {
 			var data []byte
 			err := q.QueryRow(ctx, "SELECT data FROM blobs WHERE run_id = $1 AND hash = $2", runID, hash).Scan(&data)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil, nil
+			}
 			return data, err
 		},
 	}

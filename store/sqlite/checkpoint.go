@@ -332,7 +332,10 @@ func requestResolver(ctx context.Context, q querier, runID string) *partref.Reso
 		Blob: func(hash []byte) ([]byte, error) {
 			var data []byte
 			err := q.QueryRowContext(ctx, "SELECT data FROM blobs WHERE run_id = ? AND hash = ?", runID, hash).Scan(&data)
-			return data, err
+			if err == sql.ErrNoRows {
+				return nil, nil
+			}
+			return data, mapError("read blob", err)
 		},
 	}
 }

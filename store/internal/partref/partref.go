@@ -270,7 +270,7 @@ type Resolver struct {
 	// response does not exist.
 	Request func(id string) (request []byte, found bool, err error)
 	// Blob, when set, reads again what the blob of the part hashed hash
-	// stores. A reader that read a blob in one statement and the request
+	// stores (nil when there is none). A reader that read a blob in one statement and the request
 	// in another may find the response deleted in between, and the blob
 	// rewritten as its part by the delete (Unrefer): Part then reads it
 	// again rather than report ErrRequestGone.
@@ -294,7 +294,11 @@ func (r *Resolver) Part(stored, hash []byte) ([]byte, error) {
 		}
 		if !found {
 			if r.Blob != nil {
-				if again, err := r.Blob(hash); err == nil && !IsRef(again) {
+				again, err := r.Blob(hash)
+				if err != nil {
+					return nil, fmt.Errorf("read a blob again: %w", err)
+				}
+				if again != nil && !IsRef(again) {
 					return again, nil // rewritten by the delete
 				}
 			}

@@ -261,8 +261,9 @@ func BenchmarkEncode(b *testing.B) {
 
 // TestPart_RequestGoneBlobRewritten: when the request a blob refers to is
 // gone, Part reads the blob again (Resolver.Blob) and returns it when it
-// is no longer a reference (the delete rewrote it as its part), and
-// reports ErrRequestGone when it still is one or there is no Blob.
+// is no longer a reference (the delete rewrote it as its part), reports
+// ErrRequestGone when it still is one or there is no Blob, and the read's
+// own failure when it fails.
 func TestPart_RequestGoneBlobRewritten(t *testing.T) {
 	text := strings.Repeat("a<b>", MinBytes/4)
 	request := []byte(`{"input":"` + text + `"}`)
@@ -288,5 +289,11 @@ func TestPart_RequestGoneBlobRewritten(t *testing.T) {
 		if c.found != (err == nil) || (c.found && !bytes.Equal(got, part)) || (!c.found && !errors.Is(err, ErrRequestGone)) {
 			t.Errorf("%s: %d bytes, %v", c.name, len(got), err)
 		}
+	}
+	// A failed read again is that failure, not a corrupt store.
+	unreachable := errors.New("store unreachable")
+	_, err := (&Resolver{Request: gone, Blob: func([]byte) ([]byte, error) { return nil, unreachable }}).Part(stored, sum[:])
+	if !errors.Is(err, unreachable) || errors.Is(err, store.ErrCorrupt) {
+		t.Errorf("the blob's read again failing: %v, want that failure and not store.ErrCorrupt", err)
 	}
 }
