@@ -32,7 +32,7 @@ type feed struct {
 	mu sync.Mutex
 	// events is the tail: events[i].Seq is first+i; next (the response's
 	// NextSeq as durable) is first+len(events).
-	events []store.Event
+	events []feedEvent
 	first  int64
 	next   int64
 	bytes  int
@@ -43,6 +43,25 @@ type feed struct {
 	// more events come through the feed; readers go on from the store.
 	closed  bool
 	changed chan struct{} // closed and replaced at each change
+}
+
+// feedEvent is an event of a feed's tail: its payload is Payload with
+// splices in place (see protocol.Frame). A long reply's frames share its
+// text until a reader takes them (event): a response no one streams never
+// has its frames made whole.
+type feedEvent struct {
+	store.Event
+	splices []protocol.Splice
+}
+
+// event returns the event, its payload whole (a new slice when spliced).
+func (fe *feedEvent) event() store.Event {
+	ev := fe.Event
+	if len(fe.splices) > 0 {
+		f := protocol.Frame{Payload: ev.Payload, Splices: fe.splices}
+		ev.Payload = f.Bytes()
+	}
+	return ev
 }
 
 // feedFinal is what the terminal commit wrote to the response's record.
@@ -78,10 +97,11 @@ func (f *feed) publish(frames []protocol.Frame, step int64) {
 		f.events, f.bytes, f.first = nil, 0, frames[0].Seq
 	}
 	f.events = slices.Grow(f.events, len(frames)) // W3's 1,202 frames: one array, not eleven
-	for _, fr := range frames {
-		f.events = append(f.events, store.Event{ResponseID: f.responseID, Seq: fr.Seq, Type: fr.Type,
-			Payload: fr.Payload, Step: step})
-		f.bytes += len(fr.Payload)
+	for i := range frames {
+		fr := &frames[i]
+		f.events = append(f.events, feedEvent{Event: store.Event{ResponseID: f.responseID, Seq: fr.Seq, Type: fr.Type,
+			Payload: fr.Payload, Step: step}, splices: fr.Splices})
+		f.bytes += fr.Len()
 	}
 	f.next = frames[len(frames)-1].Seq + 1
 	// The tail keeps at least the newest event; all of a commit that ends
@@ -94,7 +114,8 @@ func (f *feed) publish(frames []protocol.Frame, step int64) {
 	}
 	drop := 0
 	for len(f.events)-drop > keep && (len(f.events)-drop > feedMaxEvents || f.bytes > feedMaxBytes) {
-		f.bytes -= len(f.events[drop].Payload)
+		fe := &f.events[drop]
+		f.bytes -= (&protocol.Frame{Payload: fe.Payload, Splices: fe.splices}).Len()
 		drop++
 	}
 	if drop > 0 {
@@ -142,10 +163,10 @@ func (f *feed) signal() {
 // feedRead is what a reader positioned after a sequence number gets from
 // a feed.
 type feedRead struct {
-	events  []store.Event // the events after the position (not to be modified)
-	behind  bool          // the position is before the tail: read the store
-	ended   bool          // the terminal event is at or before the position
-	closed  bool          // nothing more comes through the feed
+	events  []feedEvent // the events after the position (not to be modified)
+	behind  bool        // the position is before the tail: read the store
+	ended   bool        // the terminal event is at or before the position
+	closed  bool        // nothing more comes through the feed
 	changed <-chan struct{}
 }
 

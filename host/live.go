@@ -194,8 +194,8 @@ func (h *Host) publishLive(r *run, ev workflow.LiveEvent) error {
 func (h *Host) queueLive(r *run, frames []protocol.Frame) {
 	q := &r.liveQ
 	q.frames = append(q.frames, frames...)
-	for _, f := range frames {
-		q.bytes += len(f.Payload)
+	for i := range frames {
+		q.bytes += frames[i].Len()
 	}
 	q.next = frames[len(frames)-1].Seq + 1
 	if !q.started {
@@ -374,7 +374,7 @@ func (h *Host) appendState(ctx context.Context, p *store.EventAppendParams) (app
 		}
 		for i, ev := range evs {
 			want := &p.Events[i]
-			if ev.Seq != want.Seq || ev.Type != want.Type || ev.Step != -1 || !bytes.Equal(ev.Payload, want.Payload) {
+			if ev.Seq != want.Seq || ev.Type != want.Type || ev.Step != -1 || !bytes.Equal(ev.Payload, want.AppendPayload(nil)) {
 				return false, false
 			}
 		}

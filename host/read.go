@@ -147,7 +147,8 @@ func (h *Host) eventsFromFeed(ctx context.Context, f *feed, after int64, yield f
 		case rd.behind:
 			return after, false
 		}
-		for _, ev := range rd.events {
+		for i := range rd.events {
+			ev := rd.events[i].event()
 			if err := h.publishFault(ctx, &ev); err != nil {
 				yield(store.Event{}, err)
 				return after, true

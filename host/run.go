@@ -553,11 +553,24 @@ func toWorkflowParts(ps []store.Part) []workflow.Part {
 	return out
 }
 
-// toEventInputs converts wire frames to store events.
+// toEventInputs converts wire frames to store events, splices included
+// (the store writes each whole; a long text stays in memory once).
 func toEventInputs(fs []protocol.Frame) []store.EventInput {
 	out := make([]store.EventInput, len(fs))
 	for i, f := range fs {
-		out[i] = store.EventInput{Seq: f.Seq, Type: f.Type, Payload: f.Payload}
+		out[i] = store.EventInput{Seq: f.Seq, Type: f.Type, Payload: f.Payload, Splices: toSplices(f.Splices)}
+	}
+	return out
+}
+
+// toSplices converts a frame's splices to a store event's (nil for none).
+func toSplices(sps []protocol.Splice) []store.Splice {
+	if len(sps) == 0 {
+		return nil
+	}
+	out := make([]store.Splice, len(sps))
+	for i, sp := range sps {
+		out[i] = store.Splice{At: sp.At, Bytes: sp.Bytes}
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
 	"runtime"
@@ -522,13 +523,13 @@ func TestProjectStep_RecordMatchesReference(t *testing.T) {
 	check(end)
 }
 
-// TestProjectStep_BigTextPresized: the step of a long message allocates
-// about its five frames that hold the text encoded (output_text.delta and
-// .done, content_part.done, output_item.done, response.completed), each
-// presized: before, each frame's buffer was sized for the text's length
-// and grew by copies when escapes made the encoding longer (19.7 encoded
-// texts allocated here).
-func TestProjectStep_BigTextPresized(t *testing.T) {
+// TestProjectStep_BigTextSpliced: the step of a long message allocates
+// about two encodings of its text: one its four item frames
+// (output_text.delta and .done, content_part.done, output_item.done)
+// share through splices, and response.completed's, which holds the
+// snapshot. Before splices it allocated its five frames, each holding the
+// text (5.0 encoded texts here; 19.7 before they were presized).
+func TestProjectStep_BigTextSpliced(t *testing.T) {
 	text := strings.Repeat(oddText+"abcdefghijklmnopqrstuvwxyz", 1<<20/(len(oddText)+26))
 	c, err := Create(&NewResponseParams{ID: "resp_big", Model: "m", Status: StatusQueued, CreatedAt: time.Unix(1, 0)})
 	if err != nil {
@@ -543,16 +544,69 @@ func TestProjectStep_BigTextPresized(t *testing.T) {
 		t.Fatal(err)
 	}
 	encoded := len(jsonstr.Append(nil, text))
-	var framed int
+	var framed, spliced int
 	for _, f := range step.Frames {
-		framed += len(f.Payload)
+		framed += f.Len()
+		if len(f.Splices) > 0 {
+			spliced++
+		}
 	}
-	if framed < 5*encoded {
-		t.Fatalf("the frames hold %d bytes, want at least five texts of %d", framed, encoded)
+	if framed < 5*encoded || spliced != 4 {
+		t.Fatalf("the frames hold %d bytes, %d of them spliced; want at least five texts of %d, four spliced", framed, spliced, encoded)
 	}
-	if alloc := after.TotalAlloc - before.TotalAlloc; float64(alloc) > 1.1*float64(framed)+64<<10 {
-		t.Fatalf("ProjectStep allocated %d bytes for %d bytes of frames (%.2f encoded texts of %d bytes)",
-			alloc, framed, float64(alloc)/float64(encoded), encoded)
+	if alloc := after.TotalAlloc - before.TotalAlloc; float64(alloc) > 2.1*float64(encoded)+64<<10 {
+		t.Fatalf("ProjectStep allocated %d bytes (%.2f encoded texts of %d bytes), want about two texts",
+			alloc, float64(alloc)/float64(encoded), encoded)
+	}
+}
+
+// TestSeq_SplicedFramesAsWhole: frames with splices are, made whole, the
+// frames Seq writes without splicing, byte for byte: a long message
+// (alone, after a short one, and twice in a row), a long function call's
+// arguments and a long tool call; short texts are never spliced.
+func TestSeq_SplicedFramesAsWhole(t *testing.T) {
+	long := strings.Repeat(oddText+"x", SpliceMin/len(oddText)+1)
+	write := func(s *Seq) {
+		for i, text := range []string{"short", long, long, long + "y"} {
+			if _, err := s.Message(fmt.Sprintf("msg_%d", i), i, text); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.FunctionCall("fc_1", 4, "call_1", "f", long); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ToolCall("tc_1", 5, "call_2", "t", long, long+"out"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spliced, plain := &Seq{Next: 7}, &Seq{Next: 7, q: quoteCache{noSplice: true}}
+	write(spliced)
+	write(plain)
+	if len(spliced.Frames) != len(plain.Frames) {
+		t.Fatalf("%d frames spliced, %d not", len(spliced.Frames), len(plain.Frames))
+	}
+	n := 0
+	for i, f := range spliced.Frames {
+		p := plain.Frames[i]
+		if f.Type != p.Type || f.Seq != p.Seq || !bytes.Equal(f.Bytes(), p.Payload) || f.Len() != len(p.Payload) {
+			t.Fatalf("frame %d (%s): made whole it differs from the frame written without splices:\n%.300s\n%.300s", i, f.Type, f.Bytes(), p.Payload)
+		}
+		if len(p.Splices) > 0 {
+			t.Fatalf("frame %d: spliced with splicing off", i)
+		}
+		if len(f.Splices) > 0 {
+			n++
+			if len(f.Payload) > 1024 {
+				t.Errorf("frame %d (%s) spliced, yet %d bytes around its splices", i, f.Type, len(f.Payload))
+			}
+		} else if len(f.Payload) > SpliceMin {
+			t.Errorf("frame %d (%s) holds %d bytes, no splice", i, f.Type, len(f.Payload))
+		}
+	}
+	// 3 long messages x 4 frames, the call's 3 (arguments delta and done,
+	// item done), the tool call's 2 (added and done hold its arguments).
+	if n != 17 {
+		t.Errorf("%d frames spliced, want 17", n)
 	}
 }
 

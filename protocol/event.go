@@ -51,10 +51,60 @@ func TerminalEventType(status string) string {
 
 // Frame is one stream event ready for the log: its type (the SSE event
 // name) and its payload (the SSE data JSON, with type and sequence_number).
+//
+// A long text (SpliceMin bytes or more) is held apart from the
+// payloads of the frames that repeat it: a message's delta, its text's
+// done, its part's done and its item's done share one encoding of its
+// text, each through a Splice, instead of holding four copies (an 8 MiB
+// reply was 32 MiB of frames). Payload is then the bytes around the
+// splices; Bytes returns the whole payload. Lifecycle events (which carry
+// the whole Response, snapshot included) are never spliced.
 type Frame struct {
 	Type    string
 	Seq     int64
 	Payload []byte
+	Splices []Splice
+}
+
+// Splice is a piece of a frame's payload held apart: Bytes go at offset At
+// of Payload. A frame's splices are in order of At; their Bytes are
+// shared and never written to.
+type Splice struct {
+	At    int
+	Bytes []byte
+}
+
+// SpliceMin is the length of a text from which it is spliced into the
+// frames that hold it rather than copied into each.
+const SpliceMin = 16 << 10
+
+// Len returns the length of the frame's whole payload.
+func (f *Frame) Len() int {
+	n := len(f.Payload)
+	for _, sp := range f.Splices {
+		n += len(sp.Bytes)
+	}
+	return n
+}
+
+// Bytes returns the frame's whole payload: Payload itself when the frame
+// has no splices, else a new slice.
+func (f *Frame) Bytes() []byte {
+	if len(f.Splices) == 0 {
+		return f.Payload
+	}
+	return f.AppendTo(make([]byte, 0, f.Len()))
+}
+
+// AppendTo appends the frame's whole payload to b.
+func (f *Frame) AppendTo(b []byte) []byte {
+	at := 0
+	for _, sp := range f.Splices {
+		b = append(b, f.Payload[at:sp.At]...)
+		b = append(b, sp.Bytes...)
+		at = sp.At
+	}
+	return append(b, f.Payload[at:]...)
 }
 
 // LifecycleEvent is a response.* event carrying the whole Response.
@@ -150,15 +200,36 @@ func (s *Seq) reserve(n int) int {
 // next frame, of type typ.
 func (s *Seq) push(typ string, b []byte, start int) {
 	s.buf = b
-	s.Frames = append(s.Frames, Frame{Type: typ, Seq: s.Next, Payload: b[start:len(b):len(b)]})
+	fr := Frame{Type: typ, Seq: s.Next, Payload: b[start:len(b):len(b)]}
+	if len(s.q.pend) > 0 {
+		fr.Splices = make([]Splice, len(s.q.pend))
+		for i, sp := range s.q.pend {
+			fr.Splices[i] = Splice{At: sp.At - start, Bytes: sp.Bytes}
+		}
+		s.q.pend = s.q.pend[:0]
+	}
+	s.Frames = append(s.Frames, fr)
 	s.resp = nil
 	s.Next++
+}
+
+// zq is s's sizer for a frame written through the quote cache, whose long
+// texts are spliced (they take no room in its payload).
+func (s *Seq) zq() *sizer {
+	s.z.splice = !s.q.noSplice
+	return &s.z
+}
+
+// zall is s's sizer for a frame that holds every string.
+func (s *Seq) zall() *sizer {
+	s.z.splice = false
+	return &s.z
 }
 
 // Lifecycle appends a response.* event carrying r.
 func (s *Seq) Lifecycle(typ string, r *Response) error {
 	ev := LifecycleEvent{Type: typ, SequenceNumber: s.Next, Response: r}
-	start := s.reserve(r.sizeHint(&s.z))
+	start := s.reserve(r.sizeHint(s.zall()))
 	b, off, err := ev.appendJSON(s.buf)
 	if err != nil {
 		return fmt.Errorf("protocol: encode %s: %w", typ, err)
@@ -171,7 +242,7 @@ func (s *Seq) Lifecycle(typ string, r *Response) error {
 // addItem appends an output_item event of item.
 func (s *Seq) addItem(typ string, outputIndex int, item *Item) error {
 	ev := OutputItemEvent{Type: typ, SequenceNumber: s.Next, OutputIndex: outputIndex, Item: *item}
-	start := s.reserve(96 + item.sizeHint(&s.z))
+	start := s.reserve(96 + item.sizeHint(s.zq()))
 	b, err := ev.appendJSON(s.buf, &s.q)
 	if err != nil {
 		s.q.forget()
@@ -184,7 +255,7 @@ func (s *Seq) addItem(typ string, outputIndex int, item *Item) error {
 // addPart appends a content_part event of the first part of item id.
 func (s *Seq) addPart(typ, id string, outputIndex int, text string) error {
 	ev := ContentPartEvent{Type: typ, SequenceNumber: s.Next, ItemID: id, OutputIndex: outputIndex, Part: OutputText(text)}
-	start := s.reserve(192 + len(id) + s.z.text(text))
+	start := s.reserve(192 + len(id) + s.zq().text(text))
 	b, err := ev.appendJSON(s.buf, &s.q)
 	if err != nil {
 		s.q.forget()
@@ -200,7 +271,7 @@ func (s *Seq) addPart(typ, id string, outputIndex int, text string) error {
 // the event's pointer to it, text escaped to the heap once the cache kept
 // it (two allocations per message).
 func (s *Seq) addText(typ, id string, outputIndex int, text string) error {
-	start := s.reserve(160 + len(id) + s.z.text(text))
+	start := s.reserve(160 + len(id) + s.zq().text(text))
 	b := appendItemHead(s.buf, typ, s.Next, id, outputIndex, &s.q)
 	if typ == EventOutputTextDelta {
 		b = append(b, `,"content_index":0,"delta":`...)
@@ -217,12 +288,12 @@ func (s *Seq) addText(typ, id string, outputIndex int, text string) error {
 // done with the whole arguments).
 func (s *Seq) addArgs(ev *FunctionCallArgumentsEvent) {
 	ev.SequenceNumber = s.Next
-	n := 160 + len(ev.ItemID) + len(ev.Name)
+	n, z := 160+len(ev.ItemID)+len(ev.Name), s.zq()
 	if ev.Delta != nil {
-		n += s.z.text(*ev.Delta)
+		n += z.text(*ev.Delta)
 	}
 	if ev.Arguments != nil {
-		n += s.z.text(*ev.Arguments)
+		n += z.text(*ev.Arguments)
 	}
 	start := s.reserve(n)
 	s.push(ev.Type, ev.appendJSON(s.buf, &s.q), start)

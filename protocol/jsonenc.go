@@ -30,6 +30,9 @@ const longText = 2 << 10
 type sizer struct {
 	s string
 	n int
+	// splice: the frame being sized splices a text of SpliceMin bytes or
+	// more (see quoteCache.text), which then takes no room in it.
+	splice bool
 }
 
 // text is about the length of s encoded (quotes included): exact for a
@@ -37,6 +40,9 @@ type sizer struct {
 func (z *sizer) text(s string) int {
 	if len(s) < longText || z == nil {
 		return len(s) + 2
+	}
+	if z.splice && len(s) >= SpliceMin {
+		return 0
 	}
 	// The same string again (its frames share it) compares equal at once:
 	// Go compares the data pointers before the bytes.
@@ -60,7 +66,16 @@ type quoted struct {
 // written, which no one writes again, except those of a frame whose
 // encoding failed: Seq drops the cache then (forget). A nil cache
 // encodes each string.
-type quoteCache struct{ lastID, lastText quoted }
+//
+// A text of SpliceMin bytes or more is not appended: its encoding, made
+// once in an allocation of its own, is listed in pend as a splice at the
+// place it goes, and Seq.push gives the frame its splices. noSplice turns
+// that off (tests compare with the frames as they were).
+type quoteCache struct {
+	lastID, lastText quoted
+	pend             []Splice // At: offset in the dst being appended to
+	noSplice         bool
+}
 
 // id appends s, an item's id.
 func (q *quoteCache) id(dst []byte, s string) []byte {
@@ -70,16 +85,26 @@ func (q *quoteCache) id(dst []byte, s string) []byte {
 	return q.lastID.append(dst, s)
 }
 
-// text appends s, an item's text (or a function call's arguments).
+// text appends s, an item's text (or a function call's arguments), or
+// splices a long one.
 func (q *quoteCache) text(dst []byte, s string) []byte {
 	if q == nil {
 		return jsonstr.Append(dst, s)
 	}
+	if len(s) >= SpliceMin && !q.noSplice {
+		k := &q.lastText
+		if k.b == nil || s != k.s {
+			k.s, k.b = s, jsonstr.Append(make([]byte, 0, jsonstr.Len(s)), s)
+		}
+		q.pend = append(q.pend, Splice{At: len(dst), Bytes: k.b})
+		return dst
+	}
 	return q.lastText.append(dst, s)
 }
 
-// forget drops what the cache holds.
-func (q *quoteCache) forget() { *q = quoteCache{} }
+// forget drops what the cache holds (and the splices of a frame whose
+// encoding failed).
+func (q *quoteCache) forget() { *q = quoteCache{pend: q.pend[:0], noSplice: q.noSplice} }
 
 // append appends s encoded: a copy of the encoding kept when s is the
 // string kept (compared by pointer first: the frames of an item share its

@@ -64,7 +64,7 @@ func (l *Live) readLog(base int, frames []Frame) error {
 			l.items = nil
 		case EventOutputItemAdded, EventOutputItemDone:
 			var ev OutputItemEvent
-			if err := json.Unmarshal(f.Payload, &ev); err != nil {
+			if err := json.Unmarshal(f.Bytes(), &ev); err != nil {
 				return fmt.Errorf("protocol: live event %d: %w", f.Seq, err)
 			}
 			if f.Type == EventOutputItemAdded {
@@ -100,7 +100,7 @@ func (l *Live) readLog(base int, frames []Frame) error {
 			}
 		case EventOutputTextDelta:
 			var ev OutputTextEvent
-			if err := json.Unmarshal(f.Payload, &ev); err != nil {
+			if err := json.Unmarshal(f.Bytes(), &ev); err != nil {
 				return fmt.Errorf("protocol: live event %d: %w", f.Seq, err)
 			}
 			it, err := item(f, ev.OutputIndex)

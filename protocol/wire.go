@@ -74,9 +74,13 @@ func (it *Item) appendJSON(dst []byte, q *quoteCache) ([]byte, error) {
 		dst = append(dst, `,"name":`...)
 		dst = jsonstr.Append(dst, it.Name)
 		dst = append(dst, `,"arguments":`...)
-		dst = jsonstr.Append(dst, it.Arguments)
+		dst = q.text(dst, it.Arguments)
 		dst = append(dst, `,"output":`...)
-		dst = appendStringPtr(dst, it.Output)
+		if it.Output == nil {
+			dst = append(dst, "null"...)
+		} else {
+			dst = q.text(dst, *it.Output)
+		}
 		dst = append(dst, `,"error":null,"approval_request_id":null`...)
 	default:
 		return dst, fmt.Errorf("protocol: unknown item type %q", it.Type)

@@ -57,12 +57,16 @@ func BenchmarkBigRequest(b *testing.B) {
 // (the first request of each kind the more), then to 10.7-11.6 and
 // 11.7-12.5 (the input read once, in one allocation; SQLite's rows read
 // without database/sql's copy). Of those 12, five copies of the text in
-// the step's frames are 4.8 (see TestBigRequest_StoredBytes for what is
-// stored). The peak resident
-// set it raised is logged (VmHWM: noisy under load, GOGC=10 here to keep
-// garbage out of it).
+// the step's frames were 4.0; since the four item frames share one
+// encoding of the text through splices (protocol.Frame), non-streamed
+// requests allocate 7.7-8.6. A streamed one makes each spliced frame whole
+// as it is sent (13.7-14.5: 3.2 of it copies written out and dropped one at
+// a time, so they add little to the peak). See
+// TestBigRequest_StoredBytes for what is stored. The peak resident set it
+// raised is logged (VmHWM: noisy under load, GOGC=10 here to keep garbage
+// out of it).
 func TestBigRequest_Memory(t *testing.T) {
-	const maxAlloc = 15.0
+	maxAlloc := map[bool]float64{false: 10, true: 15}
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
 	base, stop := startBig(t)
 	defer stop()
@@ -80,9 +84,9 @@ func TestBigRequest_Memory(t *testing.T) {
 		rss := float64(peak.stop(t)) / float64(len(body))
 		alloc := float64(after.TotalAlloc-before.TotalAlloc) / float64(len(body))
 		t.Logf("stream=%v (request %d): allocated %.1f, peak RSS +%.2f bytes per request byte", stream, i+1, alloc, rss)
-		if alloc > maxAlloc {
+		if alloc > maxAlloc[stream] {
 			t.Errorf("stream=%v: one %d-byte request allocated %.1f bytes per request byte, want at most %.0f",
-				stream, len(body), alloc, maxAlloc)
+				stream, len(body), alloc, maxAlloc[stream])
 		}
 	}
 }

@@ -199,10 +199,69 @@ type EventRecordLister interface {
 
 // EventInput is an event to be written; its sequence number is chosen by the
 // caller (the owner of the run) and checked by the store.
+//
+// Its payload is Payload with the Bytes of each of Splices inserted at
+// their offsets. A writer splices a long string that several events of a
+// commit repeat (the text of a reply is in four of its frames), so that
+// its bytes are in memory once, not once per event; the store writes,
+// and its readers get, the whole payload (Payload when Splices is empty).
 type EventInput struct {
 	Seq     int64
 	Type    string
 	Payload []byte
+	Splices []Splice
+}
+
+// Splice is a piece of an event's payload held apart from the rest: its
+// Bytes go at offset At of the payload without them. The splices of an
+// event are in order of At (equal offsets in their order); the Bytes of
+// one may be shared by other events and are never written to.
+type Splice struct {
+	At    int
+	Bytes []byte
+}
+
+// CheckSplices reports an event whose splices are out of order or past
+// the end of its Payload, which a store refuses before it writes
+// anything.
+func CheckSplices(events []EventInput) error {
+	for _, e := range events {
+		at := 0
+		for i, sp := range e.Splices {
+			if sp.At < at || sp.At > len(e.Payload) {
+				return fmt.Errorf("event %d: splice %d at %d: payload of %d bytes without splices, previous splice at %d",
+					e.Seq, i, sp.At, len(e.Payload), at)
+			}
+			at = sp.At
+		}
+	}
+	return nil
+}
+
+// Len returns the length of the event's payload.
+func (e *EventInput) Len() int {
+	n := len(e.Payload)
+	for _, sp := range e.Splices {
+		n += len(sp.Bytes)
+	}
+	return n
+}
+
+// AppendPayload appends the event's payload to b.
+func (e *EventInput) AppendPayload(b []byte) []byte {
+	return AppendSpliced(b, e.Payload, e.Splices)
+}
+
+// AppendSpliced appends to b the bytes of rest with each splice inserted
+// at its offset.
+func AppendSpliced(b, rest []byte, splices []Splice) []byte {
+	at := 0
+	for _, sp := range splices {
+		b = append(b, rest[at:sp.At]...)
+		b = append(b, sp.Bytes...)
+		at = sp.At
+	}
+	return append(b, rest[at:]...)
 }
 
 // Part is one named piece of a checkpoint. The store treats Data as opaque

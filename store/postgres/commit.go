@@ -123,8 +123,8 @@ func encodeEvents(events []store.EventInput) *encodedEvents {
 		return e
 	}
 	e.first = events[0].Seq
-	for _, ev := range events {
-		e.bytes += int64(len(ev.Payload))
+	for i := range events {
+		e.bytes += int64(events[i].Len())
 	}
 	e.data = eventrec.Encode(events)
 	return e
@@ -135,6 +135,9 @@ func encodeEvents(events []store.EventInput) *encodedEvents {
 func validateWrite(op string, status store.Status, events []store.EventInput, withStatus bool) error {
 	if withStatus && !status.Valid() {
 		return fmt.Errorf("store/postgres: %s: invalid status %q", op, status)
+	}
+	if err := store.CheckSplices(events); err != nil {
+		return fmt.Errorf("store/postgres: %s: %w", op, err)
 	}
 	for i, ev := range events {
 		if i > 0 && ev.Seq != events[0].Seq+int64(i) {

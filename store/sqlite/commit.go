@@ -82,6 +82,9 @@ func validateCommit(p *store.CommitParams) error {
 	if err := p.CheckFinishing(); err != nil {
 		return fmt.Errorf("sqlite: commit: %w", err)
 	}
+	if err := store.CheckSplices(p.Events); err != nil {
+		return fmt.Errorf("sqlite: commit: %w", err)
+	}
 	return nil
 }
 
@@ -317,6 +320,9 @@ func checkWrite(ctx context.Context, tx *sql.Conn, runID string, epoch int64, re
 // -1. Errors: store.ErrFenced, store.ErrConflict, store.ErrCancelled (the
 // response's cancel is recorded), store.ErrNotFound.
 func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) error {
+	if err := store.CheckSplices(p.Events); err != nil {
+		return fmt.Errorf("sqlite: event append: %w", err)
+	}
 	now := orNow(p.Now)
 	rec := encodeRecord(p.Events)
 	return s.writeWake(ctx, "event append", []string{p.ResponseID}, func(ctx context.Context, tx *sql.Conn) error {

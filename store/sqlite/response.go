@@ -141,6 +141,9 @@ func validateCreate(p *store.ResponseCreateParams) error {
 	if err := validateIdempotencyKey(p); err != nil {
 		return err
 	}
+	if err := store.CheckSplices(p.Events); err != nil {
+		return fmt.Errorf("sqlite: response create: %w", err)
+	}
 	return checkSeq("response create", p.Events, 0)
 }
 

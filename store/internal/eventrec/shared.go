@@ -51,10 +51,30 @@ func Encode(events []store.EventInput) []byte {
 // plainSize is the size of events in the plain format.
 func plainSize(events []store.EventInput) int {
 	size := 0
-	for _, ev := range events {
-		size += Size(ev.Type, ev.Payload)
+	for i := range events {
+		size += eventSize(&events[i])
 	}
 	return size
+}
+
+// eventSize is Size of the event's whole payload (its splices in place).
+func eventSize(ev *store.EventInput) int {
+	if len(ev.Splices) == 0 {
+		return Size(ev.Type, ev.Payload)
+	}
+	n := ev.Len()
+	return uvarintLen(uint64(len(ev.Type))) + len(ev.Type) + uvarintLen(uint64(n)+1) + n
+}
+
+// appendEvent is Append of the event's whole payload.
+func appendEvent(b []byte, ev *store.EventInput) []byte {
+	if len(ev.Splices) == 0 {
+		return Append(b, ev.Type, ev.Payload)
+	}
+	b = binary.AppendUvarint(b, uint64(len(ev.Type)))
+	b = append(b, ev.Type...)
+	b = binary.AppendUvarint(b, uint64(ev.Len())+1)
+	return ev.AppendPayload(b)
 }
 
 // encode is Encode without the compression.
@@ -74,12 +94,15 @@ func build(events []store.EventInput, scratch []byte) (data, buf []byte) {
 	// response.completed) are not scanned.
 	size, long, double := 0, 0, false
 	short, longest := 0, 0 // the sizes of the events not scanned, and of the longest
-	for _, ev := range events {
-		n := Size(ev.Type, ev.Payload)
+	// A spliced event counts as one that may share: its splices are the
+	// long strings its writer gave to other events too.
+	for i := range events {
+		ev := &events[i]
+		n := eventSize(ev)
 		size += n
-		if mayShare(ev.Payload) {
+		if spliced(ev) || mayShare(ev.Payload) {
 			long++
-			double = double || len(ev.Payload) >= 2*MinShared
+			double = double || n >= 2*MinShared
 			longest = max(longest, n)
 		} else {
 			short += n
@@ -90,8 +113,8 @@ func build(events []store.EventInput, scratch []byte) (data, buf []byte) {
 		if cap(data) < size {
 			data = make([]byte, 0, size)
 		}
-		for _, ev := range events {
-			data = Append(data, ev.Type, ev.Payload)
+		for i := range events {
+			data = appendEvent(data, &events[i])
 		}
 		return data, data
 	}
@@ -112,12 +135,18 @@ func build(events []store.EventInput, scratch []byte) (data, buf []byte) {
 		buf = make([]byte, 0, reserve+guess)
 	}
 	e := &encoder{buf: buf[:reserve], base: reserve}
-	for i, ev := range events {
-		if !mayShare(ev.Payload) {
-			e.buf = Append(e.buf, ev.Type, ev.Payload)
-			continue
+	for i := range events {
+		ev := &events[i]
+		var shared bool
+		switch {
+		case spliced(ev):
+			shared = e.addSpliced(ev)
+		case mayShare(ev.Payload):
+			shared = e.add(ev.Type, ev.Payload)
+		default:
+			e.buf = appendEvent(e.buf, ev)
 		}
-		if e.add(ev.Type, ev.Payload) {
+		if shared {
 			e.encoded = append(e.encoded, i)
 		}
 	}
@@ -184,6 +213,15 @@ type encoder struct {
 	seen    map[uint64]span
 	pending []pending
 	encoded []int
+	// splices are the splices written so far, by their bytes' address:
+	// the events of a commit share each one's bytes.
+	splices []written
+}
+
+// written is a splice's bytes and where they were written first.
+type written struct {
+	p  *byte
+	sp span
 }
 
 // pending is a string of the payload being encoded whose place in the
@@ -263,6 +301,140 @@ func (e *encoder) add(typ string, p []byte) bool {
 	flush(len(p))
 	putPadded(e.buf[lenAt:start], uint64(len(e.buf)-start)+1)
 	return true
+}
+
+// spliced reports whether ev has a splice of MinShared bytes or more,
+// which addSpliced stores once for all the events that hold it.
+func spliced(ev *store.EventInput) bool {
+	for _, sp := range ev.Splices {
+		if len(sp.Bytes) >= MinShared {
+			return true
+		}
+	}
+	return false
+}
+
+// addSpliced is add for an event with splices: each splice of MinShared
+// bytes or more that an earlier event of the record holds (by the address
+// of its bytes: the writer shares them) is a reference to it, the rest of
+// the payload literal runs, not scanned for strings. The first occurrence
+// of each splice is also listed under its hash as add lists the strings it
+// writes, so that a later event holding the same string unspliced (the
+// completed response) refers to it too. It reports whether the event was
+// stored with references.
+func (e *encoder) addSpliced(ev *store.EventInput) bool {
+	p := ev.Payload
+	e.buf = binary.AppendUvarint(e.buf, uint64(len(ev.Type)))
+	e.buf = append(e.buf, ev.Type...)
+	total := ev.Len()
+	w := uvarintLen(uint64(total) + 1)
+	lenAt := len(e.buf)
+	e.buf = append(e.buf, make([]byte, w)...)
+	start := len(e.buf)
+	// Which splices are references: those written before, in an earlier
+	// event or earlier in this one.
+	refs := make([]span, len(ev.Splices))
+	isRef := make([]bool, len(ev.Splices))
+	nrefs := 0
+	for i, sp := range ev.Splices {
+		if len(sp.Bytes) < MinShared {
+			continue
+		}
+		if at, ok := e.spliceAt(&sp.Bytes[0], len(sp.Bytes)); ok {
+			refs[i], isRef[i] = at, true
+			nrefs++
+			continue
+		}
+		for j := range i {
+			if !isRef[j] && len(ev.Splices[j].Bytes) == len(sp.Bytes) && &ev.Splices[j].Bytes[0] == &sp.Bytes[0] {
+				isRef[i] = true // its span is known once splice j is written
+				refs[i].n = -1 - j
+				nrefs++
+				break
+			}
+		}
+	}
+	// writeLit writes the bytes of the literal splice i at the end of buf
+	// and lists it.
+	writeLit := func(i int) {
+		sp := ev.Splices[i]
+		off := len(e.buf) - e.base
+		e.buf = append(e.buf, sp.Bytes...)
+		if len(sp.Bytes) >= MinShared {
+			e.remember(&sp.Bytes[0], span{off, len(sp.Bytes)}, sp.Bytes)
+		}
+	}
+	if nrefs == 0 {
+		at := 0
+		for i, sp := range ev.Splices {
+			e.buf = append(e.buf, p[at:sp.At]...)
+			writeLit(i)
+			at = sp.At
+		}
+		e.buf = append(e.buf, p[at:]...)
+		binary.PutUvarint(e.buf[lenAt:], uint64(total)+1)
+		return false
+	}
+	// The runs between references: each is uvarint(length) and its bytes,
+	// the rest's and the literal splices', in order.
+	runAt, i := 0, 0 // the run's start in p, its first splice
+	for {
+		// The run up to the next reference (or the end).
+		j, n, at := i, 0, runAt
+		for ; j < len(ev.Splices) && !isRef[j]; j++ {
+			n += ev.Splices[j].At - at + len(ev.Splices[j].Bytes)
+			at = ev.Splices[j].At
+		}
+		end := len(p)
+		if j < len(ev.Splices) {
+			end = ev.Splices[j].At
+		}
+		n += end - at
+		e.buf = binary.AppendUvarint(e.buf, uint64(n))
+		from := runAt
+		for k := i; k < j; k++ {
+			e.buf = append(e.buf, p[from:ev.Splices[k].At]...)
+			writeLit(k)
+			from = ev.Splices[k].At
+		}
+		e.buf = append(e.buf, p[from:end]...)
+		if j == len(ev.Splices) {
+			break
+		}
+		r := refs[j]
+		if r.n < 0 { // a repeat of splice -1-r.n of this event, written by now
+			r, _ = e.spliceAt(&ev.Splices[j].Bytes[0], len(ev.Splices[j].Bytes))
+		}
+		e.buf = binary.AppendUvarint(e.buf, uint64(r.off))
+		e.buf = binary.AppendUvarint(e.buf, uint64(r.n))
+		runAt, i = end, j+1
+	}
+	putPadded(e.buf[lenAt:start], uint64(len(e.buf)-start)+1)
+	return true
+}
+
+// spliceAt returns where the splice whose bytes start at p, n long, was
+// written.
+func (e *encoder) spliceAt(p *byte, n int) (span, bool) {
+	for _, w := range e.splices {
+		if w.p == p && w.sp.n == n {
+			return w.sp, true
+		}
+	}
+	return span{}, false
+}
+
+// remember lists a splice's bytes b, written at sp: by address for later
+// splices, by hash for later strings that add scans.
+func (e *encoder) remember(p *byte, sp span, b []byte) {
+	e.splices = append(e.splices, written{p, sp})
+	if e.seen == nil {
+		e.seen = make(map[uint64]span)
+	}
+	h := maphash.Bytes(seed, b)
+	if _, taken := e.seen[h]; !taken {
+		e.seen[h] = sp
+	}
 }
 
 // place records where the pending strings land: the bytes of p from from

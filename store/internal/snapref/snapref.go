@@ -57,6 +57,9 @@ func Encode(snapshot []byte, events []store.EventInput) []byte {
 		return snapshot
 	}
 	for i := len(events) - 1; i >= 0; i-- {
+		if len(events[i].Splices) > 0 {
+			continue // Payload is not the whole payload (lifecycle events are never spliced)
+		}
 		p := events[i].Payload
 		off := len(p) - 1 - len(snapshot)
 		if off < 0 || p[len(p)-1] != '}' || !bytes.Equal(p[off:len(p)-1], snapshot) {
