@@ -122,9 +122,14 @@ func summariseCrash(cr crashResult) crashRow {
 	return out
 }
 
-// write renders the section and the plot, and keeps the raw summary.
+// write renders the section and the plot, and keeps the raw summary (not
+// with -print: a partial run printed must not replace the summary the
+// committed docs render from).
 func (r *report) write(c *config, out io.Writer) error {
 	s := summarise(r, c)
+	if c.printOnly {
+		return render(s, c, out)
+	}
 	raw, err := json.MarshalIndent(jsonSafe(s), "", "  ")
 	if err != nil {
 		return fmt.Errorf("bench: encode results: %w", err)
