@@ -375,6 +375,14 @@ func (h *Host) Events(ctx context.Context, id, owner string, after int64) iter.S
 	return h.events(ctx, id, owner, after)
 }
 
+// EventsStarted is Events for a response the caller has just been given
+// by Create or Fork (resp, owned by resp.Owner): it does not read the
+// response back from the store first (a store row holds the request,
+// megabytes for a long input).
+func (h *Host) EventsStarted(ctx context.Context, resp *store.Response, after int64) iter.Seq2[store.Event, error] {
+	return h.eventsOf(ctx, resp.ID, resp.RunID, after)
+}
+
 // Cancel durably requests cancellation and returns the response as the
 // client should see it: status cancelled, or the terminal status it had
 // already reached. It is idempotent. The run stops at its next superstep

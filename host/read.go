@@ -85,6 +85,14 @@ func (h *Host) events(ctx context.Context, id, owner string, after int64) iter.S
 			yield(store.Event{}, err)
 			return
 		}
+		h.eventsOf(ctx, resp.ID, resp.RunID, after)(yield)
+	}
+}
+
+// eventsOf is events once the response's run is known. It keeps the ids,
+// not the response (whose request may be megabytes).
+func (h *Host) eventsOf(ctx context.Context, id, runID string, after int64) iter.Seq2[store.Event, error] {
+	return func(yield func(store.Event, error) bool) {
 		if after < -1 {
 			after = -1
 		}
@@ -92,7 +100,7 @@ func (h *Host) events(ctx context.Context, id, owner string, after int64) iter.S
 			// A run driven here: its durable events come from memory
 			// while the reader is within the tail the run keeps; behind
 			// it, and once the run stops here, from the store.
-			if lr := h.lookupRun(resp.RunID, id); lr != nil {
+			if lr := h.lookupRun(runID, id); lr != nil {
 				var done bool
 				if after, done = h.eventsFromFeed(ctx, lr.feed, after, yield); done {
 					return

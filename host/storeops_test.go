@@ -25,7 +25,7 @@ import (
 type opsStore struct {
 	store.Store
 	commits, creates, releases, appends atomic.Int64
-	reads                               atomic.Int64
+	reads, gets                         atomic.Int64 // gets: the reads that were ResponseGet
 }
 
 type readerKey struct{}
@@ -57,6 +57,9 @@ func (s *opsStore) read(ctx context.Context) {
 }
 
 func (s *opsStore) ResponseGet(ctx context.Context, id string) (*store.Response, error) {
+	if ctx.Value(readerKey{}) != nil {
+		s.gets.Add(1)
+	}
 	s.read(ctx)
 	return s.Store.ResponseGet(ctx, id)
 }
@@ -203,6 +206,36 @@ func TestHost_EventsLiveFromMemory(t *testing.T) {
 		t.Logf("%s: %d events, %d live appends, %d reader store reads", be.name, len(evs), s.appends.Load(), s.reads.Load())
 		if n := s.reads.Load(); n > 4 {
 			t.Fatalf("the reader made %d store reads for a live response driven here (%d appends)", n, s.appends.Load())
+		}
+	})
+}
+
+// EventsStarted, the reader of a response its caller just created (a
+// streamed POST), does not read the response back from the store (its
+// row holds the request): the same log as Events, without Events'
+// ResponseGet.
+func TestHost_EventsStartedReadsNoResponse(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be testDB) {
+		s := &opsStore{Store: be.open(t)}
+		defer s.Close()
+		h := newHost(t, s, nil, func(t *testing.T, h *host.Host) { registerDemos(t, h); registerTicker(t, h) })
+		defer shutdown(t, h)
+		r := create(t, h, tickerModel, "x", map[string]string{"steps": "5", "step_delay_ms": "3"})
+		ctx := context.WithValue(testCtx(t), readerKey{}, true)
+		var evs []store.Event
+		for ev, err := range h.EventsStarted(ctx, r, -1) {
+			if err != nil {
+				t.Fatalf("EventsStarted after %d events: %v", len(evs), err)
+			}
+			evs = append(evs, ev)
+		}
+		requireLog(t, s, r.ID, evs)
+		if n := s.gets.Load(); n != 0 {
+			t.Fatalf("EventsStarted read the response %d times", n)
+		}
+		readAll(t, h, r.ID, nil)
+		if n := s.gets.Load(); n != 1 {
+			t.Fatalf("Events read the response %d times, want 1 (its owner check)", n)
 		}
 	})
 }

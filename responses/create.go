@@ -74,7 +74,7 @@ func (s *server) handleCreate(w http.ResponseWriter, r *http.Request) {
 func (s *server) replyStarted(w http.ResponseWriter, r *http.Request, resp *store.Response, owner string, stream, background bool) {
 	switch {
 	case stream:
-		s.streamEvents(w, r, resp.ID, owner, -1)
+		s.streamEvents(w, r, resp.ID, owner, -1, resp)
 	case background:
 		writeRawJSON(w, http.StatusOK, resp.Snapshot)
 	default:

@@ -91,7 +91,7 @@ func (s *server) handleGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	s.streamEvents(w, r, id, owner, q.startingAfter)
+	s.streamEvents(w, r, id, owner, q.startingAfter, nil)
 }
 
 // createdWithStream reports whether the stored create request asked for a

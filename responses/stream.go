@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -26,7 +27,10 @@ type streamItem struct {
 // "data: [DONE]" and the handler returns, which ends the body. The caller
 // has checked that the response exists and may be streamed, so every
 // error from here on is written as an error frame.
-func (s *server) streamEvents(w http.ResponseWriter, r *http.Request, id, owner string, after int64) {
+//
+// started is the response when the caller has just created it (its events
+// are read without reading it back), nil otherwise.
+func (s *server) streamEvents(w http.ResponseWriter, r *http.Request, id, owner string, after int64, started *store.Response) {
 	sw, err := newSSEWriter(w, s.opts.WriteTimeout)
 	if err != nil {
 		return
@@ -41,7 +45,11 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request, id, owner 
 	// the handler waits for it before returning.
 	defer wg.Wait()
 	defer cancel()
-	wg.Go(func() { s.follow(ctx, id, owner, after, items) })
+	events := s.host.Events(ctx, id, owner, after)
+	if started != nil {
+		events = s.host.EventsStarted(ctx, started, after)
+	}
+	wg.Go(func() { s.follow(ctx, events, items) })
 
 	last, ended := s.pump(ctx, sw, items, after)
 	if ended {
@@ -96,9 +104,9 @@ func (s *server) checkEnd(ctx context.Context, id, owner string, last streamItem
 
 // follow sends the host's events to items until the iterator ends or ctx
 // ends, then closes items.
-func (s *server) follow(ctx context.Context, id, owner string, after int64, items chan<- streamItem) {
+func (s *server) follow(ctx context.Context, events iter.Seq2[store.Event, error], items chan<- streamItem) {
 	defer close(items)
-	for ev, err := range s.host.Events(ctx, id, owner, after) {
+	for ev, err := range events {
 		select {
 		case items <- streamItem{ev: ev, err: err}:
 		case <-ctx.Done():
