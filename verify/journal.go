@@ -37,6 +37,12 @@ type Journal struct {
 	// worker), or 0 when unknown (the executor is then not counted). Nil
 	// means 1 for every executor.
 	PerAttempt func(responseID string, step int64, executorID string) int
+	// LeaseEnds counts, per response ID, the times its run stopped on a
+	// host that did not crash because its lease ended (lapsed while the
+	// host was starved, or was taken by another host). Like a crash, each
+	// lets the superstep in flight run once more: the journal records
+	// executor invocations, which are not themselves durable.
+	LeaseEnds map[string]int
 }
 
 // CrashMark records the state at one crash, read after the process died and
@@ -169,10 +175,11 @@ func checkRerunBudget(rep *Report, j *Journal) {
 		}
 	}
 	for _, resp := range slices.Sorted(maps.Keys(perResp)) {
-		if perResp[resp] > j.Crashes {
+		if perResp[resp] > j.Crashes+j.LeaseEnds[resp] {
 			s := steps[resp]
 			slices.Sort(s)
-			rep.add(InvRerunsPerCrash, resp, "", "supersteps %v re-ran %d times in all, more than the %d crashes allow", s, perResp[resp], j.Crashes)
+			rep.add(InvRerunsPerCrash, resp, "", "supersteps %v re-ran %d times in all, more than the %d crashes and %d lease ends allow",
+				s, perResp[resp], j.Crashes, j.LeaseEnds[resp])
 		}
 	}
 }
@@ -208,9 +215,11 @@ func checkEpochs(rep *Report, j *Journal) {
 			clear(seen)
 		}
 		seen[e]++
-		if m := j.perAttempt(e); m > 0 && seen[e] == m+1 {
-			rep.add(InvRerunsPerCrash, e.ResponseID, "", "executor %s of superstep %d ran %d times with no crash in between (journal entry %d), one attempt runs it %d times",
-				e.ExecutorID, e.Step, seen[e], n+1, m)
+		// A lease end is not positioned in the journal: the response's
+		// lease ends allow as many more attempts between any two crashes.
+		if m := j.perAttempt(e); m > 0 && seen[e] == m*(1+j.LeaseEnds[e.ResponseID])+1 {
+			rep.add(InvRerunsPerCrash, e.ResponseID, "", "executor %s of superstep %d ran %d times with no crash in between (journal entry %d), one attempt runs it %d times, and its run's lease ended %d times",
+				e.ExecutorID, e.Step, seen[e], n+1, m, j.LeaseEnds[e.ResponseID])
 		}
 		if mark < 0 {
 			continue

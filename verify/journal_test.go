@@ -102,6 +102,18 @@ func TestCheck_Journal(t *testing.T) {
 			return &Journal{Crashes: 1, Entries: j(t, "a 1 s", "a 1 s", "a 2 w"),
 				Marks: []CrashMark{{JournalLen: 3}}}
 		}, []Invariant{InvRerunsPerCrash}},
+		{"RerunAfterLeaseEnd", func(t *testing.T) *Journal {
+			// The run's lease lapsed with no crash (a starved host): its
+			// superstep ran once more, within the marks too.
+			return &Journal{Crashes: 1, Entries: j(t, "a 1 s", "a 2 w0", "a 2 w0", "b 1 s"),
+				Marks: []CrashMark{{JournalLen: 4}}, LeaseEnds: map[string]int{"a": 1}}
+		}, nil},
+		{"LeaseEndsArePerResponse", func(t *testing.T) *Journal {
+			return &Journal{Entries: j(t, "a 1 s", "a 2 w0", "a 2 w0"), LeaseEnds: map[string]int{"b": 1}}
+		}, []Invariant{InvRerunsPerCrash}},
+		{"TwoRerunsOneLeaseEnd", func(t *testing.T) *Journal {
+			return &Journal{Entries: j(t, "a 1 s", "a 2 w0", "a 2 w0", "a 2 w0"), LeaseEnds: map[string]int{"a": 1}}
+		}, []Invariant{InvRerunsPerCrash}},
 		{"MarksCountWrong", func(t *testing.T) *Journal {
 			return &Journal{Crashes: 2, Entries: j(t, "a 1 s"), Marks: []CrashMark{{JournalLen: 1}}}
 		}, []Invariant{InvJournal}},
