@@ -54,12 +54,16 @@ type feedEvent struct {
 	splices []protocol.Splice
 }
 
+// frame is the event's payload as the frame it came from.
+func (fe *feedEvent) frame() *protocol.Frame {
+	return &protocol.Frame{Payload: fe.Payload, Splices: fe.splices}
+}
+
 // event returns the event, its payload whole (a new slice when spliced).
 func (fe *feedEvent) event() store.Event {
 	ev := fe.Event
 	if len(fe.splices) > 0 {
-		f := protocol.Frame{Payload: ev.Payload, Splices: fe.splices}
-		ev.Payload = f.Bytes()
+		ev.Payload = fe.frame().Bytes()
 	}
 	return ev
 }
@@ -114,8 +118,7 @@ func (f *feed) publish(frames []protocol.Frame, step int64) {
 	}
 	drop := 0
 	for len(f.events)-drop > keep && (len(f.events)-drop > feedMaxEvents || f.bytes > feedMaxBytes) {
-		fe := &f.events[drop]
-		f.bytes -= (&protocol.Frame{Payload: fe.Payload, Splices: fe.splices}).Len()
+		f.bytes -= f.events[drop].frame().Len()
 		drop++
 	}
 	if drop > 0 {

@@ -121,3 +121,41 @@ func TestFeed_AwaitFinal(t *testing.T) {
 		t.Fatalf("a closed feed took events: %+v", rd)
 	}
 }
+
+// A spliced frame (a long text shared by the frames of its step) stays
+// spliced in the feed, counts its whole length against the byte bound,
+// and reaches a reader whole.
+func TestFeed_SplicedFramesReadWhole(t *testing.T) {
+	text := bytes.Repeat([]byte{'t'}, feedMaxBytes/4)
+	f := newFeed("resp_1", 0)
+	fs := []protocol.Frame{
+		{Seq: 0, Type: "response.output_text.delta", Payload: []byte(`{"delta":,"x":1}`), Splices: []protocol.Splice{{At: 9, Bytes: text}}},
+		{Seq: 1, Type: "response.output_text.done", Payload: []byte(`{"text":}`), Splices: []protocol.Splice{{At: 8, Bytes: text}}},
+		{Seq: 2, Type: "response.output_text.delta", Payload: []byte(`{"delta":"short"}`)},
+	}
+	f.publish(fs, 1)
+	if f.bytes != fs[0].Len()+fs[1].Len()+fs[2].Len() {
+		t.Fatalf("feed counts %d bytes, the frames hold %d whole", f.bytes, fs[0].Len()+fs[1].Len()+fs[2].Len())
+	}
+	rd := f.since(-1)
+	if len(rd.events) != 3 {
+		t.Fatalf("%d events, want 3", len(rd.events))
+	}
+	for i := range rd.events {
+		ev := rd.events[i].event()
+		if want := fs[i].Bytes(); ev.Seq != fs[i].Seq || !bytes.Equal(ev.Payload, want) {
+			t.Fatalf("event %d: %d bytes, want %d whole", i, len(ev.Payload), len(want))
+		}
+	}
+	// The byte bound sees the whole frames: three more such frames
+	// (shared bytes, ~80 bytes apart from them) drop the first.
+	more := make([]protocol.Frame, 3)
+	for i := range more {
+		more[i] = protocol.Frame{Seq: int64(3 + i), Type: "response.output_text.delta", Payload: []byte(`{"delta":}`),
+			Splices: []protocol.Splice{{At: 9, Bytes: text}}}
+	}
+	f.publish(more, 2)
+	if rd := f.since(-1); !rd.behind {
+		t.Fatal("spliced frames past the byte bound were all kept")
+	}
+}

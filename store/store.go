@@ -249,19 +249,13 @@ func (e *EventInput) Len() int {
 
 // AppendPayload appends the event's payload to b.
 func (e *EventInput) AppendPayload(b []byte) []byte {
-	return AppendSpliced(b, e.Payload, e.Splices)
-}
-
-// AppendSpliced appends to b the bytes of rest with each splice inserted
-// at its offset.
-func AppendSpliced(b, rest []byte, splices []Splice) []byte {
 	at := 0
-	for _, sp := range splices {
-		b = append(b, rest[at:sp.At]...)
+	for _, sp := range e.Splices {
+		b = append(b, e.Payload[at:sp.At]...)
 		b = append(b, sp.Bytes...)
 		at = sp.At
 	}
-	return append(b, rest[at:]...)
+	return append(b, e.Payload[at:]...)
 }
 
 // Part is one named piece of a checkpoint. The store treats Data as opaque
