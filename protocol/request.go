@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -435,4 +436,25 @@ func BuildRequest(p *RequestParams) []byte {
 	}
 	data, _ := json.Marshal(req) // strings, bools and a string map always encode
 	return data
+}
+
+// errFound stops a walk of members once the one looked for is read.
+var errFound = errors.New("protocol: found")
+
+// RequestStreamed reports whether a stored create request (the body
+// ParseCreate accepted: one "stream" key at most, no case variant) asked
+// for a stream. It reads the top-level keys without decoding the values
+// around them, so it costs a scan of the bytes, not a decode of a request
+// that may hold megabytes of input; anything but a JSON object whose
+// "stream" is true reads as false.
+func RequestStreamed(request []byte) bool {
+	streamed := false
+	_ = eachMember(request, func(key string, val []byte) error {
+		if key == "stream" {
+			streamed = string(val) == "true"
+			return errFound
+		}
+		return nil
+	})
+	return streamed
 }

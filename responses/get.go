@@ -1,7 +1,6 @@
 package responses
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -81,7 +80,7 @@ func (s *server) handleGet(w http.ResponseWriter, r *http.Request) {
 		writeRawJSON(w, http.StatusOK, resp.Snapshot)
 		return
 	}
-	if !createdWithStream(resp.Request) {
+	if !protocol.RequestStreamed(resp.Request) {
 		s.writeError(w, r, badRequest("stream", codeInvalidValue,
 			"Response '%s' was not created with stream=true, so it cannot be streamed; retrieve it without stream.", id))
 		return
@@ -92,16 +91,4 @@ func (s *server) handleGet(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	s.streamEvents(w, r, id, owner, q.startingAfter, nil)
-}
-
-// createdWithStream reports whether the stored create request asked for a
-// stream.
-func createdWithStream(request []byte) bool {
-	var req struct {
-		Stream *bool `json:"stream"`
-	}
-	if err := json.Unmarshal(request, &req); err != nil || req.Stream == nil {
-		return false
-	}
-	return *req.Stream
 }

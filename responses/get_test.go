@@ -39,12 +39,3 @@ func TestParseGetQuery(t *testing.T) {
 		}
 	}
 }
-
-func TestCreatedWithStream(t *testing.T) {
-	t.Parallel()
-	for req, want := range map[string]bool{`{"stream":true}`: true, `{"stream":false}`: false, `{}`: false, `x`: false} {
-		if got := createdWithStream([]byte(req)); got != want {
-			t.Errorf("createdWithStream(%s) = %v", req, got)
-		}
-	}
-}
