@@ -352,6 +352,14 @@ func (h *Host) Get(ctx context.Context, id, owner string) (*store.Response, erro
 	return h.get(ctx, id, owner)
 }
 
+// GetView is Get without the response's Request and Input (nil), which a
+// store implementing store.ResponseViewReader leaves unread: for a reader
+// that shows the response (a client polling a background response), whose
+// request may be megabytes.
+func (h *Host) GetView(ctx context.Context, id, owner string) (*store.Response, error) {
+	return h.view(ctx, id, owner)
+}
+
 // Wait blocks until the response's terminal event is committed and
 // returns it (a recorded cancel reads as cancelled at once, but Wait
 // returns the response as its owner finished it).

@@ -18,6 +18,29 @@ func responseNotFound(id string) error {
 
 func (h *Host) get(ctx context.Context, id, owner string) (*store.Response, error) {
 	r, err := h.store.ResponseGet(ctx, id)
+	return ownedBy(r, err, id, owner)
+}
+
+// view is get without the response's request and recorded input, when
+// the store can leave them unread (store.ResponseViewReader): for readers
+// that show the response or follow its log.
+func (h *Host) view(ctx context.Context, id, owner string) (*store.Response, error) {
+	r, err := h.readView(ctx, id)
+	return ownedBy(r, err, id, owner)
+}
+
+// readView reads response id without its request and recorded input when
+// the store can (store.ResponseViewReader), whole otherwise.
+func (h *Host) readView(ctx context.Context, id string) (*store.Response, error) {
+	if vr, ok := h.store.(store.ResponseViewReader); ok {
+		return vr.ResponseView(ctx, id)
+	}
+	return h.store.ResponseGet(ctx, id)
+}
+
+// ownedBy returns r, read for id (with err), as owner sees it: not found
+// when it is another owner's.
+func ownedBy(r *store.Response, err error, id, owner string) (*store.Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host: get response %s: %w", id, err)
 	}
@@ -80,7 +103,7 @@ func (h *Host) waitFrom(ctx context.Context, id, owner string, r *store.Response
 
 func (h *Host) events(ctx context.Context, id, owner string, after int64) iter.Seq2[store.Event, error] {
 	return func(yield func(store.Event, error) bool) {
-		resp, err := h.get(ctx, id, owner)
+		resp, err := h.view(ctx, id, owner)
 		if err != nil {
 			yield(store.Event{}, err)
 			return
@@ -187,7 +210,7 @@ func (h *Host) eventsFromFeed(ctx context.Context, f *feed, after int64, yield f
 func (h *Host) logEnded(ctx context.Context, id string, after int64) (bool, error) {
 	var r *store.Response
 	err := h.readRetry(ctx, func(ctx context.Context) (err error) {
-		r, err = h.store.ResponseGet(ctx, id)
+		r, err = h.readView(ctx, id)
 		return err
 	})
 	if err != nil {

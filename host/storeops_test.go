@@ -382,3 +382,52 @@ func TestHost_EventsPublishedOnlyAfterCommit(t *testing.T) {
 		})
 	}
 }
+
+// viewStore is opsStore that also reads responses without their request
+// (store.ResponseViewReader), counting those reads.
+type viewStore struct {
+	*opsStore
+	views atomic.Int64
+}
+
+func (s *viewStore) ResponseView(ctx context.Context, id string) (*store.Response, error) {
+	s.views.Add(1)
+	return s.opsStore.Store.(store.ResponseViewReader).ResponseView(ctx, id)
+}
+
+// GetView and a reader's owner check use the store's ResponseView: the
+// response without its request (here a 200 KB input), not ResponseGet;
+// GetView shows what Get does but for Request and Input.
+func TestHost_GetViewLeavesRequestUnread(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be testDB) {
+		ops := &opsStore{Store: be.open(t)}
+		defer ops.Close()
+		s := &viewStore{opsStore: ops}
+		h := newHost(t, s, nil, registerDemos)
+		defer shutdown(t, h)
+		r := create(t, h, examples.Echo, strings.Repeat("a long input ", 16<<10), nil)
+		final := wait(t, h, r.ID)
+		ctx := context.WithValue(testCtx(t), readerKey{}, true)
+		gets := ops.gets.Load()
+		view, err := h.GetView(ctx, r.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if view.Request != nil || view.Input != nil || !bytes.Equal(view.Snapshot, final.Snapshot) || view.Status != final.Status {
+			t.Fatalf("GetView: request %d bytes, input %d, status %s; want none, none, %s and Get's snapshot",
+				len(view.Request), len(view.Input), view.Status, final.Status)
+		}
+		for _, err := range h.Events(ctx, r.ID, "", -1) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := ops.gets.Load() - gets; n != 0 || s.views.Load() < 2 {
+			t.Fatalf("GetView and Events: %d ResponseGet, %d ResponseView; want 0 and at least 2", n, s.views.Load())
+		}
+		full, err := h.Get(ctx, r.ID, "")
+		if err != nil || len(full.Request) < 16<<10*len("a long input ") {
+			t.Fatalf("Get: %d request bytes, %v", len(full.Request), err)
+		}
+	})
+}

@@ -70,7 +70,13 @@ func (s *server) handleGet(w http.ResponseWriter, r *http.Request) {
 	}
 	owner := ownerFrom(r.Context())
 	ctx, cancel := s.storeContext(r)
-	resp, err := s.host.Get(ctx, id, owner)
+	// The stored request is read only to stream: a poll of a background
+	// response shows its snapshot, and the request may be megabytes.
+	get := s.host.GetView
+	if q.stream {
+		get = s.host.Get
+	}
+	resp, err := get(ctx, id, owner)
 	cancel()
 	if err != nil {
 		s.writeError(w, r, mapNotFound(err, id))

@@ -16,6 +16,19 @@ import (
 	"github.com/superstep/superstep/store/storetest"
 )
 
+// BenchmarkResponseRead: a response with a 1 MiB request, read whole and
+// without the request (storetest.BenchResponseRead).
+func BenchmarkResponseRead(b *testing.B) {
+	storetest.BenchResponseRead(b, storetest.BenchHarness{New: func(b *testing.B) store.Store {
+		s, err := Open(context.Background(), testURL(), &Options{Schema: newSchemaName(b)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close() })
+		return s
+	}})
+}
+
 // BenchmarkStore runs storetest's shared commit benchmarks (the same as
 // SQLite's): baselines measured right before each concurrency, then
 // commits. Its bare transaction is an autocommit one-row INSERT on the

@@ -49,6 +49,10 @@ func normRun(r *store.Run) {
 var responseColumns = strings.NewReplacer("commit_step", respCommitStep, "updated_at", respUpdatedAt).
 	Replace(storedResponseColumns)
 
+// responseViewColumns are responseColumns without the request and the
+// recorded input (NULL), for ResponseView.
+var responseViewColumns = strings.NewReplacer(" request,", " NULL::bytea,", " input,", " NULL::bytea,").Replace(responseColumns)
+
 // storedResponseColumns are responseColumns as stored, exact in a row
 // just written (RETURNING).
 const storedResponseColumns = `id, run_id, previous_response_id, model, owner, status, request, snapshot,

@@ -28,6 +28,12 @@ func BenchmarkStore4KPages(b *testing.B) {
 	storetest.Bench(b, benchHarness(&sqlite.Options{PageSize: 4096}))
 }
 
+// BenchmarkResponseRead: a response with a 1 MiB request, read whole and
+// without the request (storetest.BenchResponseRead).
+func BenchmarkResponseRead(b *testing.B) {
+	storetest.BenchResponseRead(b, benchHarness(nil))
+}
+
 func benchHarness(opts *sqlite.Options) storetest.BenchHarness {
 	return storetest.BenchHarness{
 		New: func(b *testing.B) store.Store {

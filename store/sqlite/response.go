@@ -27,6 +27,13 @@ var responseSelect = strings.NewReplacer(" commit_step,", " "+respCommitStep+","
 	" input,", " "+inputColumn+",").
 	Replace(responseColumns)
 
+// responseViewSelect is responseSelect without the request and the
+// recorded input (NULL), for ResponseView.
+var responseViewSelect = strings.NewReplacer(" commit_step,", " "+respCommitStep+",", " updated_at,", " "+respUpdatedAt+",",
+	" request,", " NULL,",
+	" input,", " NULL,").
+	Replace(responseColumns)
+
 // requestColumn and inputColumn are a response's request and recorded
 // input, in a query on the table responses: in its row, or apart
 // (bodyApart).

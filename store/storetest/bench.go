@@ -2,9 +2,11 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,4 +192,45 @@ func commitSteps(b *testing.B, s store.Store, c *store.ResponseCreateResult, n i
 			return
 		}
 	}
+}
+
+// BenchResponseRead reads a finished response whose request holds 1 MiB
+// of input, by ResponseGet and, when the store implements it, by
+// ResponseView (which leaves the request unread): what a client polling a
+// background response costs the store per poll.
+func BenchResponseRead(b *testing.B, h BenchHarness) {
+	ctx := context.Background()
+	s := h.New(b)
+	input, _ := json.Marshal(strings.Repeat("a long \"input\" <x> & more\n", 1<<20/26))
+	p := ResponseParams(nil)
+	p.Response.Request = []byte(`{"model":"test-model","input":` + string(input) + `}`)
+	res, err := s.ResponseCreate(ctx, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := NextCommit(ctx, b, s, res.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+	if _, err := s.Commit(ctx, c); err != nil {
+		b.Fatal(err)
+	}
+	id := res.Response.ID
+	b.Run("ResponseGet", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if r, err := s.ResponseGet(ctx, id); err != nil || len(r.Request) < 1<<20 {
+				b.Fatalf("ResponseGet: %d request bytes, %v", len(r.Request), err)
+			}
+		}
+	})
+	vr, ok := s.(store.ResponseViewReader)
+	if !ok {
+		return
+	}
+	b.Run("ResponseView", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if r, err := vr.ResponseView(ctx, id); err != nil || r.Request != nil || r.Status != store.StatusCompleted {
+				b.Fatalf("ResponseView: %v", err)
+			}
+		}
+	})
 }

@@ -89,6 +89,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ResponsePrune", func(t *testing.T) { testResponsePrune(t, h) })
 	t.Run("Run", func(t *testing.T) { testRun(t, h) })
 	t.Run("SplicedEvents", func(t *testing.T) { testSplicedEvents(t, h) })
+	t.Run("ViewRead", func(t *testing.T) { testViewRead(t, h) })
 	t.Run("Webhook", func(t *testing.T) { testWebhook(t, h) })
 	t.Run("TraceContext", func(t *testing.T) { testTraceContext(t, h) })
 	t.Run("RunInspector", func(t *testing.T) { testRunInspector(t, h) })
