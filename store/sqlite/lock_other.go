@@ -23,3 +23,6 @@ func lockFile(path string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// unlockFile closes the lock file f.
+func unlockFile(f *os.File) error { return f.Close() }

@@ -223,7 +223,7 @@ func (s *Store) closeDBs() error {
 		}
 	}
 	if s.lock != nil {
-		if e := s.lock.Close(); err == nil {
+		if e := unlockFile(s.lock); err == nil {
 			err = e
 		}
 	}
