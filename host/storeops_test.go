@@ -14,6 +14,7 @@ import (
 
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
+	"github.com/superstep/superstep/protocol"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/storetest"
 	"github.com/superstep/superstep/workflow"
@@ -236,6 +237,33 @@ func TestHost_EventsStartedReadsNoResponse(t *testing.T) {
 		readAll(t, h, r.ID, nil)
 		if n := s.gets.Load(); n != 1 {
 			t.Fatalf("Events read the response %d times, want 1 (its owner check)", n)
+		}
+	})
+}
+
+// A live response whose text is long enough to be spliced into its done
+// frames (protocol.SpliceMin) reaches a reader here, from memory, as the
+// store's log holds it, byte for byte: the feed makes spliced frames whole
+// and the store wrote them whole.
+func TestHost_EventsLiveLongText(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be testDB) {
+		s := &opsStore{Store: be.open(t)}
+		defer s.Close()
+		h := newHost(t, s, nil, registerDemos)
+		defer shutdown(t, h)
+		text := strings.Repeat("word ", 2*protocol.SpliceMin/5)
+		r := create(t, h, examples.Stream, text, map[string]string{"publication": "live", "step_delay_ms": "0"})
+		evs := readAll(t, h, r.ID, nil)
+		requireLog(t, s, r.ID, evs)
+		var done [][]byte
+		for _, ev := range evs {
+			if ev.Type == protocol.EventOutputTextDone {
+				done = append(done, ev.Payload)
+			}
+		}
+		// The reply's text, then superstep 2's "done".
+		if len(done) != 2 || !bytes.Contains(done[0], []byte(text+" one two three")) {
+			t.Fatalf("%d output_text.done events; the first (%d bytes) should hold the %d-byte reply", len(done), len(done[0]), len(text))
 		}
 	})
 }
