@@ -395,14 +395,20 @@ func insertInitialCheckpoint(ctx context.Context, tx pgx.Tx, p *store.ResponseCr
 
 // ResponseGet returns a response by ID.
 func (s *Store) ResponseGet(ctx context.Context, id string) (*store.Response, error) {
+	return s.readResponse(ctx, "get response", responseColumns, id)
+}
+
+// readResponse reads response id by the columns cols (responseColumns or
+// responseViewColumns), its snapshot resolved.
+func (s *Store) readResponse(ctx context.Context, op, cols, id string) (*store.Response, error) {
 	if _, err := s.begin(time.Time{}); err != nil {
 		return nil, err
 	}
-	r, err := scanResponse(s.pool.QueryRow(ctx, "SELECT "+responseColumns+" FROM responses WHERE id = $1", id))
+	r, err := scanResponse(s.pool.QueryRow(ctx, "SELECT "+cols+" FROM responses WHERE id = $1", id))
 	if err == nil {
 		err = s.readSnapshot(ctx, r)
 	}
-	return r, mapError("get response "+id, "", 0, err)
+	return r, mapError(op+" "+id, "", 0, err)
 }
 
 // readSnapshot replaces r.Snapshot, as stored, by the snapshot it stands

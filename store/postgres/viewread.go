@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"time"
 
 	"github.com/superstep/superstep/store"
 )
@@ -13,12 +12,5 @@ var _ store.ResponseViewReader = (*Store)(nil)
 // (store.ResponseViewReader): a long request is neither read from its
 // TOAST relation nor sent.
 func (s *Store) ResponseView(ctx context.Context, id string) (*store.Response, error) {
-	if _, err := s.begin(time.Time{}); err != nil {
-		return nil, err
-	}
-	r, err := scanResponse(s.pool.QueryRow(ctx, "SELECT "+responseViewColumns+" FROM responses WHERE id = $1", id))
-	if err == nil {
-		err = s.readSnapshot(ctx, r)
-	}
-	return r, mapError("view response "+id, "", 0, err)
+	return s.readResponse(ctx, "view response", responseViewColumns, id)
 }

@@ -348,14 +348,20 @@ func insertResponse(ctx context.Context, tx *sql.Conn, r *store.Response, snapsh
 
 // ResponseGet returns a response by ID (store.ErrNotFound).
 func (s *Store) ResponseGet(ctx context.Context, id string) (*store.Response, error) {
-	if err := s.checkOpen("response get"); err != nil {
+	return s.readResponse(ctx, "response get", responseSelect, id)
+}
+
+// readResponse reads response id by the columns cols (responseSelect or
+// responseViewSelect), its snapshot resolved.
+func (s *Store) readResponse(ctx context.Context, op, cols, id string) (*store.Response, error) {
+	if err := s.checkOpen(op); err != nil {
 		return nil, err
 	}
-	r, err := scanResponse(s.rdb.QueryRowContext(ctx, "SELECT "+responseSelect+" FROM responses WHERE id = ?", id))
+	r, err := scanResponse(s.rdb.QueryRowContext(ctx, "SELECT "+cols+" FROM responses WHERE id = ?", id))
 	if err == nil {
 		err = s.readSnapshot(ctx, r)
 	}
-	return r, mapError("response get "+id, err)
+	return r, mapError(op+" "+id, err)
 }
 
 // readSnapshot replaces r.Snapshot, as stored, by the snapshot it stands
