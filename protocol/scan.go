@@ -1,10 +1,11 @@
 package protocol
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"unicode/utf8"
+
+	"github.com/superstep/superstep/internal/jsonstr"
 )
 
 // The functions below walk JSON that json.Valid accepted: they find where
@@ -27,27 +28,11 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// stringEnd returns the index just after the string that starts at i.
-// It jumps from quote to quote (bytes.IndexByte): a quote ends the string
-// unless an odd run of backslashes precedes it, so a long string (a
-// request's megabytes of input) is not walked a byte at a time.
+// stringEnd returns the index just after the string that starts at i
+// (len(b) for one not closed).
 func stringEnd(b []byte, i int) int {
-	for j := i + 1; j < len(b); {
-		q := bytes.IndexByte(b[j:], '"')
-		if q < 0 {
-			break
-		}
-		q += j
-		n := 0
-		for k := q - 1; k > i && b[k] == '\\'; k-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q + 1
-		}
-		j = q + 1
-	}
-	return len(b)
+	end, _ := jsonstr.End(b, i)
+	return end
 }
 
 // valueEnd returns the index just after the value that starts at i.

@@ -80,35 +80,3 @@ func BenchmarkRequestStreamed(b *testing.B) {
 		}
 	})
 }
-
-// stringEndBytewise is stringEnd as it was: a byte at a time, a backslash
-// skipping the byte after it.
-func stringEndBytewise(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(b)
-}
-
-// FuzzStringEnd: stringEnd, jumping from quote to quote, ends every
-// string where the bytewise walk does, on any bytes.
-func FuzzStringEnd(f *testing.F) {
-	for _, s := range []string{`"abc"`, `"a\"b"`, `"a\\"b"`, `"\\\"x\\\\"`, `"\`, `"""`, `"a\\\\\"`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		for i := range b {
-			if b[i] != '"' {
-				continue
-			}
-			if got, want := stringEnd(b, i), stringEndBytewise(b, i); got != want {
-				t.Fatalf("stringEnd(%q, %d) = %d, bytewise %d", b, i, got, want)
-			}
-		}
-	})
-}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 
+	"github.com/superstep/superstep/internal/jsonstr"
 	"github.com/superstep/superstep/store"
 )
 
@@ -494,19 +495,8 @@ func nextString(p []byte, i int) (a, b int) {
 		return 0, 0
 	}
 	a = i + j
-	for k := a + 1; ; {
-		q := bytes.IndexByte(p[k:], '"')
-		if q < 0 {
-			return 0, 0
-		}
-		end := k + q
-		bs := 0
-		for x := end - 1; x > a && p[x] == '\\'; x-- {
-			bs++
-		}
-		if bs%2 == 0 {
-			return a, end + 1
-		}
-		k = end + 1
+	if b, ok := jsonstr.End(p, a); ok {
+		return a, b
 	}
+	return 0, 0
 }

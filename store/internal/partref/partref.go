@@ -352,28 +352,10 @@ func longStrings(b []byte) []span {
 			break
 		}
 		start := i + q
-		j := start + 1 // where the closing quote is looked for
-		for {
-			k := bytes.IndexByte(b[j:], '"')
-			if k < 0 {
-				j = len(b)
-				break
-			}
-			j += k
-			// Escaped when an odd number of backslashes precede it.
-			n := 0
-			for p := j - 1; p > start && b[p] == '\\'; p-- {
-				n++
-			}
-			if n%2 == 0 {
-				break
-			}
-			j++
+		end, closed := jsonstr.End(b, start)
+		if !closed {
+			break
 		}
-		if j >= len(b) {
-			break // unterminated
-		}
-		end := j + 1
 		if end-start >= MinString {
 			out = append(out, span{start, end})
 		}
