@@ -333,26 +333,20 @@ func (e *encoder) addSpliced(ev *store.EventInput) bool {
 	e.buf = append(e.buf, make([]byte, w)...)
 	start := len(e.buf)
 	// Which splices are references: those written before, in an earlier
-	// event or earlier in this one.
-	refs := make([]span, len(ev.Splices))
+	// event or earlier in this one (written, and so found by spliceAt, by
+	// the time the reference is).
 	isRef := make([]bool, len(ev.Splices))
 	nrefs := 0
 	for i, sp := range ev.Splices {
 		if len(sp.Bytes) < MinShared {
 			continue
 		}
-		if at, ok := e.spliceAt(&sp.Bytes[0], len(sp.Bytes)); ok {
-			refs[i], isRef[i] = at, true
-			nrefs++
-			continue
+		_, isRef[i] = e.spliceAt(&sp.Bytes[0], len(sp.Bytes))
+		for j := 0; j < i && !isRef[i]; j++ {
+			isRef[i] = len(ev.Splices[j].Bytes) == len(sp.Bytes) && &ev.Splices[j].Bytes[0] == &sp.Bytes[0]
 		}
-		for j := range i {
-			if !isRef[j] && len(ev.Splices[j].Bytes) == len(sp.Bytes) && &ev.Splices[j].Bytes[0] == &sp.Bytes[0] {
-				isRef[i] = true // its span is known once splice j is written
-				refs[i].n = -1 - j
-				nrefs++
-				break
-			}
+		if isRef[i] {
+			nrefs++
 		}
 	}
 	// writeLit writes the bytes of the literal splice i at the end of buf
@@ -402,10 +396,7 @@ func (e *encoder) addSpliced(ev *store.EventInput) bool {
 		if j == len(ev.Splices) {
 			break
 		}
-		r := refs[j]
-		if r.n < 0 { // a repeat of splice -1-r.n of this event, written by now
-			r, _ = e.spliceAt(&ev.Splices[j].Bytes[0], len(ev.Splices[j].Bytes))
-		}
+		r, _ := e.spliceAt(&ev.Splices[j].Bytes[0], len(ev.Splices[j].Bytes))
 		e.buf = binary.AppendUvarint(e.buf, uint64(r.off))
 		e.buf = binary.AppendUvarint(e.buf, uint64(r.n))
 		runAt, i = end, j+1
