@@ -2,7 +2,9 @@ package crash
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,14 +36,14 @@ func leaseEnds(t *testing.T, dir string) map[string]int {
 	return out
 }
 
-// countLeaseEnds adds the lease-end warnings of the JSON log lines in f
+// countLeaseEnds adds the lease-end warnings of the JSON log lines of r
 // to out; other lines (text, or cut short by a kill) are skipped.
-func countLeaseEnds(f *os.File, out map[string]int) {
-	sc := bufio.NewScanner(f)
+func countLeaseEnds(r io.Reader, out map[string]int) {
+	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
-		if !strings.Contains(string(line), "lease") {
+		if !bytes.Contains(line, []byte("lease")) {
 			continue
 		}
 		var rec struct {

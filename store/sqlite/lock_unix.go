@@ -19,11 +19,11 @@ func LockPath(path string) string { return path + "-lock" }
 // lockFile takes an exclusive, non-blocking flock on the database's lock
 // file (LockPath) so a second superstep process (or a second Open in this
 // one) fails at once (after lockPatience) with ErrLocked instead of
-// contending for SQLite's write lock. It never opens the database file itself: closing any
-// descriptor of a file releases every POSIX lock the process holds on
-// it, SQLite's included, so a failed second Open would make another
-// connection (an operator's sqlite3 shell) believe it is the last one,
-// checkpoint and delete the WAL the server still writes to.
+// contending for SQLite's write lock. It never opens the database file
+// itself: closing any descriptor of a file releases every POSIX lock the
+// process holds on it, SQLite's included, so a failed second Open would
+// make another connection (an operator's sqlite3 shell) believe it is the
+// last one, checkpoint and delete the WAL the server still writes to.
 func lockFile(path string) (*os.File, error) {
 	lp := LockPath(path)
 	f, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE, 0o600)
