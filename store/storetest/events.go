@@ -21,6 +21,14 @@ func appendParams(c *store.ResponseCreateResult, from int64, n int) *store.Event
 	return p
 }
 
+// nextSeq is the NextSeq of response id as the store holds it.
+func nextSeq(t *testing.T, b *bundle, id string) int64 {
+	t.Helper()
+	r, err := b.s.ResponseGet(b.ctx, id)
+	requireNoError(t, err, "ResponseGet")
+	return r.NextSeq
+}
+
 func testEventAppend(t *testing.T, h Harness) {
 	t.Parallel()
 
@@ -69,6 +77,29 @@ func testEventAppend(t *testing.T, h Harness) {
 		c := CreateResponse(b.ctx, t, b.s, nil)
 		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
 		requireIs(t, b.s.EventAppend(b.ctx, appendParams(c, 3, 1)), store.ErrConflict, "EventAppend after the response completed")
+	})
+
+	t.Run("RejectsExpiredLeaseAndOldHead", func(t *testing.T) {
+		t.Parallel()
+		b := h.setup(t)
+		c := CreateResponse(b.ctx, t, b.s, nil)
+		p := appendParams(c, 1, 2)
+		p.Now = time.Now().Add(LeaseDurationDefault + time.Minute) // past the lease
+		requireIs(t, b.s.EventAppend(b.ctx, p), store.ErrFenced, "EventAppend after the lease expired")
+		if got := nextSeq(t, b, c.Response.ID); got != 1 {
+			t.Fatalf("NextSeq %d after a fenced append, want 1", got)
+		}
+		// The run goes on to a next response: appends to the old one are
+		// refused, even though the old one is not final by itself.
+		Commit(b.ctx, t, b.s, c.Run.ID, &CommitOpts{Status: store.StatusCompleted})
+		next := CreateResponse(b.ctx, t, b.s, &ResponseOpts{RunID: c.Run.ID, PreviousResponseID: c.Response.ID})
+		old := appendParams(c, 3, 1)
+		old.Epoch = next.Run.Lease.Epoch
+		requireIs(t, b.s.EventAppend(b.ctx, old), store.ErrConflict, "EventAppend to a response that is no longer the run's head")
+		requireNoError(t, b.s.EventAppend(b.ctx, appendParams(next, 1, 2)), "EventAppend to the new head")
+		if got := nextSeq(t, b, c.Response.ID); got != 3 {
+			t.Fatalf("old head's NextSeq %d, want 3", got)
+		}
 	})
 
 	t.Run("RejectsUnknownRun", func(t *testing.T) {

@@ -20,13 +20,6 @@ func testJournalBatch(t *testing.T, h Harness) {
 		}
 		return b, jb
 	}
-	nextSeq := func(t *testing.T, b *bundle, id string) int64 {
-		t.Helper()
-		r, err := b.s.ResponseGet(b.ctx, id)
-		requireNoError(t, err, "ResponseGet")
-		return r.NextSeq
-	}
-
 	// Both are stored; the entries after those appended before, at the
 	// events' epoch.
 	t.Run("Together", func(t *testing.T) {
