@@ -91,3 +91,63 @@ func benchWriterCPU(b *testing.B, conc int) {
 	b.ReportMetric(float64(cpu.Microseconds())/writes, "cpu-µs/write")
 	b.ReportMetric(writes/float64(st.Transactions-st0.Transactions), "batch")
 }
+
+// BenchmarkEventAppendCPU measures live appends (one token's delta event
+// per call, each worker appending to its own response, as the host's
+// per-run appenders do) on a store with Synchronous NORMAL, so that no
+// fsync hides the writer's CPU: ns/append and cpu-µs/append are the
+// writer's cost per append, batch the appends per transaction.
+func BenchmarkEventAppendCPU(b *testing.B) {
+	for _, conc := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("conc=%d", conc), func(b *testing.B) { benchEventAppendCPU(b, conc) })
+	}
+}
+
+func benchEventAppendCPU(b *testing.B, conc int) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "a.db"), &sqlite.Options{Synchronous: sqlite.SynchronousNormal})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	type worker struct {
+		c   *store.ResponseCreateResult
+		seq int64
+	}
+	workers := make([]*worker, conc)
+	for i := range workers {
+		c := storetest.CreateResponse(ctx, b, s, nil)
+		workers[i] = &worker{c: c, seq: c.Response.NextSeq}
+	}
+	appendOne := func(w *worker) error {
+		err := s.EventAppend(ctx, &store.EventAppendParams{RunID: w.c.Run.ID, Epoch: w.c.Run.Lease.Epoch, ResponseID: w.c.Response.ID,
+			Events: []store.EventInput{{Seq: w.seq, Type: "response.output_text.delta",
+				Payload: fmt.Appendf(nil, `{"type":"response.output_text.delta","sequence_number":%d,"item_id":"msg_1","output_index":0,"content_index":0,"delta":" token"}`, w.seq)}}})
+		w.seq++
+		return err
+	}
+	st0 := s.Stats()
+	b.ReportAllocs()
+	b.ResetTimer()
+	t0, cpu0 := time.Now(), processCPU(b)
+	var wg sync.WaitGroup
+	per := max(b.N/conc, 1)
+	for _, w := range workers {
+		wg.Go(func() {
+			for range per {
+				if err := appendOne(w); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	wall, cpu := time.Since(t0), processCPU(b)-cpu0
+	b.StopTimer()
+	st := s.Stats()
+	writes := float64(st.Writes - st0.Writes)
+	b.ReportMetric(float64(wall.Nanoseconds())/writes, "ns/append")
+	b.ReportMetric(float64(cpu.Microseconds())/writes, "cpu-µs/append")
+	b.ReportMetric(writes/float64(st.Transactions-st0.Transactions), "batch")
+}
