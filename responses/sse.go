@@ -30,10 +30,19 @@ func newSSEWriter(w http.ResponseWriter, writeTimeout time.Duration) (*sseWriter
 	return s, s.flush()
 }
 
-// event writes one "event:"/"data:" frame. Data that holds newlines is
-// split over several data lines, as the SSE format requires; the JSON the
-// host logs has none, so normally it is one line.
+// event writes one "event:"/"data:" frame (write) and flushes it.
 func (s *sseWriter) event(name string, data []byte) error {
+	if err := s.write(name, data); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+// write writes one "event:"/"data:" frame without flushing it: a caller
+// with more frames at hand writes them all and flushes once. Data that
+// holds newlines is split over several data lines, as the SSE format
+// requires; the JSON the host logs has none, so normally it is one line.
+func (s *sseWriter) write(name string, data []byte) error {
 	s.buf.Reset()
 	if name != "" {
 		s.buf.WriteString("event: ")
@@ -45,7 +54,7 @@ func (s *sseWriter) event(name string, data []byte) error {
 		// (which would keep the size of the largest event, an 8 MiB
 		// reply's text, for the rest of the stream).
 		s.buf.WriteString("data: ")
-		return s.send(bytes.TrimSuffix(data, []byte("\r")), []byte("\n\n"))
+		return s.put(bytes.TrimSuffix(data, []byte("\r")), []byte("\n\n"))
 	}
 	for {
 		line, rest, more := bytes.Cut(data, []byte("\n"))
@@ -58,7 +67,7 @@ func (s *sseWriter) event(name string, data []byte) error {
 		data = rest
 	}
 	s.buf.WriteByte('\n')
-	return s.send()
+	return s.put()
 }
 
 // comment writes an SSE comment line (ignored by clients); used as a
@@ -84,6 +93,14 @@ const directData = 32 << 10
 
 // send writes buf, then more, and flushes.
 func (s *sseWriter) send(more ...[]byte) error {
+	if err := s.put(more...); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+// put writes buf, then more.
+func (s *sseWriter) put(more ...[]byte) error {
 	if s.writeTimeout > 0 {
 		err := s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 		if err != nil && !errors.Is(err, http.ErrNotSupported) {
@@ -98,7 +115,7 @@ func (s *sseWriter) send(more ...[]byte) error {
 			return err
 		}
 	}
-	return s.flush()
+	return nil
 }
 
 func (s *sseWriter) flush() error {

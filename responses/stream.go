@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/superstep/superstep/protocol"
@@ -39,7 +40,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request, id, owner 
 	defer s.metrics.streams.Dec()
 
 	ctx, cancel := context.WithCancel(r.Context())
-	items := make(chan streamItem)
+	q := newStreamQueue()
 	var wg sync.WaitGroup
 	// The follower goroutine is owned by this handler: cancel stops it and
 	// the handler waits for it before returning.
@@ -49,9 +50,9 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request, id, owner 
 	if started != nil {
 		events = s.host.EventsStarted(ctx, started, after)
 	}
-	wg.Go(func() { s.follow(ctx, events, items) })
+	wg.Go(func() { s.follow(ctx, events, q) })
 
-	last, ended := s.pump(ctx, sw, items, after)
+	last, ended := s.pump(ctx, sw, q, after)
 	if ended {
 		last.err = s.checkEnd(r.Context(), id, owner, last, after)
 		if last.err == nil {
@@ -102,48 +103,104 @@ func (s *server) checkEnd(ctx context.Context, id, owner string, last streamItem
 	return errStreamCut
 }
 
-// follow sends the host's events to items until the iterator ends or ctx
-// ends, then closes items.
-func (s *server) follow(ctx context.Context, events iter.Seq2[store.Event, error], items chan<- streamItem) {
-	defer close(items)
-	for ev, err := range events {
+// streamQueue carries the host's events from the follower to the pump.
+// It holds up to streamQueueLen events and, past the first, no more than
+// streamQueueBytes of their payloads: the pump writes what is queued and
+// flushes once the queue is empty, so a burst of small frames (a
+// committed superstep's, a live append's) leaves in one flush, while a
+// long reply's frames, megabytes each, still wait in the follower one at
+// a time.
+type streamQueue struct {
+	items   chan streamItem
+	pending atomic.Int64  // payload bytes queued and not yet written
+	space   chan struct{} // a token after each write, for a follower waiting for room
+}
+
+const (
+	streamQueueLen   = 64
+	streamQueueBytes = 256 << 10
+)
+
+func newStreamQueue() *streamQueue {
+	return &streamQueue{items: make(chan streamItem, streamQueueLen), space: make(chan struct{}, 1)}
+}
+
+// put queues it once there is room; false if ctx ended first. One
+// goroutine puts (the follower), so the room it saw stays there.
+func (q *streamQueue) put(ctx context.Context, it streamItem) bool {
+	n := int64(len(it.ev.Payload))
+	for p := q.pending.Load(); p > 0 && p+n > streamQueueBytes; p = q.pending.Load() {
 		select {
-		case items <- streamItem{ev: ev, err: err}:
+		case <-q.space:
 		case <-ctx.Done():
-			return
+			return false
 		}
-		if err != nil {
+	}
+	q.pending.Add(n)
+	select {
+	case q.items <- it:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// written gives back the room of it, which the pump has written.
+func (q *streamQueue) written(it streamItem) {
+	q.pending.Add(-int64(len(it.ev.Payload)))
+	select {
+	case q.space <- struct{}{}:
+	default: // a token is there already
+	}
+}
+
+// follow queues the host's events until the iterator ends or ctx ends,
+// then closes the queue.
+func (s *server) follow(ctx context.Context, events iter.Seq2[store.Event, error], q *streamQueue) {
+	defer close(q.items)
+	for ev, err := range events {
+		if !q.put(ctx, streamItem{ev: ev, err: err}) || err != nil {
 			return
 		}
 	}
 }
 
-// pump writes events as they arrive and a keep-alive comment whenever the
-// stream was idle for KeepAlive. It reports whether the host's sequence
-// ended (after the terminal event, or at once when nothing was left);
-// otherwise last.err holds what stopped it. last.ev is the last event
-// written (Seq = after when none was).
-func (s *server) pump(ctx context.Context, sw *sseWriter, items <-chan streamItem, after int64) (last streamItem, ended bool) {
+// pump writes events as they arrive, flushing whenever it has written all
+// that was queued, and a keep-alive comment whenever the stream was idle
+// for KeepAlive. It reports whether the host's sequence ended (after the
+// terminal event, or at once when nothing was left); otherwise last.err
+// holds what stopped it. last.ev is the last event written (Seq = after
+// when none was).
+func (s *server) pump(ctx context.Context, sw *sseWriter, q *streamQueue, after int64) (last streamItem, ended bool) {
 	last.ev.Seq = after
 	keepAlive := time.NewTicker(s.opts.KeepAlive)
 	defer keepAlive.Stop()
 	for {
 		select {
-		case it, open := <-items:
+		case it, open := <-q.items:
 			if !open {
 				return last, ctx.Err() == nil
 			}
 			if it.err != nil {
+				// What was written reaches the client before the stream
+				// stops: it resumes from there.
+				_ = sw.flush()
 				last.err = it.err
 				return last, false
 			}
-			if err := sw.event(it.ev.Type, it.ev.Payload); err != nil {
+			err := sw.write(it.ev.Type, it.ev.Payload)
+			q.written(it)
+			terminal := protocol.IsTerminal(it.ev.Type)
+			if err == nil && (terminal || len(q.items) == 0) {
+				err = sw.flush()
+			}
+			if err != nil {
 				last.err = err
 				return last, false
 			}
 			s.metrics.events.Inc()
 			last.ev = it.ev
-			if protocol.IsTerminal(it.ev.Type) {
+			if terminal {
 				return last, true
 			}
 			keepAlive.Reset(s.opts.KeepAlive)
