@@ -391,6 +391,21 @@ func (h *Host) EventsStarted(ctx context.Context, resp *store.Response, after in
 	return h.eventsOf(ctx, resp.ID, resp.RunID, after)
 }
 
+// Frames is Events with each event as its frame (protocol.Frame): a long
+// text that the host holds once for all the frames of its step stays
+// spliced into them, so a reader that writes frames out piece by piece
+// (Frame.WriteTo), as an SSE stream does, never makes a long reply's
+// frames whole. Events read from the store come whole.
+func (h *Host) Frames(ctx context.Context, id, owner string, after int64) iter.Seq2[protocol.Frame, error] {
+	return asFrames(h.frames(ctx, id, owner, after))
+}
+
+// FramesStarted is Frames for a response the caller has just been given,
+// as EventsStarted is Events.
+func (h *Host) FramesStarted(ctx context.Context, resp *store.Response, after int64) iter.Seq2[protocol.Frame, error] {
+	return asFrames(h.logOf(ctx, resp.ID, resp.RunID, after))
+}
+
 // Cancel durably requests cancellation and returns the response as the
 // client should see it: status cancelled, or the terminal status it had
 // already reached. It is idempotent. The run stops at its next superstep

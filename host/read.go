@@ -102,20 +102,55 @@ func (h *Host) waitFrom(ctx context.Context, id, owner string, r *store.Response
 }
 
 func (h *Host) events(ctx context.Context, id, owner string, after int64) iter.Seq2[store.Event, error] {
-	return func(yield func(store.Event, error) bool) {
+	return whole(h.frames(ctx, id, owner, after))
+}
+
+// frames is events with each event as logOf yields it.
+func (h *Host) frames(ctx context.Context, id, owner string, after int64) iter.Seq2[feedEvent, error] {
+	return func(yield func(feedEvent, error) bool) {
 		resp, err := h.view(ctx, id, owner)
 		if err != nil {
-			yield(store.Event{}, err)
+			yield(feedEvent{}, err)
 			return
 		}
-		h.eventsOf(ctx, resp.ID, resp.RunID, after)(yield)
+		h.logOf(ctx, resp.ID, resp.RunID, after)(yield)
 	}
 }
 
-// eventsOf is events once the response's run is known. It keeps the ids,
-// not the response (whose request may be megabytes).
+// eventsOf is events once the response's run is known.
 func (h *Host) eventsOf(ctx context.Context, id, runID string, after int64) iter.Seq2[store.Event, error] {
+	return whole(h.logOf(ctx, id, runID, after))
+}
+
+// whole yields the events of seq with their payloads whole.
+func whole(seq iter.Seq2[feedEvent, error]) iter.Seq2[store.Event, error] {
 	return func(yield func(store.Event, error) bool) {
+		for fe, err := range seq {
+			if !yield(fe.event(), err) {
+				return
+			}
+		}
+	}
+}
+
+// asFrames yields the events of seq as their frames, spliced as held.
+func asFrames(seq iter.Seq2[feedEvent, error]) iter.Seq2[protocol.Frame, error] {
+	return func(yield func(protocol.Frame, error) bool) {
+		for fe, err := range seq {
+			f := protocol.Frame{Type: fe.Type, Seq: fe.Seq, Payload: fe.Payload, Splices: fe.splices}
+			if !yield(f, err) {
+				return
+			}
+		}
+	}
+}
+
+// logOf yields the log of response id (of run runID) after `after`, each
+// event with the splices of its frame when it comes from the run's feed
+// (the store's events are whole). It keeps the ids, not the response
+// (whose request may be megabytes).
+func (h *Host) logOf(ctx context.Context, id, runID string, after int64) iter.Seq2[feedEvent, error] {
+	return func(yield func(feedEvent, error) bool) {
 		if after < -1 {
 			after = -1
 		}
@@ -135,15 +170,15 @@ func (h *Host) eventsOf(ctx context.Context, id, runID string, after int64) iter
 				return err
 			})
 			if err != nil {
-				yield(store.Event{}, fmt.Errorf("host: events of response %s: %w", id, err))
+				yield(feedEvent{}, fmt.Errorf("host: events of response %s: %w", id, err))
 				return
 			}
 			for _, ev := range evs {
 				if err := h.publishFault(ctx, &ev); err != nil {
-					yield(store.Event{}, err)
+					yield(feedEvent{}, err)
 					return
 				}
-				if !yield(ev, nil) || protocol.IsTerminal(ev.Type) {
+				if !yield(feedEvent{Event: ev}, nil) || protocol.IsTerminal(ev.Type) {
 					return
 				}
 				after = ev.Seq
@@ -153,12 +188,12 @@ func (h *Host) eventsOf(ctx context.Context, id, runID string, after int64) iter
 			}
 			if done, err := h.logEnded(ctx, id, after); done || err != nil {
 				if err != nil {
-					yield(store.Event{}, err)
+					yield(feedEvent{}, err)
 				}
 				return
 			}
 			if err := h.store.EventWait(ctx, id, after); err != nil {
-				yield(store.Event{}, fmt.Errorf("host: events of response %s: %w", id, err))
+				yield(feedEvent{}, fmt.Errorf("host: events of response %s: %w", id, err))
 				return
 			}
 		}
@@ -169,7 +204,7 @@ func (h *Host) eventsOf(ctx context.Context, id, runID string, after int64) iter
 // stops, the terminal event was yielded, or f cannot serve the reader (it
 // is behind f's tail, or f closed): then it returns the position reached
 // and done false, and the caller reads on from the store.
-func (h *Host) eventsFromFeed(ctx context.Context, f *feed, after int64, yield func(store.Event, error) bool) (int64, bool) {
+func (h *Host) eventsFromFeed(ctx context.Context, f *feed, after int64, yield func(feedEvent, error) bool) (int64, bool) {
 	for {
 		rd := f.since(after)
 		switch {
@@ -178,16 +213,15 @@ func (h *Host) eventsFromFeed(ctx context.Context, f *feed, after int64, yield f
 		case rd.behind:
 			return after, false
 		}
-		for i := range rd.events {
-			ev := rd.events[i].event()
-			if err := h.publishFault(ctx, &ev); err != nil {
-				yield(store.Event{}, err)
+		for _, fe := range rd.events {
+			if err := h.publishFault(ctx, &fe.Event); err != nil {
+				yield(feedEvent{}, err)
 				return after, true
 			}
-			if !yield(ev, nil) || protocol.IsTerminal(ev.Type) {
+			if !yield(fe, nil) || protocol.IsTerminal(fe.Type) {
 				return after, true
 			}
-			after = ev.Seq
+			after = fe.Seq
 		}
 		if len(rd.events) > 0 {
 			continue
@@ -198,7 +232,7 @@ func (h *Host) eventsFromFeed(ctx context.Context, f *feed, after int64, yield f
 		select {
 		case <-rd.changed:
 		case <-ctx.Done():
-			yield(store.Event{}, fmt.Errorf("host: events of response %s: %w", f.responseID, ctx.Err()))
+			yield(feedEvent{}, fmt.Errorf("host: events of response %s: %w", f.responseID, ctx.Err()))
 			return after, true
 		}
 	}

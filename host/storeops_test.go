@@ -268,6 +268,50 @@ func TestHost_EventsLiveLongText(t *testing.T) {
 	})
 }
 
+// Frames yields a long reply's frames from the run's memory still spliced
+// (FramesStarted, right after the create, as a stream does), and each,
+// written out piece by piece, is the event the store's log holds.
+func TestHost_FramesKeepLongTextSpliced(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be testDB) {
+		s := &opsStore{Store: be.open(t)}
+		defer s.Close()
+		h := newHost(t, s, nil, registerDemos)
+		defer shutdown(t, h)
+		text := strings.Repeat("word ", 2*protocol.SpliceMin/5)
+		r := create(t, h, examples.Stream, text, map[string]string{"step_delay_ms": "0"})
+		var evs []store.Event
+		spliced := 0
+		for f, err := range h.FramesStarted(testCtx(t), r, -1) {
+			if err != nil {
+				t.Fatalf("Frames after %d frames: %v", len(evs), err)
+			}
+			if len(f.Splices) > 0 {
+				spliced++
+			}
+			var w bytes.Buffer
+			if _, err := f.WriteTo(&w); err != nil {
+				t.Fatal(err)
+			}
+			if w.Len() != f.Len() {
+				t.Fatalf("frame %d: WriteTo wrote %d bytes, Len is %d", f.Seq, w.Len(), f.Len())
+			}
+			evs = append(evs, store.Event{ResponseID: r.ID, Seq: f.Seq, Type: f.Type, Payload: w.Bytes()})
+		}
+		if spliced < 4 {
+			t.Errorf("%d frames came spliced; the reply's delta, text done, part done and item done should", spliced)
+		}
+		want := storetest.ListAll(testCtx(t), t, s, r.ID)
+		if len(evs) != len(want) {
+			t.Fatalf("Frames yielded %d events, the log holds %d", len(evs), len(want))
+		}
+		for i := range want {
+			if g, w := evs[i], want[i]; g.Seq != w.Seq || g.Type != w.Type || !bytes.Equal(g.Payload, w.Payload) {
+				t.Fatalf("frame %d (%s): written out it differs from the log's event", g.Seq, g.Type)
+			}
+		}
+	})
+}
+
 // A reader that falls behind the tail the host keeps in memory reads the
 // store until it catches up, and still gets the whole log once.
 func TestHost_EventsBehindMemoryTail(t *testing.T) {

@@ -591,6 +591,10 @@ func TestSeq_SplicedFramesAsWhole(t *testing.T) {
 		if f.Type != p.Type || f.Seq != p.Seq || !bytes.Equal(f.Bytes(), p.Payload) || f.Len() != len(p.Payload) {
 			t.Fatalf("frame %d (%s): made whole it differs from the frame written without splices:\n%.300s\n%.300s", i, f.Type, f.Bytes(), p.Payload)
 		}
+		var w bytes.Buffer
+		if n, err := f.WriteTo(&w); err != nil || n != int64(len(p.Payload)) || !bytes.Equal(w.Bytes(), p.Payload) {
+			t.Fatalf("frame %d (%s): WriteTo wrote %d bytes (err %v), differing from the frame written without splices", i, f.Type, n, err)
+		}
 		if len(p.Splices) > 0 {
 			t.Fatalf("frame %d: spliced with splicing off", i)
 		}

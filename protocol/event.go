@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 )
 
 // Stream event types.
@@ -105,6 +106,28 @@ func (f *Frame) AppendTo(b []byte) []byte {
 		at = sp.At
 	}
 	return append(b, f.Payload[at:]...)
+}
+
+// WriteTo writes the frame's whole payload to w piece by piece, never
+// joined: a long reply's text is written from where it is held.
+func (f *Frame) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	put := func(b []byte) error {
+		m, err := w.Write(b)
+		n += int64(m)
+		return err
+	}
+	at := 0
+	for _, sp := range f.Splices {
+		if err := put(f.Payload[at:sp.At]); err != nil {
+			return n, err
+		}
+		if err := put(sp.Bytes); err != nil {
+			return n, err
+		}
+		at = sp.At
+	}
+	return n, put(f.Payload[at:])
 }
 
 // LifecycleEvent is a response.* event carrying the whole Response.

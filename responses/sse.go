@@ -3,6 +3,7 @@ package responses
 import (
 	"bytes"
 	"errors"
+	"github.com/superstep/superstep/protocol"
 	"net/http"
 	"time"
 )
@@ -36,6 +37,47 @@ func (s *sseWriter) event(name string, data []byte) error {
 		return err
 	}
 	return s.flush()
+}
+
+// writeFrame writes f as write writes a frame of its whole payload; a
+// spliced payload (a long reply's) is written piece by piece, not joined.
+func (s *sseWriter) writeFrame(f *protocol.Frame) error {
+	if len(f.Splices) == 0 || !oneLine(f) {
+		return s.write(f.Type, f.Bytes())
+	}
+	s.buf.Reset()
+	if f.Type != "" {
+		s.buf.WriteString("event: ")
+		s.buf.WriteString(f.Type)
+		s.buf.WriteByte('\n')
+	}
+	s.buf.WriteString("data: ")
+	if err := s.put(); err != nil {
+		return err
+	}
+	if _, err := f.WriteTo(s.w); err != nil {
+		return err
+	}
+	_, err := s.w.Write([]byte("\n\n"))
+	return err
+}
+
+// oneLine reports whether f's payload holds no newline and does not end
+// in a carriage return: a frame write writes as one data line, as it is.
+func oneLine(f *protocol.Frame) bool {
+	last := f.Payload
+	if sp := f.Splices[len(f.Splices)-1]; sp.At == len(f.Payload) && len(sp.Bytes) > 0 {
+		last = sp.Bytes
+	}
+	if bytes.IndexByte(f.Payload, '\n') >= 0 || bytes.HasSuffix(last, []byte("\r")) {
+		return false
+	}
+	for _, sp := range f.Splices {
+		if bytes.IndexByte(sp.Bytes, '\n') >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // write writes one "event:"/"data:" frame without flushing it: a caller

@@ -1,7 +1,9 @@
 package responses
 
 import (
+	"github.com/superstep/superstep/protocol"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -91,3 +93,58 @@ func TestSSEWriter_LongLineNotBuffered(t *testing.T) {
 		t.Fatalf("the buffer grew to %d bytes", c)
 	}
 }
+
+// A spliced frame (a long reply's) is written as its whole payload would
+// be, byte for byte, with its pieces written where they are held: a long
+// one is never copied into the writer's buffer or joined. A spliced frame
+// whose pieces hold a newline is split over data lines as a whole one is.
+func TestSSEWriter_SplicedFrame(t *testing.T) {
+	t.Parallel()
+	long := []byte(strings.Repeat("y", 1<<20))
+	frames := []protocol.Frame{
+		{Type: "response.output_text.done", Payload: []byte(`{"text":"","n":1}`), Splices: []protocol.Splice{{At: 9, Bytes: long}}},
+		{Type: "response.output_item.done", Payload: []byte(`{"a":"","b":""}`), Splices: []protocol.Splice{{At: 6, Bytes: long}, {At: 13, Bytes: []byte("z")}}},
+		{Type: "x", Payload: []byte(`{"t":""}`), Splices: []protocol.Splice{{At: 6, Bytes: []byte("a\nb")}}},
+	}
+	for _, f := range frames {
+		got, want := &pieceWriter{ResponseRecorder: httptest.NewRecorder()}, httptest.NewRecorder()
+		gw, err := newSSEWriter(got, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ww, err := newSSEWriter(want, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := gw.writeFrame(&f); err != nil {
+			t.Fatal(err)
+		}
+		if err := ww.write(f.Type, f.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		if g, w := got.Body.String(), want.Body.String(); g != w {
+			t.Fatalf("%s: spliced frame written as %.200q, its whole payload as %.200q", f.Type, g, w)
+		}
+		if c := gw.buf.Cap(); c >= directData {
+			t.Fatalf("%s: the buffer grew to %d bytes", f.Type, c)
+		}
+		if f.Splices[0].Bytes[0] == 'y' && !got.wrote(long) {
+			t.Fatalf("%s: the long splice was not written from where it is held", f.Type)
+		}
+	}
+}
+
+// pieceWriter records the first byte's address of every slice written.
+type pieceWriter struct {
+	*httptest.ResponseRecorder
+	starts []*byte
+}
+
+func (w *pieceWriter) Write(b []byte) (int, error) {
+	if len(b) > 0 {
+		w.starts = append(w.starts, &b[0])
+	}
+	return w.ResponseRecorder.Write(b)
+}
+
+func (w *pieceWriter) wrote(b []byte) bool { return slices.Contains(w.starts, &b[0]) }

@@ -19,7 +19,7 @@ import (
 // streamItem is one step of the host's event iterator, carried from the
 // goroutine that follows the log to the handler that writes the stream.
 type streamItem struct {
-	ev  store.Event
+	ev  protocol.Frame
 	err error
 }
 
@@ -46,9 +46,9 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request, id, owner 
 	// the handler waits for it before returning.
 	defer wg.Wait()
 	defer cancel()
-	events := s.host.Events(ctx, id, owner, after)
+	events := s.host.Frames(ctx, id, owner, after)
 	if started != nil {
-		events = s.host.EventsStarted(ctx, started, after)
+		events = s.host.FramesStarted(ctx, started, after)
 	}
 	wg.Go(func() { s.follow(ctx, events, q) })
 
@@ -128,7 +128,7 @@ func newStreamQueue() *streamQueue {
 // put queues it once there is room; false if ctx ended first. One
 // goroutine puts (the follower), so the room it saw stays there.
 func (q *streamQueue) put(ctx context.Context, it streamItem) bool {
-	n := int64(len(it.ev.Payload))
+	n := int64(it.ev.Len())
 	for p := q.pending.Load(); p > 0 && p+n > streamQueueBytes; p = q.pending.Load() {
 		select {
 		case <-q.space:
@@ -147,7 +147,7 @@ func (q *streamQueue) put(ctx context.Context, it streamItem) bool {
 
 // written gives back the room of it, which the pump has written.
 func (q *streamQueue) written(it streamItem) {
-	q.pending.Add(-int64(len(it.ev.Payload)))
+	q.pending.Add(-int64(it.ev.Len()))
 	select {
 	case q.space <- struct{}{}:
 	default: // a token is there already
@@ -156,7 +156,7 @@ func (q *streamQueue) written(it streamItem) {
 
 // follow queues the host's events until the iterator ends or ctx ends,
 // then closes the queue.
-func (s *server) follow(ctx context.Context, events iter.Seq2[store.Event, error], q *streamQueue) {
+func (s *server) follow(ctx context.Context, events iter.Seq2[protocol.Frame, error], q *streamQueue) {
 	defer close(q.items)
 	for ev, err := range events {
 		if !q.put(ctx, streamItem{ev: ev, err: err}) || err != nil {
@@ -188,7 +188,7 @@ func (s *server) pump(ctx context.Context, sw *sseWriter, q *streamQueue, after 
 				last.err = it.err
 				return last, false
 			}
-			err := sw.write(it.ev.Type, it.ev.Payload)
+			err := sw.writeFrame(&it.ev)
 			q.written(it)
 			terminal := protocol.IsTerminal(it.ev.Type)
 			if err == nil && (terminal || len(q.items) == 0) {

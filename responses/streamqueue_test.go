@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/protocol"
 )
 
 // pumpServer is a server with what pump uses.
@@ -27,7 +27,7 @@ func pumpServer(t *testing.T) *server {
 }
 
 func deltaItem(seq int64, payload []byte) streamItem {
-	return streamItem{ev: store.Event{Seq: seq, Type: "response.output_text.delta", Payload: payload}}
+	return streamItem{ev: protocol.Frame{Seq: seq, Type: "response.output_text.delta", Payload: payload}}
 }
 
 // syncWriter is a countingWriter safe to read while the pump writes.
@@ -122,7 +122,7 @@ func TestPump_FlushesBeforeWaiting(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	q.put(ctx, streamItem{ev: store.Event{Seq: 2, Type: "response.completed", Payload: []byte(`{}`)}})
+	q.put(ctx, streamItem{ev: protocol.Frame{Seq: 2, Type: "response.completed", Payload: []byte(`{}`)}})
 	if ended := <-done; !ended {
 		t.Fatal("pump did not end at the terminal event")
 	}
@@ -138,10 +138,10 @@ func TestStreamQueue_LongFramesOneAtATime(t *testing.T) {
 	defer cancel()
 	big := bytes.Repeat([]byte("x"), 1<<20)
 	var made atomic.Int64
-	events := iter.Seq2[store.Event, error](func(yield func(store.Event, error) bool) {
+	events := iter.Seq2[protocol.Frame, error](func(yield func(protocol.Frame, error) bool) {
 		for i := range int64(3) {
 			made.Add(1)
-			if !yield(store.Event{Seq: i + 1, Type: "response.output_text.done", Payload: big}, nil) {
+			if !yield(protocol.Frame{Seq: i + 1, Type: "response.output_text.done", Payload: big}, nil) {
 				return
 			}
 		}
