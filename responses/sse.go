@@ -45,12 +45,7 @@ func (s *sseWriter) writeFrame(f *protocol.Frame) error {
 	if len(f.Splices) == 0 || !oneLine(f) {
 		return s.write(f.Type, f.Bytes())
 	}
-	s.buf.Reset()
-	if f.Type != "" {
-		s.buf.WriteString("event: ")
-		s.buf.WriteString(f.Type)
-		s.buf.WriteByte('\n')
-	}
+	s.head(f.Type)
 	s.buf.WriteString("data: ")
 	if err := s.put(); err != nil {
 		return err
@@ -85,12 +80,7 @@ func oneLine(f *protocol.Frame) bool {
 // holds newlines is split over several data lines, as the SSE format
 // requires; the JSON the host logs has none, so normally it is one line.
 func (s *sseWriter) write(name string, data []byte) error {
-	s.buf.Reset()
-	if name != "" {
-		s.buf.WriteString("event: ")
-		s.buf.WriteString(name)
-		s.buf.WriteByte('\n')
-	}
+	s.head(name)
 	if len(data) >= directData && bytes.IndexByte(data, '\n') < 0 {
 		// One long line: written from where it is, not copied into buf
 		// (which would keep the size of the largest event, an 8 MiB
@@ -110,6 +100,16 @@ func (s *sseWriter) write(name string, data []byte) error {
 	}
 	s.buf.WriteByte('\n')
 	return s.put()
+}
+
+// head starts a frame in buf: its "event:" line, if it is named.
+func (s *sseWriter) head(name string) {
+	s.buf.Reset()
+	if name != "" {
+		s.buf.WriteString("event: ")
+		s.buf.WriteString(name)
+		s.buf.WriteByte('\n')
+	}
 }
 
 // comment writes an SSE comment line (ignored by clients); used as a
