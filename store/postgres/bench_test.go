@@ -16,6 +16,22 @@ import (
 	"github.com/superstep/superstep/store/storetest"
 )
 
+// benchStore is a BenchHarness.New: a store in a schema of its own.
+func benchStore(b *testing.B) store.Store {
+	s, err := Open(context.Background(), testURL(), &Options{Schema: newSchemaName(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// BenchmarkLongConversation: a turn's finishing, pruning commit after 100
+// and 1,000 turns in one run (storetest.BenchLongConversation).
+func BenchmarkLongConversation(b *testing.B) {
+	storetest.BenchLongConversation(b, storetest.BenchHarness{New: benchStore})
+}
+
 // BenchmarkResponseRead: a response with a 1 MiB request, read whole and
 // without the request (storetest.BenchResponseRead).
 func BenchmarkResponseRead(b *testing.B) {

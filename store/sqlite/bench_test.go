@@ -137,3 +137,9 @@ func procWriteBytes(b *testing.B) int64 {
 	b.Skip("no wchar in /proc/self/io")
 	return 0
 }
+
+// BenchmarkLongConversation: a turn's finishing, pruning commit after 100
+// and 1,000 turns in one run (storetest.BenchLongConversation).
+func BenchmarkLongConversation(b *testing.B) {
+	storetest.BenchLongConversation(b, benchHarness(nil))
+}

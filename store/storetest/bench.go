@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -233,4 +234,55 @@ func BenchResponseRead(b *testing.B, h BenchHarness) {
 			}
 		}
 	})
+}
+
+// BenchLongConversation measures the finishing commit of a turn (the one
+// that prunes the run's checkpoints, keeping 2, as the host's does) in a
+// run that has already had `turns` turns: each turn a continued response
+// of three steps whose checkpoint holds a 4 KiB part that changes per turn
+// (a blob) and a small one. The run keeps the checkpoint every finished
+// response resumes from, so a prune sees more of them as the conversation
+// grows; ns/op is one finishing commit, which should not grow with turns.
+func BenchLongConversation(b *testing.B, h BenchHarness) {
+	for _, turns := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("turns=%d", turns), func(b *testing.B) {
+			ctx := context.Background()
+			s := h.New(b)
+			c := CreateResponse(ctx, b, s, nil)
+			prev := c.Response.ID
+			turn := 0
+			next := func(timed bool) {
+				if turn > 0 {
+					prev = CreateResponse(ctx, b, s, &ResponseOpts{RunID: c.Run.ID, PreviousResponseID: prev}).Response.ID
+				}
+				hist := bytes.Repeat([]byte{byte(turn)}, 4096)
+				copy(hist, fmt.Appendf(nil, "turn %d", turn))
+				for st := 1; st <= 3; st++ {
+					p := NextCommit(ctx, b, s, c.Run.ID, &CommitOpts{NoEvents: true,
+						Checkpoint: []store.Part{{Name: "history", Data: hist}, {Name: "state", Data: fmt.Appendf(nil, "t%d s%d", turn, st)}}})
+					if st == 3 {
+						p.Status, p.PruneKeep = store.StatusCompleted, 2
+						if timed {
+							b.StartTimer()
+						}
+					}
+					if _, err := s.Commit(ctx, p); err != nil {
+						b.Fatal(err)
+					}
+					if st == 3 && timed {
+						b.StopTimer()
+					}
+				}
+				turn++
+			}
+			for range turns {
+				next(false)
+			}
+			b.ResetTimer()
+			b.StopTimer()
+			for range b.N {
+				next(true)
+			}
+		})
+	}
 }
