@@ -35,14 +35,7 @@ func BenchmarkLongConversation(b *testing.B) {
 // BenchmarkResponseRead: a response with a 1 MiB request, read whole and
 // without the request (storetest.BenchResponseRead).
 func BenchmarkResponseRead(b *testing.B) {
-	storetest.BenchResponseRead(b, storetest.BenchHarness{New: func(b *testing.B) store.Store {
-		s, err := Open(context.Background(), testURL(), &Options{Schema: newSchemaName(b)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = s.Close() })
-		return s
-	}})
+	storetest.BenchResponseRead(b, storetest.BenchHarness{New: benchStore})
 }
 
 // BenchmarkStore runs storetest's shared commit benchmarks (the same as
