@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 )
 
 // Stream event types.
@@ -97,37 +98,41 @@ func (f *Frame) Bytes() []byte {
 	return f.AppendTo(make([]byte, 0, f.Len()))
 }
 
+// Pieces yields the frame's whole payload in order, piece by piece: the
+// bytes of Payload between splices and each splice's Bytes, as held.
+func (f *Frame) Pieces() iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		at := 0
+		for _, sp := range f.Splices {
+			if !yield(f.Payload[at:sp.At]) || !yield(sp.Bytes) {
+				return
+			}
+			at = sp.At
+		}
+		yield(f.Payload[at:])
+	}
+}
+
 // AppendTo appends the frame's whole payload to b.
 func (f *Frame) AppendTo(b []byte) []byte {
-	at := 0
-	for _, sp := range f.Splices {
-		b = append(b, f.Payload[at:sp.At]...)
-		b = append(b, sp.Bytes...)
-		at = sp.At
+	for p := range f.Pieces() {
+		b = append(b, p...)
 	}
-	return append(b, f.Payload[at:]...)
+	return b
 }
 
 // WriteTo writes the frame's whole payload to w piece by piece, never
 // joined: a long reply's text is written from where it is held.
 func (f *Frame) WriteTo(w io.Writer) (int64, error) {
 	var n int64
-	put := func(b []byte) error {
-		m, err := w.Write(b)
+	for p := range f.Pieces() {
+		m, err := w.Write(p)
 		n += int64(m)
-		return err
-	}
-	at := 0
-	for _, sp := range f.Splices {
-		if err := put(f.Payload[at:sp.At]); err != nil {
+		if err != nil {
 			return n, err
 		}
-		if err := put(sp.Bytes); err != nil {
-			return n, err
-		}
-		at = sp.At
 	}
-	return n, put(f.Payload[at:])
+	return n, nil
 }
 
 // LifecycleEvent is a response.* event carrying the whole Response.

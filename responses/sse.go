@@ -60,19 +60,16 @@ func (s *sseWriter) writeFrame(f *protocol.Frame) error {
 // oneLine reports whether f's payload holds no newline and does not end
 // in a carriage return: a frame write writes as one data line, as it is.
 func oneLine(f *protocol.Frame) bool {
-	last := f.Payload
-	if sp := f.Splices[len(f.Splices)-1]; sp.At == len(f.Payload) && len(sp.Bytes) > 0 {
-		last = sp.Bytes
-	}
-	if bytes.IndexByte(f.Payload, '\n') >= 0 || bytes.HasSuffix(last, []byte("\r")) {
-		return false
-	}
-	for _, sp := range f.Splices {
-		if bytes.IndexByte(sp.Bytes, '\n') >= 0 {
+	var last []byte
+	for p := range f.Pieces() {
+		if bytes.IndexByte(p, '\n') >= 0 {
 			return false
 		}
+		if len(p) > 0 {
+			last = p
+		}
 	}
-	return true
+	return !bytes.HasSuffix(last, []byte("\r"))
 }
 
 // write writes one "event:"/"data:" frame without flushing it: a caller
