@@ -54,9 +54,9 @@ type feedEvent struct {
 	splices []protocol.Splice
 }
 
-// frame is the event's payload as the frame it came from.
+// frame is the event as the frame it came from.
 func (fe *feedEvent) frame() *protocol.Frame {
-	return &protocol.Frame{Payload: fe.Payload, Splices: fe.splices}
+	return &protocol.Frame{Type: fe.Type, Seq: fe.Seq, Payload: fe.Payload, Splices: fe.splices}
 }
 
 // event returns the event, its payload whole (a new slice when spliced).

@@ -397,7 +397,7 @@ func (h *Host) EventsStarted(ctx context.Context, resp *store.Response, after in
 // (Frame.WriteTo), as an SSE stream does, never makes a long reply's
 // frames whole. Events read from the store come whole.
 func (h *Host) Frames(ctx context.Context, id, owner string, after int64) iter.Seq2[protocol.Frame, error] {
-	return asFrames(h.frames(ctx, id, owner, after))
+	return asFrames(h.ownedLog(ctx, id, owner, after))
 }
 
 // FramesStarted is Frames for a response the caller has just been given,

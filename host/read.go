@@ -102,11 +102,12 @@ func (h *Host) waitFrom(ctx context.Context, id, owner string, r *store.Response
 }
 
 func (h *Host) events(ctx context.Context, id, owner string, after int64) iter.Seq2[store.Event, error] {
-	return whole(h.frames(ctx, id, owner, after))
+	return whole(h.ownedLog(ctx, id, owner, after))
 }
 
-// frames is events with each event as logOf yields it.
-func (h *Host) frames(ctx context.Context, id, owner string, after int64) iter.Seq2[feedEvent, error] {
+// ownedLog is logOf for a response owner can read: the log of events and
+// of Frames, with each event as logOf yields it.
+func (h *Host) ownedLog(ctx context.Context, id, owner string, after int64) iter.Seq2[feedEvent, error] {
 	return func(yield func(feedEvent, error) bool) {
 		resp, err := h.view(ctx, id, owner)
 		if err != nil {
@@ -137,8 +138,7 @@ func whole(seq iter.Seq2[feedEvent, error]) iter.Seq2[store.Event, error] {
 func asFrames(seq iter.Seq2[feedEvent, error]) iter.Seq2[protocol.Frame, error] {
 	return func(yield func(protocol.Frame, error) bool) {
 		for fe, err := range seq {
-			f := protocol.Frame{Type: fe.Type, Seq: fe.Seq, Payload: fe.Payload, Splices: fe.splices}
-			if !yield(f, err) {
+			if !yield(*fe.frame(), err) {
 				return
 			}
 		}
