@@ -61,34 +61,43 @@ func benchWriterCPU(b *testing.B, conc int) {
 		}
 		return nil
 	}
+	measureWrites(b, s, "write", func() {
+		var wg sync.WaitGroup
+		work := make(chan struct{})
+		go func() {
+			for range b.N {
+				work <- struct{}{}
+			}
+			close(work)
+		}()
+		for range conc {
+			wg.Go(func() {
+				for range work {
+					if err := workflow(); err != nil {
+						b.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
+}
+
+// measureWrites times run, the benchmark's timed part, and reports the
+// wall and process CPU time per write of s (ns/<unit>, cpu-µs/<unit>)
+// and the writes per transaction (batch).
+func measureWrites(b *testing.B, s *sqlite.Store, unit string, run func()) {
 	st0 := s.Stats()
 	b.ReportAllocs()
 	b.ResetTimer()
 	t0, cpu0 := time.Now(), processCPU(b)
-	var wg sync.WaitGroup
-	work := make(chan struct{})
-	go func() {
-		for range b.N {
-			work <- struct{}{}
-		}
-		close(work)
-	}()
-	for range conc {
-		wg.Go(func() {
-			for range work {
-				if err := workflow(); err != nil {
-					b.Error(err)
-				}
-			}
-		})
-	}
-	wg.Wait()
+	run()
 	wall, cpu := time.Since(t0), processCPU(b)-cpu0
 	b.StopTimer()
 	st := s.Stats()
 	writes := float64(st.Writes - st0.Writes)
-	b.ReportMetric(float64(wall.Nanoseconds())/writes, "ns/write")
-	b.ReportMetric(float64(cpu.Microseconds())/writes, "cpu-µs/write")
+	b.ReportMetric(float64(wall.Nanoseconds())/writes, "ns/"+unit)
+	b.ReportMetric(float64(cpu.Microseconds())/writes, "cpu-µs/"+unit)
 	b.ReportMetric(writes/float64(st.Transactions-st0.Transactions), "batch")
 }
 
@@ -126,28 +135,19 @@ func benchEventAppendCPU(b *testing.B, conc int) {
 		w.seq++
 		return err
 	}
-	st0 := s.Stats()
-	b.ReportAllocs()
-	b.ResetTimer()
-	t0, cpu0 := time.Now(), processCPU(b)
-	var wg sync.WaitGroup
-	per := max(b.N/conc, 1)
-	for _, w := range workers {
-		wg.Go(func() {
-			for range per {
-				if err := appendOne(w); err != nil {
-					b.Error(err)
-					return
+	measureWrites(b, s, "append", func() {
+		var wg sync.WaitGroup
+		per := max(b.N/conc, 1)
+		for _, w := range workers {
+			wg.Go(func() {
+				for range per {
+					if err := appendOne(w); err != nil {
+						b.Error(err)
+						return
+					}
 				}
-			}
-		})
-	}
-	wg.Wait()
-	wall, cpu := time.Since(t0), processCPU(b)-cpu0
-	b.StopTimer()
-	st := s.Stats()
-	writes := float64(st.Writes - st0.Writes)
-	b.ReportMetric(float64(wall.Nanoseconds())/writes, "ns/append")
-	b.ReportMetric(float64(cpu.Microseconds())/writes, "cpu-µs/append")
-	b.ReportMetric(writes/float64(st.Transactions-st0.Transactions), "batch")
+			})
+		}
+		wg.Wait()
+	})
 }
