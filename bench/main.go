@@ -35,6 +35,7 @@ type config struct {
 	printOnly   bool
 	render      bool
 	workloads   string
+	concs       string
 	cpuProfile  string
 	loadComment string
 }
@@ -62,6 +63,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.workDir, "dir", "", "directory for SQLite files (default: a fresh temp dir)")
 	fs.BoolVar(&c.printOnly, "print", false, "print the report to stdout instead of writing files")
 	fs.StringVar(&c.workloads, "workloads", "", "comma-separated workloads to measure (W1,W2,W3,limit); default all")
+	fs.StringVar(&c.concs, "conc", "", "comma-separated concurrencies to measure (1,8,64); default all")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the measuring process to this file")
 	fs.DurationVar(&gowPollInterval, "gow-poll", gowPollInterval, "go-workflows polling interval (workflow and activity workers)")
 	fs.BoolVar(&pgGroupCommit, "pg-group-commit", pgGroupCommit, "superstep on PostgreSQL: group commit (the store's default); false writes each commit alone")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,14 @@ type entry struct {
 	pgDB  string // database to create and drop; "" for none
 	make  func(dir, pgURL string) system
 	cells []cell
+}
+
+// wants reports whether cl passes the -workloads and -conc filters.
+func (c *config) wants(cl cell) bool {
+	if c.workloads != "" && !slices.Contains(strings.Split(c.workloads, ","), string(cl.w)) {
+		return false
+	}
+	return c.concs == "" || slices.Contains(strings.Split(c.concs, ","), strconv.Itoa(cl.conc))
 }
 
 func entries() []entry {
@@ -153,7 +162,7 @@ func runAll(ctx context.Context, c *config, dir string, out io.Writer) (*report,
 		systems[e.key] = e.make(dir, url)
 		seen := map[workload]bool{}
 		for _, cl := range e.cells {
-			if (c.smoke && seen[cl.w]) || (c.workloads != "" && !slices.Contains(strings.Split(c.workloads, ","), string(cl.w))) {
+			if (c.smoke && seen[cl.w]) || !c.wants(cl) {
 				continue // smoke: each workload once per system
 			}
 			seen[cl.w] = true
