@@ -204,7 +204,11 @@ func (h *Host) continueFrom(ctx context.Context, m *model, p *CreateParams, prev
 	if runID == "" {
 		sp.runID, sp.checkpoint, sp.branch = newID("run_"), cp.Parts, true
 	}
-	wr, err := m.wf.Restore(sp.runID, toWorkflowParts(cp.Parts))
+	wparts, err := toWorkflowParts(cp.Parts)
+	if err != nil {
+		return nil, fmt.Errorf("host: the state of response %s: %w", prev.ID, err)
+	}
+	wr, err := m.wf.Restore(sp.runID, wparts)
 	if err != nil {
 		return nil, fmt.Errorf("host: restore the state of response %s: %w", prev.ID, err)
 	}

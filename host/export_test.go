@@ -48,3 +48,13 @@ func (h *Host) WaitClaimRound(tb testing.TB) { h.test.claimed.WaitOrTimeout(tb) 
 
 // HostID returns the host's lease owner name.
 func (h *Host) HostID() string { return h.cfg.HostID }
+
+// ToStoreParts and ToWorkflowParts are the checkpoint parts' conversions
+// between the workflow and the store (chunks.go).
+var (
+	ToStoreParts    = toStoreParts
+	ToWorkflowParts = toWorkflowParts
+)
+
+// ChunkFrom is the size from which a state or executor part is chunked.
+const ChunkFrom = chunkFrom

@@ -68,7 +68,11 @@ func (h *Host) Fork(ctx context.Context, p *ForkParams) (*store.Response, error)
 		return nil, err
 	}
 	runID := newID("run_")
-	wr, err := m.wf.Restore(runID, toWorkflowParts(cp.Parts))
+	wparts, err := toWorkflowParts(cp.Parts)
+	if err != nil {
+		return nil, fmt.Errorf("host: fork run %s: step %d: %w", p.RunID, p.Step, err)
+	}
+	wr, err := m.wf.Restore(runID, wparts)
 	if err != nil {
 		return nil, fmt.Errorf("host: fork run %s: restore step %d: %w", p.RunID, p.Step, err)
 	}

@@ -196,8 +196,10 @@ func (h *Host) addSupersteps(ctx context.Context, d *RunDetail, kept map[int64]s
 			if _, ok := kept[step-1]; ok && last-step < executorStepsMax {
 				cp, err := h.store.CheckpointGet(ctx, d.Info.ID, step-1)
 				if err == nil {
-					if sum, err := workflow.SummarizeCheckpoint(toWorkflowParts(cp.Parts)); err == nil {
-						ss.Executors = sum.Queued
+					if parts, err := toWorkflowParts(cp.Parts); err == nil {
+						if sum, err := workflow.SummarizeCheckpoint(parts); err == nil {
+							ss.Executors = sum.Queued
+						}
 					}
 				} else if !errors.Is(err, store.ErrNotFound) { // pruned meanwhile: none
 					return fmt.Errorf("host: checkpoint %d of run %s: %w", step-1, d.Info.ID, err)
@@ -220,7 +222,10 @@ func (h *Host) addPending(ctx context.Context, d *RunDetail, m *model) error {
 	if err != nil {
 		return fmt.Errorf("host: last checkpoint of run %s: %w", d.Info.ID, err)
 	}
-	parts := toWorkflowParts(cp.Parts)
+	parts, err := toWorkflowParts(cp.Parts)
+	if err != nil {
+		return fmt.Errorf("host: last checkpoint of run %s: %w", d.Info.ID, err)
+	}
 	if m != nil {
 		if wr, err := m.wf.Restore(d.Info.ID, parts); err == nil {
 			for _, req := range wr.Pending() {
@@ -269,7 +274,8 @@ func (h *Host) RunCheckpoints(ctx context.Context, id, owner string, data bool) 
 		return nil, fmt.Errorf("host: checkpoints of run %s: %w", id, err)
 	}
 	out := make([]CheckpointView, 0, len(infos))
-	var prev *store.Checkpoint
+	var prevStep int64 = -1
+	var prev []workflow.Part // the parts of checkpoint prevStep, chunks joined
 	for _, ci := range infos {
 		cp, err := h.store.CheckpointGet(ctx, id, ci.Step)
 		if errors.Is(err, store.ErrNotFound) {
@@ -278,15 +284,19 @@ func (h *Host) RunCheckpoints(ctx context.Context, id, owner string, data bool) 
 		if err != nil {
 			return nil, fmt.Errorf("host: checkpoint %d of run %s: %w", ci.Step, id, err)
 		}
+		parts, err := toWorkflowParts(cp.Parts)
+		if err != nil {
+			return nil, fmt.Errorf("host: checkpoint %d of run %s: %w", ci.Step, id, err)
+		}
 		var parent map[string][]byte
-		if prev != nil && prev.Step == ci.ParentStep {
-			parent = make(map[string][]byte, len(prev.Parts))
-			for _, p := range prev.Parts {
+		if prev != nil && prevStep == ci.ParentStep {
+			parent = make(map[string][]byte, len(prev))
+			for _, p := range prev {
 				parent[p.Name] = p.Data
 			}
 		}
-		v := CheckpointView{CheckpointInfo: ci, Parts: make([]CheckpointPart, 0, len(cp.Parts))}
-		for _, p := range cp.Parts {
+		v := CheckpointView{CheckpointInfo: ci, Parts: make([]CheckpointPart, 0, len(parts))}
+		for _, p := range parts {
 			old, ok := parent[p.Name]
 			cp := CheckpointPart{Name: p.Name, Size: int64(len(p.Data)), Changed: !ok || !bytes.Equal(old, p.Data)}
 			if data {
@@ -295,7 +305,7 @@ func (h *Host) RunCheckpoints(ctx context.Context, id, owner string, data bool) 
 			v.Parts = append(v.Parts, cp)
 		}
 		out = append(out, v)
-		prev = cp
+		prevStep, prev = cp.Step, parts
 	}
 	return out, nil
 }

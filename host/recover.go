@@ -200,7 +200,11 @@ func (h *Host) freshenLease(ctx context.Context, r *run) error {
 
 // resumeDriver returns the function that continues r from checkpoint cp.
 func (h *Host) resumeDriver(ctx context.Context, r *run, m *model, head *store.Response, cp *store.Checkpoint) (func(context.Context) error, error) {
-	wr, err := m.wf.Restore(r.id, toWorkflowParts(cp.Parts))
+	wparts, err := toWorkflowParts(cp.Parts)
+	if err != nil {
+		return nil, fmt.Errorf("host: run %s at step %d: %w", r.id, cp.Step, err)
+	}
+	wr, err := m.wf.Restore(r.id, wparts)
 	if err != nil {
 		return nil, fmt.Errorf("host: restore run %s at step %d: %w", r.id, cp.Step, err)
 	}

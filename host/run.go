@@ -535,24 +535,6 @@ func (h *Host) commitState(ctx context.Context, r *run, p *store.CommitParams, n
 	return false, false
 }
 
-// toStoreParts converts workflow checkpoint parts to store parts.
-func toStoreParts(ps []workflow.Part) []store.Part {
-	out := make([]store.Part, len(ps))
-	for i, p := range ps {
-		out[i] = store.Part{Name: p.Name, Data: p.Data}
-	}
-	return out
-}
-
-// toWorkflowParts converts store checkpoint parts to workflow parts.
-func toWorkflowParts(ps []store.Part) []workflow.Part {
-	out := make([]workflow.Part, len(ps))
-	for i, p := range ps {
-		out[i] = workflow.Part{Name: p.Name, Data: p.Data}
-	}
-	return out
-}
-
 // toEventInputs converts wire frames to store events, splices included
 // (the store writes each whole; a long text stays in memory once).
 func toEventInputs(fs []protocol.Frame) []store.EventInput {
