@@ -1,0 +1,7 @@
+-- superstep schema version 20: no table changes. The host may now store a
+-- big state or executor part of a checkpoint as content-defined chunks,
+-- parts named "chunk/<i>/<n>/<name>" (host/chunks.go), which a build of
+-- version 19 or older would hand to the workflow as parts it does not
+-- know and fail to restore the run: the version is bumped so that such a
+-- build refuses this database at Open instead.
+SELECT 1;
