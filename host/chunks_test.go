@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/superstep/superstep/agent"
@@ -245,4 +246,88 @@ func TestHost_LongConversationStoredLinearly(t *testing.T) {
 			t.Fatalf("each of the last 20 turns stored %d bytes (the history is %d): the state is not shared between turns", perTurn, history)
 		}
 	})
+}
+
+// TestHost_LongConversation_RecoversChunkedState: a host dies before the
+// commit of a turn whose conversation is stored in chunks; the next host
+// restores the run from its last checkpoint (chunks joined), runs the turn
+// again, and the agent sees the whole conversation then and in the turn
+// after.
+func TestHost_LongConversation_RecoversChunkedState(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, db testDB) {
+		register := func(t *testing.T, h *host.Host) {
+			if err := h.RegisterAgent("chat", digestAgent); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var armed atomic.Bool
+		inc := startIncarnation(t, db, host.Config{}, register, func(f *host.Fault) bool {
+			return armed.Load() && f.Point == host.FaultCommitBefore
+		})
+		ctx := testCtx(t)
+		var conv []string
+		var prev string
+		turn := func(h *host.Host, i int) *store.Response {
+			t.Helper()
+			in := text(uint64(500+i), 2000)
+			r, err := h.Create(ctx, &host.CreateParams{Model: "chat", Store: true, PreviousResponseID: prev,
+				Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: in}}})
+			if err != nil {
+				t.Fatalf("turn %d: %v", i, err)
+			}
+			conv = append(conv, "user:"+in)
+			prev = r.ID
+			return r
+		}
+		check := func(h *host.Host, r *store.Response, i int) {
+			t.Helper()
+			if done := wait(t, h, r.ID); done.Status != store.StatusCompleted {
+				t.Fatalf("turn %d: %s", i, done.Status)
+			}
+			digest := sha256.New()
+			for _, m := range conv {
+				fmt.Fprintln(digest, m)
+			}
+			out := outputs(collect(t, h, r.ID, -1))
+			if want := fmt.Sprintf("%d %x ", len(conv), digest.Sum(nil)[:8]); len(out) != 1 || !strings.HasPrefix(out[0], want) {
+				t.Fatalf("turn %d: the agent answered %.40q, want %q", i, out, want)
+			}
+			conv = append(conv, "assistant:"+out[0])
+		}
+		const before = 20 // ~50 KB of conversation: past host.ChunkFrom
+		for i := range before {
+			check(inc.h, turn(inc.h, i), i)
+		}
+		last, err := inc.raw.CheckpointGetLast(ctx, mustRun(t, inc.h, prev))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunks := 0
+		for _, p := range last.Parts {
+			if strings.HasPrefix(p.Name, "chunk/") {
+				chunks++
+			}
+		}
+		if chunks < 2 {
+			t.Fatalf("the conversation's checkpoint holds %d chunks: the test does not reach chunked state", chunks)
+		}
+		armed.Store(true)
+		r := turn(inc.h, before)
+		inc.crashed()
+
+		inc2 := startIncarnation(t, db, host.Config{}, register, nil)
+		check(inc2.h, r, before)
+		check(inc2.h, turn(inc2.h, before+1), before+1)
+	})
+}
+
+// mustRun returns the run of response id.
+func mustRun(t *testing.T, h *host.Host, id string) string {
+	t.Helper()
+	r, err := h.Get(testCtx(t), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.RunID
 }
