@@ -331,3 +331,30 @@ func mustRun(t *testing.T, h *host.Host, id string) string {
 	}
 	return r.RunID
 }
+
+// FuzzToWorkflowParts: store parts of any names and bytes are joined or
+// refused, never a panic; what toStoreParts wrote always reads back.
+func FuzzToWorkflowParts(f *testing.F) {
+	f.Add("chunk/0/2/state/x", []byte("ab"), "chunk/1/2/state/x", []byte("cd"), 40000)
+	f.Add("chunk/0/1/executor/e", []byte{}, "header", []byte("{}"), 0)
+	f.Add("chunk/1/1/state/x", []byte("a"), "chunk/-1/2/", []byte("b"), 70000)
+	f.Fuzz(func(t *testing.T, n1 string, d1 []byte, n2 string, d2 []byte, size int) {
+		parts, err := host.ToWorkflowParts([]store.Part{{Name: n1, Data: d1}, {Name: n2, Data: d2}})
+		if err == nil {
+			total := 0
+			for _, p := range parts {
+				total += len(p.Data)
+			}
+			if total != len(d1)+len(d2) && !(n1 == n2 && !strings.HasPrefix(n1, "chunk/")) {
+				t.Fatalf("joined %d bytes of %d", total, len(d1)+len(d2))
+			}
+		}
+		size = min(max(size, 0), 1<<20)
+		data := bytes.Repeat(append(slices.Clip(d1), d2...), 1+size/(1+len(d1)+len(d2)))
+		in := []workflow.Part{{Name: "state/" + n1, Data: data}, {Name: "header", Data: d2}}
+		back, err := host.ToWorkflowParts(host.ToStoreParts(in))
+		if err != nil || len(back) != 2 || back[0].Name != in[0].Name || !bytes.Equal(back[0].Data, data) || !bytes.Equal(back[1].Data, d2) {
+			t.Fatalf("round trip of a %d-byte part: %v", len(data), err)
+		}
+	})
+}
