@@ -2,7 +2,6 @@ package host
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -19,10 +18,10 @@ import (
 // commit, and a run keeps the checkpoint each finished response resumes
 // from. A hosted agent keeps its conversation in one state part, so a
 // conversation of n turns kept n copies of its history: O(n²) bytes (200
-// turns of 1.5 KB stored 31 MB of blobs). Cut into chunks by content
-// (internal/cdc), a part that grew at its end shares all but its last
-// chunks with the part before, and each turn stores what it added plus a
-// chunk or two.
+// turns of 1.5 KB stored 31 MB of blobs, 1,000 turns 779 MB). Cut into
+// chunks by content (cdc.Split), a part that grew at its end shares all
+// but its last chunks with the part before, and takes O(log size) chunks
+// (each a manifest entry of every checkpoint that holds it).
 //
 // The chunks of part name are store parts named
 // chunkPrefix+"<i>/<n>/"+name, i from 0 to n-1, in order. The workflow
@@ -55,7 +54,7 @@ func toStoreParts(ps []workflow.Part) []store.Part {
 			out = append(out, store.Part{Name: p.Name, Data: p.Data})
 			continue
 		}
-		cs := slices.Collect(cdc.Chunks(p.Data))
+		cs := cdc.Split(p.Data)
 		for i, c := range cs {
 			out = append(out, store.Part{Name: chunkName(p.Name, i, len(cs)), Data: c})
 		}

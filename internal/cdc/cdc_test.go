@@ -20,13 +20,13 @@ func randomBytes(seed uint64, n int) []byte {
 // the last is within Min..Max.
 func checkChunks(t testing.TB, data []byte) [][]byte {
 	t.Helper()
-	cs := slices.Collect(Chunks(data))
+	cs := Split(data)
 	if got := bytes.Join(cs, nil); !bytes.Equal(got, data) {
 		t.Fatalf("chunks of %d bytes join to %d bytes, not the input", len(data), len(got))
 	}
 	for i, c := range cs {
-		if len(c) == 0 || len(c) > Max || (i < len(cs)-1 && len(c) < Min) {
-			t.Fatalf("chunk %d of %d: %d bytes (Min %d, Max %d)", i, len(cs), len(c), Min, Max)
+		if len(c) == 0 || (i < len(cs)-1 && len(c) < Min) {
+			t.Fatalf("chunk %d of %d: %d bytes (Min %d)", i, len(cs), len(c), Min)
 		}
 		if cap(c) != len(c) {
 			t.Fatalf("chunk %d: cap %d > len %d: an append to it would overwrite the next", i, cap(c), len(c))
@@ -35,8 +35,8 @@ func checkChunks(t testing.TB, data []byte) [][]byte {
 	return cs
 }
 
-func TestChunks_Small(t *testing.T) {
-	if cs := slices.Collect(Chunks(nil)); len(cs) != 0 {
+func TestSplit_Small(t *testing.T) {
+	if cs := Split(nil); len(cs) != 0 {
 		t.Fatalf("empty input: %d chunks", len(cs))
 	}
 	for _, n := range []int{1, Min - 1, Min} {
@@ -46,41 +46,83 @@ func TestChunks_Small(t *testing.T) {
 	}
 }
 
-// TestChunks_Sizes: random bytes cut into chunks of Min + 4 KiB on
-// average; a run of one byte value (no boundary) into chunks of Max.
-func TestChunks_Sizes(t *testing.T) {
-	data := randomBytes(2, 4<<20)
-	cs := checkChunks(t, data)
-	avg := len(data) / len(cs)
-	if avg < Min+2<<10 || avg > Min+6<<10 {
-		t.Fatalf("random bytes: %d chunks of %d bytes on average, want about %d", len(cs), avg, Min+4<<10)
+// TestCuts_Sizes: random bytes cut at level 0 every Min + 4 KiB on
+// average, one boundary in 2^levelBits of a level higher; a run of one
+// byte value (no boundary) at every Max.
+func TestCuts_Sizes(t *testing.T) {
+	data := randomBytes(2, 16<<20)
+	cs := cuts(data)
+	if avg := len(data) / len(cs); avg < Min+3<<10 || avg > Min+5<<10 {
+		t.Fatalf("random bytes: %d cuts, every %d bytes on average, want about %d", len(cs), avg, Min+4<<10)
 	}
-	flat := checkChunks(t, bytes.Repeat([]byte{'u'}, 10*Max+5))
+	var byLevel [MaxLevel + 1]int
+	prev := 0
+	for _, c := range cs[:len(cs)-1] {
+		if c.level < 0 || c.end-prev < Min || c.end-prev > Max {
+			t.Fatalf("cut %+v after %d", c, prev)
+		}
+		byLevel[c.level]++
+		prev = c.end
+	}
+	for l := 1; l <= 2; l++ {
+		higher := 0
+		for _, n := range byLevel[l:] {
+			higher += n
+		}
+		if ratio := float64(len(cs)) / float64(higher) / float64(int(1)<<(levelBits*l)); ratio < 0.7 || ratio > 1.4 {
+			t.Fatalf("cuts by level %v: level %d and higher %d of %d", byLevel, l, higher, len(cs))
+		}
+	}
+	flat := cuts(bytes.Repeat([]byte{'u'}, 10*Max+5))
 	for _, c := range flat[:len(flat)-1] {
-		if len(c) != Min && len(c) != Max {
-			t.Fatalf("a run of one byte: chunk of %d bytes, want all %d or all %d", len(c), Min, Max)
+		if c.end%Max != 0 && c.end%Min != 0 {
+			t.Fatalf("a run of one byte cut at %d", c.end)
 		}
 	}
 }
 
-// TestChunks_Append: a value that grows at its end keeps every chunk but
-// the last it had.
-func TestChunks_Append(t *testing.T) {
-	base := randomBytes(3, 300<<10)
-	before := checkChunks(t, base)
-	for _, extra := range []int{1, 100, 5000, 200 << 10} {
-		after := checkChunks(t, append(slices.Clip(base), randomBytes(4, extra)...))
-		for i, c := range before[:len(before)-1] {
-			if !bytes.Equal(after[i], c) {
-				t.Fatalf("+%d bytes: chunk %d of %d changed", extra, i, len(before))
+// TestSplit_Few: a big value takes few chunks (about 2^levelBits per
+// level), not one per level-0 chunk.
+func TestSplit_Few(t *testing.T) {
+	data := randomBytes(9, 4<<20)
+	cs := checkChunks(t, data)
+	if n0 := len(cuts(data)); len(cs) > 60 || len(cs) >= n0/4 {
+		t.Fatalf("4 MiB in %d chunks (%d level-0 cuts)", len(cs), n0)
+	}
+}
+
+// TestSplit_Growing: a value that grows at its end, a few KB at a time,
+// keeps most of its chunks from one version to the next: over 400
+// versions the new chunks add up to a few times the final size (each byte
+// is in a new chunk once per level), not to the sum of all versions, and
+// no version takes many chunks.
+func TestSplit_Growing(t *testing.T) {
+	data := randomBytes(3, 0)
+	have := map[string]bool{}
+	stored, sum := 0, 0
+	for v := range 400 {
+		data = append(data, randomBytes(uint64(10+v), 2500)...)
+		cs := checkChunks(t, data)
+		if len(cs) > 50 {
+			t.Fatalf("version %d (%d bytes): %d chunks", v, len(data), len(cs))
+		}
+		for _, c := range cs {
+			if !have[string(c)] {
+				have[string(c)] = true
+				stored += len(c)
 			}
 		}
+		sum += len(data)
 	}
+	if stored > (MaxLevel+2)*len(data) {
+		t.Fatalf("400 versions up to %d bytes stored %d bytes of new chunks (%d in all versions)", len(data), stored, sum)
+	}
+	t.Logf("400 versions up to %d bytes: %d bytes of new chunks (%.1f× the last version; all versions %d bytes)", len(data), stored, float64(stored)/float64(len(data)), sum)
 }
 
-// TestChunks_Edit: a change in the middle changes only the chunks near it:
+// TestSplit_Edit: a change in the middle changes only the chunks near it:
 // the chunks before it, and all but a few after it, are the same.
-func TestChunks_Edit(t *testing.T) {
+func TestSplit_Edit(t *testing.T) {
 	base := randomBytes(5, 512<<10)
 	edited := slices.Clone(base)
 	edited = slices.Insert(edited, 200<<10, []byte("an insertion in the middle")...)
@@ -100,20 +142,20 @@ func TestChunks_Edit(t *testing.T) {
 	}
 }
 
-// TestChunks_Fixed pins the cut points of a fixed input: they are part of
+// TestSplit_Fixed pins the cut points of a fixed input: they are part of
 // what a store shares between checkpoints written by different versions.
-func TestChunks_Fixed(t *testing.T) {
+func TestSplit_Fixed(t *testing.T) {
 	var sizes []int
-	for c := range Chunks(randomBytes(6, 64<<10)) {
+	for _, c := range Split(randomBytes(6, 1<<20)) {
 		sizes = append(sizes, len(c))
 	}
-	want := []int{9818, 4240, 7274, 14671, 2278, 5181, 6201, 3392, 12481}
+	want := []int{111131, 146855, 461890, 147127, 12957, 9204, 63473, 35892, 3299, 9863, 8525, 6095, 8445, 2675, 2810, 5515, 2533, 10287}
 	if !slices.Equal(sizes, want) {
 		t.Fatalf("cut sizes %v, want %v", sizes, want)
 	}
 }
 
-func FuzzChunks(f *testing.F) {
+func FuzzSplit(f *testing.F) {
 	f.Add([]byte("hello"), 0)
 	f.Add(randomBytes(7, 3*Max), 0)
 	f.Add(bytes.Repeat([]byte{0}, 2*Max+1), 1)
@@ -129,11 +171,10 @@ func FuzzChunks(f *testing.F) {
 	})
 }
 
-func BenchmarkChunks(b *testing.B) {
+func BenchmarkSplit(b *testing.B) {
 	data := randomBytes(8, 1<<20)
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
-		for range Chunks(data) {
-		}
+		Split(data)
 	}
 }
