@@ -95,30 +95,15 @@ func (r *Run) encode(st *runState) ([]Part, error) {
 // splices them into the header rather than have json.Marshal copy them.
 const minSpliced = 64 << 10
 
-// marshalHeader returns json.Marshal(h), byte for byte, copying each
-// queued value's encoding (typedValue.V) into the result once. Marshal
-// compacts a json.RawMessage into its growing buffer and copies the
-// result out: a big value (an 8 MiB request's text in the start
-// executor's queue) was copied three times, the buffer grown by doubling.
-// Here, when one value is big, every value is replaced by its index, the
-// small header is marshaled, and each "v":<index> is replaced by the
-// value: "v": is written only as a typedValue's key (inside a string its
-// quotes would be escaped). The values are json.Marshal's own output,
-// compact and escaped as Marshal would write them again.
+// marshalHeader returns json.Marshal(h), byte for byte, each queued
+// value's encoding copied into the result once (marshalSpliced).
 func marshalHeader(h *header) ([]byte, error) {
 	var vals []*typedValue
-	big := false
-	each := func(tv *typedValue) {
-		if len(tv.V) > 0 {
-			vals = append(vals, tv)
-			big = big || len(tv.V) >= minSpliced
-		}
-	}
 	eachEnv := func(envs []envJSON) {
 		for i := range envs {
-			each(&envs[i].Value)
+			vals = append(vals, &envs[i].Value)
 			for j := range envs[i].Batch {
-				each(&envs[i].Batch[j])
+				vals = append(vals, &envs[i].Batch[j])
 			}
 		}
 	}
@@ -131,10 +116,27 @@ func marshalHeader(h *header) ([]byte, error) {
 		}
 	}
 	for i := range h.Pending {
-		each(&h.Pending[i].Payload)
+		vals = append(vals, &h.Pending[i].Payload)
 	}
-	if !big {
-		return marshalJSON(h)
+	return marshalSpliced(h, vals)
+}
+
+// marshalSpliced returns json.Marshal(v), byte for byte, where vals are
+// the typed values v holds (all of them), copying each value's encoding
+// (typedValue.V) into the result once. Marshal compacts a json.RawMessage
+// into its growing buffer and copies the result out: a big value (an 8
+// MiB request's text in the start executor's queue, an agent's whole
+// conversation in a completion's journal record) was copied three times,
+// the buffer grown by doubling. Here, when one value is big, every value
+// is replaced by its index, the small rest is marshaled, and each
+// "v":<index> is replaced by the value: "v": is written only as a
+// typedValue's key (inside a string its quotes would be escaped). The
+// values are json.Marshal's own output, compact and escaped as Marshal
+// would write them again.
+func marshalSpliced(v any, vals []*typedValue) ([]byte, error) {
+	vals = slices.DeleteFunc(vals, func(tv *typedValue) bool { return len(tv.V) == 0 })
+	if !slices.ContainsFunc(vals, func(tv *typedValue) bool { return len(tv.V) >= minSpliced }) {
+		return marshalJSON(v)
 	}
 	raw := make([]json.RawMessage, len(vals))
 	size := 0
@@ -142,7 +144,7 @@ func marshalHeader(h *header) ([]byte, error) {
 		raw[i], size = tv.V, size+len(tv.V)
 		tv.V = strconv.AppendInt(nil, int64(i), 10)
 	}
-	small, err := marshalJSON(h)
+	small, err := marshalJSON(v)
 	for i, tv := range vals {
 		tv.V = raw[i]
 	}
@@ -165,7 +167,7 @@ func marshalHeader(h *header) ([]byte, error) {
 		}
 		i, err := strconv.Atoi(string(rest[:n]))
 		if err != nil || i >= len(raw) {
-			return nil, fmt.Errorf("workflow: header value %q is no index of %d", rest[:min(n+1, len(rest))], len(raw))
+			return nil, fmt.Errorf("workflow: spliced value %q is no index of %d", rest[:min(n+1, len(rest))], len(raw))
 		}
 		out = append(out, raw[i]...)
 		rest = rest[n:]
@@ -265,10 +267,16 @@ func (st *runState) encodedState(k string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workflow: state %q: %w", k, err)
 	}
-	data := make([]byte, 0, len(tv.T)+1+len(tv.V))
-	data = append(append(append(data, tv.T...), '\n'), tv.V...)
+	data := statePart(tv)
 	st.enc[k] = data
 	return data, nil
+}
+
+// statePart is the checkpoint part of a state value encoded as tv: its
+// type's name, a newline, its JSON (decodeStatePart reverses it).
+func statePart(tv typedValue) []byte {
+	data := make([]byte, 0, len(tv.T)+1+len(tv.V))
+	return append(append(append(data, tv.T...), '\n'), tv.V...)
 }
 
 // decodeStatePart reverses encodedState.

@@ -134,11 +134,15 @@ func recordCompletion(ctx context.Context, j Journal, call JournalCall, c *Conte
 		ce.Value = tv
 		rec.Events = append(rec.Events, ce)
 	}
-	for _, key := range buf.order {
+	encs := make([][]byte, len(buf.order))
+	for i, key := range buf.order {
 		w := buf.writes[key]
 		tv, err := encodeValue(w.value)
 		if err != nil {
 			return nil
+		}
+		if !w.deleted {
+			encs[i] = statePart(tv)
 		}
 		rec.Writes = append(rec.Writes, completionWrite{Key: key, Value: tv, Deleted: w.deleted})
 	}
@@ -149,12 +153,33 @@ func recordCompletion(ctx context.Context, j Journal, call JournalCall, c *Conte
 		}
 		rec.Annotations = append(rec.Annotations, completionNote{Path: a.Path, Value: tv})
 	}
-	data, err := json.Marshal(rec)
+	var vals []*typedValue
+	for i := range rec.Sends {
+		vals = append(vals, &rec.Sends[i])
+	}
+	for i := range rec.Events {
+		vals = append(vals, &rec.Events[i].Value)
+	}
+	for i := range rec.Writes {
+		vals = append(vals, &rec.Writes[i].Value)
+	}
+	for i := range rec.Annotations {
+		vals = append(vals, &rec.Annotations[i].Value)
+	}
+	data, err := marshalSpliced(&rec, vals)
 	if err != nil {
 		return nil
 	}
 	if err := j.Record(ctx, call, data); err != nil {
 		return fmt.Errorf("workflow: journal executor %q: %w", c.exec, err)
+	}
+	// The checkpoint takes the encodings the record holds: the value is
+	// encoded once, and a re-run that replays the record checkpoints the
+	// same bytes (replayCompletion).
+	for i, key := range buf.order {
+		w := buf.writes[key]
+		w.enc = encs[i]
+		buf.writes[key] = w
 	}
 	return nil
 }
@@ -198,7 +223,11 @@ func (r *Run) replayCompletion(n int64, id string, data []byte) (execResult, err
 			buf.writes = map[string]stateWrite{}
 		}
 		buf.order = append(buf.order, w.Key)
-		buf.writes[w.Key] = stateWrite{value: v, deleted: w.Deleted}
+		sw := stateWrite{value: v, deleted: w.Deleted}
+		if !w.Deleted {
+			sw.enc = statePart(w.Value)
+		}
+		buf.writes[w.Key] = sw
 	}
 	for _, a := range rec.Annotations {
 		v, err := decodeValue(a.Value)

@@ -47,6 +47,10 @@ type sendRec struct {
 type stateWrite struct {
 	value   any
 	deleted bool
+	// enc is value's checkpoint part (statePart), when the completion
+	// journal already encoded it: the next checkpoint uses it rather than
+	// encoding value again (a hosted agent's whole conversation, each turn).
+	enc []byte
 }
 
 // Context returns the run's context.Context: the one passed to Run, with

@@ -82,3 +82,38 @@ func TestEncodeValue_BigStringOnce(t *testing.T) {
 		t.Fatalf("encoding %d bytes allocated %d", len(want), alloc)
 	}
 }
+
+// TestCompletionRecord_AsMarshal: a completion's journal record with a big
+// state write is spliced byte for byte as json.Marshal writes it (values
+// that hold "v": and numbers themselves, in sends, events, writes and
+// annotations), and reads back as the record.
+func TestCompletionRecord_AsMarshal(t *testing.T) {
+	val := func(v any) typedValue {
+		tv, err := encodeValue(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tv
+	}
+	big := strings.Repeat(`"v":1 <&> "v":`+"\u2028\n", 10<<10)
+	rec := completionRec{Attempt: 2, Sends: []typedValue{val(`"v":3`), {}},
+		Events:      []completionEvent{{Value: val(4), Intermediate: true}},
+		Writes:      []completionWrite{{Key: `"v":5`, Value: val(big)}, {Key: "gone", Deleted: true}},
+		Annotations: []completionNote{{Path: []string{`"v":6`}, Value: val("note")}}}
+	want, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := []*typedValue{&rec.Sends[0], &rec.Sends[1], &rec.Events[0].Value, &rec.Writes[0].Value, &rec.Writes[1].Value, &rec.Annotations[0].Value}
+	got, err := marshalSpliced(&rec, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%d bytes differ from json.Marshal's %d: %.300q", len(got), len(want), got)
+	}
+	var back completionRec
+	if err := json.Unmarshal(got, &back); err != nil || string(back.Writes[0].Value.V) != string(rec.Writes[0].Value.V) {
+		t.Fatalf("read back: %v", err)
+	}
+}

@@ -2,9 +2,11 @@ package workflow_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/superstep/superstep/workflow"
@@ -223,5 +225,93 @@ func TestCompletionJournal(t *testing.T) {
 	}
 	if len(j.calls) != 1 || j.calls[0].Kind != "executor" || j.calls[0].Name != "a" || j.calls[0].Step != 2 {
 		t.Fatalf("journaled %+v, want a's completion in step 2 only", j.calls)
+	}
+}
+
+// encodeCounted is a state value that counts its JSON encodings.
+type encodeCounted struct{ Text string }
+
+var encodeCount atomic.Int64
+
+func (e encodeCounted) MarshalJSON() ([]byte, error) {
+	encodeCount.Add(1)
+	return json.Marshal(map[string]string{"text": e.Text})
+}
+
+func (e *encodeCounted) UnmarshalJSON(b []byte) error {
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	e.Text = m["text"]
+	return nil
+}
+
+func init() { workflow.RegisterType[encodeCounted]("workflow_test.encodeCounted") }
+
+// TestCompletionJournal_StateEncodedOnce: a state value an executor writes
+// is encoded once, for its completion's journal record, and the
+// checkpoint's part is those bytes (a hosted agent's conversation was
+// encoded twice per turn). A re-run that replays the record encodes it
+// not at all, and checkpoints the same bytes.
+func TestCompletionJournal_StateEncodedOnce(t *testing.T) {
+	failB := true
+	a := workflow.Func("a", func(c *workflow.Context, in string) error {
+		return c.Set("memory", encodeCounted{Text: "all " + in + " said so far"})
+	}, workflow.WithCompletionJournal())
+	b := workflow.Func("b", func(c *workflow.Context, in string) error {
+		if failB {
+			return errors.New("b crashed")
+		}
+		return nil
+	})
+	split := workflow.Func("split", func(c *workflow.Context, in string) error { return c.Send(in) })
+	wf, err := workflow.NewBuilder("encode-once").SetStart(split).AddFanOut(split, []workflow.Executor{a, b}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := workflow.WithJournal(t.Context(), &memJournal{})
+	run := func() (memory []byte, err error) {
+		r, err := wf.NewRun("run-1", "go")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.Run(ctx, func(_ context.Context, s *workflow.Step) error {
+			for _, p := range s.Checkpoint {
+				if p.Name == "state/memory" {
+					memory = p.Data
+				}
+			}
+			return nil
+		}, nil)
+		return memory, err
+	}
+	encodeCount.Store(0)
+	if _, err := run(); err == nil {
+		t.Fatal("the first run succeeded; b should have failed it")
+	}
+	if n := encodeCount.Load(); n != 1 {
+		t.Fatalf("a's write encoded %d times for its journal record, want 1", n)
+	}
+	failB = false
+	memory, err := run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := encodeCount.Load(); n != 1 {
+		t.Fatalf("the value was encoded %d times in all, want once: the replay and the checkpoint use the record's bytes", n)
+	}
+	if want := `workflow_test.encodeCounted` + "\n" + `{"text":"all go said so far"}`; string(memory) != want {
+		t.Fatalf("checkpointed %q, want %q", memory, want)
+	}
+
+	// Without a replay: one encoding serves the record and the checkpoint.
+	encodeCount.Store(0)
+	ctx = workflow.WithJournal(t.Context(), &memJournal{})
+	if _, err := run(); err != nil {
+		t.Fatal(err)
+	}
+	if n := encodeCount.Load(); n != 1 {
+		t.Fatalf("a run without a crash encoded the value %d times, want 1", n)
 	}
 }

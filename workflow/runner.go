@@ -447,6 +447,9 @@ func (r *Run) advance(n int64, results []execResult) (*runState, error) {
 				delete(next.state, key)
 			} else {
 				next.state[key] = w.value
+				if w.enc != nil {
+					next.enc[key] = w.enc
+				}
 			}
 		}
 		next.deliver(res.id, res.buf.sends)
