@@ -8,17 +8,21 @@ import (
 	"testing"
 )
 
+// mustEncode is encodeValue(v), failing t on an error.
+func mustEncode(t *testing.T, v any) typedValue {
+	t.Helper()
+	tv, err := encodeValue(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tv
+}
+
 // TestMarshalHeader_AsMarshal: a header with a big value is spliced, byte
 // for byte as json.Marshal writes it, with values that hold "v": and
 // numbers themselves, in queues, batches, fan-ins and pending requests.
 func TestMarshalHeader_AsMarshal(t *testing.T) {
-	val := func(v any) typedValue {
-		tv, err := encodeValue(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tv
-	}
+	val := func(v any) typedValue { return mustEncode(t, v) }
 	big := strings.Repeat(`"v":1 <&> "v":`+"\u2028\n", 10<<10)
 	for _, withBig := range []bool{true, false} {
 		first := val("small")
@@ -88,13 +92,7 @@ func TestEncodeValue_BigStringOnce(t *testing.T) {
 // that hold "v": and numbers themselves, in sends, events, writes and
 // annotations), and reads back as the record.
 func TestCompletionRecord_AsMarshal(t *testing.T) {
-	val := func(v any) typedValue {
-		tv, err := encodeValue(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tv
-	}
+	val := func(v any) typedValue { return mustEncode(t, v) }
 	big := strings.Repeat(`"v":1 <&> "v":`+"\u2028\n", 10<<10)
 	rec := completionRec{Attempt: 2, Sends: []typedValue{val(`"v":3`), {}},
 		Events:      []completionEvent{{Value: val(4), Intermediate: true}},
