@@ -103,8 +103,8 @@ func toWorkflowParts(ps []store.Part) ([]workflow.Part, error) {
 			continue
 		}
 		name, i, n, ok := parseChunkName(p.Name)
-		if !ok {
-			return nil, fmt.Errorf("host: checkpoint part %q: not a chunk's name", p.Name)
+		if !ok || n > len(ps) { // a count past the parts given: damage, not an allocation to make
+			return nil, fmt.Errorf("host: checkpoint part %q: not a chunk's name, or of more chunks than the checkpoint has parts", p.Name)
 		}
 		if parts == nil {
 			parts = map[string]*joined{}

@@ -93,6 +93,7 @@ func TestChunkParts(t *testing.T) {
 		"count":     append(slices.Clone(sp), store.Part{Name: "chunk/1/2/state/agent/memory/agent", Data: []byte("a")}),
 		"index":     append(slices.Clone(sp), store.Part{Name: "chunk/2/2/state/y", Data: []byte("a")}),
 		"zeros":     append(slices.Clone(sp), store.Part{Name: "chunk/00/2/state/y", Data: []byte("a")}),
+		"huge":      append(slices.Clone(sp), store.Part{Name: "chunk/0/999999999999/state/y", Data: []byte("a")}),
 	} {
 		if _, err := host.ToWorkflowParts(ps); err == nil {
 			t.Errorf("%s chunk: read back without an error", name)
