@@ -134,15 +134,11 @@ func recordCompletion(ctx context.Context, j Journal, call JournalCall, c *Conte
 		ce.Value = tv
 		rec.Events = append(rec.Events, ce)
 	}
-	encs := make([][]byte, len(buf.order))
-	for i, key := range buf.order {
+	for _, key := range buf.order {
 		w := buf.writes[key]
 		tv, err := encodeValue(w.value)
 		if err != nil {
 			return nil
-		}
-		if !w.deleted {
-			encs[i] = statePart(tv)
 		}
 		rec.Writes = append(rec.Writes, completionWrite{Key: key, Value: tv, Deleted: w.deleted})
 	}
@@ -176,10 +172,11 @@ func recordCompletion(ctx context.Context, j Journal, call JournalCall, c *Conte
 	// The checkpoint takes the encodings the record holds: the value is
 	// encoded once, and a re-run that replays the record checkpoints the
 	// same bytes (replayCompletion).
-	for i, key := range buf.order {
-		w := buf.writes[key]
-		w.enc = encs[i]
-		buf.writes[key] = w
+	for i, key := range buf.order { // rec.Writes[i] is key's
+		if w := buf.writes[key]; !w.deleted {
+			w.enc = statePart(rec.Writes[i].Value)
+			buf.writes[key] = w
+		}
 	}
 	return nil
 }
