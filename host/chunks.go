@@ -94,6 +94,7 @@ func toWorkflowParts(ps []store.Part) ([]workflow.Part, error) {
 	type joined struct {
 		at     int      // index in out
 		chunks [][]byte // by chunk index
+		got    []bool   // by chunk index: read (an empty chunk is one too)
 		have   int
 	}
 	var parts map[string]*joined
@@ -111,17 +112,14 @@ func toWorkflowParts(ps []store.Part) ([]workflow.Part, error) {
 		}
 		j := parts[name]
 		if j == nil {
-			j = &joined{at: len(out), chunks: make([][]byte, n)}
+			j = &joined{at: len(out), chunks: make([][]byte, n), got: make([]bool, n)}
 			parts[name] = j
 			out = append(out, workflow.Part{Name: name})
 		}
-		if len(j.chunks) != n || j.chunks[i] != nil {
+		if len(j.chunks) != n || j.got[i] {
 			return nil, fmt.Errorf("host: checkpoint part %q: chunk %d of %d repeated or of another count", name, i, n)
 		}
-		j.chunks[i] = p.Data
-		if j.chunks[i] == nil {
-			j.chunks[i] = []byte{}
-		}
+		j.chunks[i], j.got[i] = p.Data, true
 		j.have++
 	}
 	for name, j := range parts {
