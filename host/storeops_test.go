@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/protocol"
@@ -275,18 +276,27 @@ func TestHost_FramesKeepLongTextSpliced(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, be testDB) {
 		s := &opsStore{Store: be.open(t)}
 		defer s.Close()
-		h := newHost(t, s, nil, registerDemos)
+		// The reply waits until the reader has its first frame, so its
+		// frames reach the feed while the reader reads it, however late
+		// the reader starts: a reader that starts after the reply's
+		// commit reads what it missed from the store, unspliced.
+		gate := make(chan struct{})
+		h := newHost(t, s, nil, func(t *testing.T, h *host.Host) { registerHeldReply(t, h, gate) })
 		defer shutdown(t, h)
 		text := strings.Repeat("word ", 2*protocol.SpliceMin/5)
-		r := create(t, h, examples.Stream, text, map[string]string{"step_delay_ms": "0"})
+		r := create(t, h, heldReplyModel, text, nil)
 		var evs []store.Event
-		spliced := 0
+		spliced, released := 0, false
 		for f, err := range h.FramesStarted(testCtx(t), r, -1) {
 			if err != nil {
 				t.Fatalf("Frames after %d frames: %v", len(evs), err)
 			}
 			if len(f.Splices) > 0 {
 				spliced++
+			}
+			if !released {
+				close(gate)
+				released = true
 			}
 			var w bytes.Buffer
 			if _, err := f.WriteTo(&w); err != nil {
@@ -310,6 +320,33 @@ func TestHost_FramesKeepLongTextSpliced(t *testing.T) {
 			}
 		}
 	})
+}
+
+// heldReplyModel waits for gate, then streams its input back word by word
+// as superstep 1's reply; superstep 2 yields "done".
+const heldReplyModel = "test.heldreply"
+
+func registerHeldReply(t *testing.T, h *host.Host, gate <-chan struct{}) {
+	t.Helper()
+	reply := workflow.Map("reply", func(c *workflow.Context, in string) (string, error) {
+		if err := waitFor(c.Context(), gate, "the reader"); err != nil {
+			return "", err
+		}
+		for _, w := range strings.SplitAfter(in, " ") {
+			if err := c.EmitLive(agent.Update{Kind: agent.UpdateTextDelta, Text: w}); err != nil {
+				return "", err
+			}
+		}
+		return in, nil
+	})
+	finish := workflow.Map("finish", func(c *workflow.Context, _ string) (string, error) { return "done", nil })
+	wf, err := workflow.NewBuilder(heldReplyModel).SetStart(reply).AddEdge(reply, finish).Outputs(reply, finish).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RegisterWorkflow(heldReplyModel, wf); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A reader that falls behind the tail the host keeps in memory reads the
