@@ -118,3 +118,15 @@ func (t *chatTurn) journaledTool(c toolCall, run func() (string, error)) (string
 // several executors, an agent that finished before a crash is not run
 // again when the superstep re-runs; its reply is re-applied.
 func (e *agentExecutor) JournalCompletion() bool { return true }
+
+// JournalCompletionAlone (workflow.SoloCompletionJournaler) is false for
+// a ChatAgent: alone in its superstep (every hosted conversation's turn)
+// it writes no completion record. Its model and tool calls are journaled
+// one by one, so a re-run after a crash before the commit makes none of
+// them again; the record would only add a write per turn that holds the
+// agent's whole memory. Another Agent's calls may not be journaled: its
+// completion is.
+func (e *agentExecutor) JournalCompletionAlone() bool {
+	_, chat := e.a.(*ChatAgent)
+	return !chat
+}

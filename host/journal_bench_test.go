@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -20,11 +21,11 @@ import (
 
 // BenchmarkHost_JournalTurn measures what the journal inside the
 // superstep costs: one response of an agent whose turn makes 4 model
-// calls and 3 tool calls (the local model server, real HTTP, no token
+// calls and 3 tool calls (chat/: one model call, no tool call) (the local model server, real HTTP, no token
 // delay) on SQLite with synchronous=FULL and on PostgreSQL, with the
-// journal (7 call appends and the executor's completion per response)
-// and without (Config.NoJournal). The difference per call is the
-// journal's cost.
+// journal (7 call appends per response; a ChatAgent alone in its
+// superstep journals no completion) and without (Config.NoJournal). The
+// difference per call is the journal's cost.
 func BenchmarkHost_JournalTurn(b *testing.B) {
 	srv, err := localmodel.Start("127.0.0.1:0", &localmodel.Options{TokenDelay: -1})
 	if err != nil {
@@ -39,8 +40,11 @@ func BenchmarkHost_JournalTurn(b *testing.B) {
 		name     string
 		off      bool
 		postgres bool
-	}{{"sqlite/journal=on", false, false}, {"sqlite/journal=off", true, false},
-		{"postgres/journal=on", false, true}, {"postgres/journal=off", true, true}} {
+		calls    int // model and tool calls per turn
+	}{{"sqlite/journal=on", false, false, 7}, {"sqlite/journal=off", true, false, 7},
+		{"postgres/journal=on", false, true, 7}, {"postgres/journal=off", true, true, 7},
+		{"chat/sqlite/journal=on", false, false, 1}, {"chat/sqlite/journal=off", true, false, 1},
+		{"chat/postgres/journal=on", false, true, 1}, {"chat/postgres/journal=off", true, true, 1}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var s store.Store
 			var err error
@@ -62,7 +66,7 @@ func BenchmarkHost_JournalTurn(b *testing.B) {
 				return "42", nil
 			})
 			a, err := agent.NewChatAgent(&agent.Options{Name: "assistant", BaseURL: srv.URL, APIKey: "test", Model: "local",
-				Tools: []*agent.Tool{calc}, Metadata: map[string]string{"tool_calls": "3"}})
+				Tools: []*agent.Tool{calc}, Metadata: map[string]string{"tool_calls": strconv.Itoa((tc.calls - 1) / 2)}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -99,7 +103,7 @@ func BenchmarkHost_JournalTurn(b *testing.B) {
 					b.Fatalf("response %s: %s", r.ID, res.Status)
 				}
 			}
-			b.ReportMetric(7, "calls/op")
+			b.ReportMetric(float64(tc.calls), "calls/op")
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"io"
 	"maps"
 	"net"
@@ -249,6 +250,116 @@ func TestHost_Journal_Recover(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// commitCrashStore is a journalCrashStore whose process dies at the
+// commit of step `at`, before it is written, and that records the key of
+// every journal entry appended.
+type commitCrashStore struct {
+	journalCrashStore
+	at int64
+
+	mu   sync.Mutex
+	keys []string
+}
+
+func (s *commitCrashStore) Commit(ctx context.Context, p *store.CommitParams) (*store.CommitResult, error) {
+	if p.Step == s.at {
+		s.crashed.Store(true)
+	}
+	return s.journalCrashStore.Commit(ctx, p)
+}
+
+func (s *commitCrashStore) JournalAppend(ctx context.Context, p *store.JournalAppendParams) error {
+	err := s.journalCrashStore.JournalAppend(ctx, p)
+	if err == nil {
+		s.mu.Lock()
+		for _, e := range p.Entries {
+			s.keys = append(s.keys, e.Key)
+		}
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// TestHost_Journal_SoloAgentNoCompletion: a ChatAgent alone in its
+// superstep (as every hosted conversation's turn is) journals its model
+// and tool calls but not its completion, which would hold everything it
+// produced. When the host dies at that superstep's commit, the host that
+// recovers the run re-runs the agent from the journal: no model request
+// and no tool is made again, and the response is the same.
+func TestHost_Journal_SoloAgentNoCompletion(t *testing.T) {
+	t.Parallel()
+	m := startGatedModel(t, 0)
+	var tools atomic.Int64
+	register := func(t *testing.T, h *host.Host) {
+		calc := agent.MustTool("calculate", "computes", func(ctx context.Context, in struct {
+			A float64 `json:"a"`
+		}) (string, error) {
+			tools.Add(1)
+			return "42", nil
+		})
+		a, err := agent.NewChatAgent(&agent.Options{Name: "assistant", BaseURL: m.url, APIKey: "test", Model: "local",
+			Tools: []*agent.Tool{calc}, Metadata: map[string]string{"tool_calls": "2"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		assistantEx := agent.Executor("assistant", a)
+		wf, err := workflow.NewBuilder("j.solo").SetStart(assistantEx).Outputs(assistantEx).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.RegisterWorkflow("j.solo", wf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := openStore(t, filepath.Join(t.TempDir(), "h.db"))
+	defer raw.Close()
+	cs := &commitCrashStore{journalCrashStore: journalCrashStore{crashStore: &crashStore{Store: raw}, j: raw.(store.Journal)}, at: 1}
+	cfg := host.Config{HostID: "h1", LeaseDuration: 1500 * time.Millisecond, CommitRetries: 1, CommitBackoff: time.Millisecond}
+	h1 := newHost(t, cs, &cfg, register)
+	defer shutdown(t, h1)
+	r := create(t, h1, "j.solo", `calculate {"a":1}`, nil)
+	h1.WaitRunExited(t)
+	if !cs.crashed.Load() {
+		t.Fatal("the run exited without reaching the commit of step 1")
+	}
+	cs.mu.Lock()
+	keys := slices.Clone(cs.keys)
+	cs.mu.Unlock()
+	if len(keys) != 5 {
+		t.Errorf("journaled %d entries %v, want 5: three model calls and two tool calls", len(keys), keys)
+	}
+	for _, k := range keys {
+		if strings.Contains(k, "@done") {
+			t.Errorf("journaled the solo agent's completion (%s)", k)
+		}
+	}
+
+	reg := prometheus.NewRegistry()
+	cfg = host.Config{HostID: "h2", LeaseDuration: 1500 * time.Millisecond, Metrics: reg}
+	h2 := newHost(t, raw, &cfg, register)
+	defer shutdown(t, h2)
+	final := wait(t, h2, r.ID)
+	if final.Status != store.StatusCompleted {
+		t.Fatalf("final status %s", final.Status)
+	}
+	if got := m.sends(); !slices.Equal(got, []int{1, 1, 1}) {
+		t.Errorf("sends of each distinct model request %v, want each of three once", got)
+	}
+	if n := tools.Load(); n != 2 {
+		t.Errorf("%d tool executions, want 2", n)
+	}
+	if got := metricSum(t, reg, "superstep_journal_replayed_total"); got != 5 {
+		t.Errorf("calls replayed %v, want 5", got)
+	}
+	var w wireResponse
+	if err := json.Unmarshal(final.Snapshot, &w); err != nil {
+		t.Fatal(err)
+	}
+	if got := itemTexts(w); len(got) == 0 || !strings.HasPrefix(got[len(got)-1], "message:") {
+		t.Errorf("output %v, want the agent's tool calls and its answer", got)
 	}
 }
 

@@ -12,7 +12,8 @@ import (
 // executors, one that finished before a crash need not run again when the
 // superstep re-runs: what it produced (sent messages, outputs, state
 // writes, annotations) is journaled when it finishes and re-applied
-// instead. Agent executors do it by default (agent.Executor); other
+// instead. Agent executors do it by default (agent.Executor; a ChatAgent
+// only in a superstep it shares, see SoloCompletionJournaler); other
 // executors opt in with WithCompletionJournal or by implementing
 // CompletionJournaler. It costs one journal write per executor per
 // superstep, and applies only with a journal (WithJournal).
@@ -27,11 +28,28 @@ import (
 // re-run with its log; see protocol.LiveFromLog).
 
 // CompletionJournaler is implemented by executors that ask for their
-// completion inside a superstep to be journaled (see WithJournal).
+// completion inside a superstep to be journaled (see WithJournal). An
+// executor that also implements SoloCompletionJournaler may ask for it
+// only in a superstep it shares with other executors.
 type CompletionJournaler interface {
 	// JournalCompletion reports whether to journal the executor's
 	// completion.
 	JournalCompletion() bool
+}
+
+// SoloCompletionJournaler is implemented by a CompletionJournaler that
+// says whether its completion is journaled in a superstep it runs alone.
+// There the record guards only the moment between the executor's end and
+// the superstep's commit, which follows at once; an executor whose every
+// call is journaled on its own (an agent's model and tool calls) is
+// re-run from those records at no cost in calls, and is better off
+// without a write per superstep that holds all it produced (a hosted
+// conversation's whole history, at every turn).
+type SoloCompletionJournaler interface {
+	CompletionJournaler
+	// JournalCompletionAlone reports whether to journal the executor's
+	// completion in a superstep where it is the only executor to run.
+	JournalCompletionAlone() bool
 }
 
 // WithCompletionJournal journals the executor's completion inside a
@@ -73,11 +91,14 @@ type completionNote struct {
 
 // completionCall returns the journal and the call naming executor id's
 // completion in step n, when it is to be journaled: ctx carries a journal
-// and ex asks for it. The call's hash covers the messages the executor
-// handles.
-func (r *Run) completionCall(ctx context.Context, n int64, id string, ex Executor) (Journal, JournalCall, bool) {
+// and ex asks for it (alone: no other executor runs in step n). The
+// call's hash covers the messages the executor handles.
+func (r *Run) completionCall(ctx context.Context, n int64, id string, ex Executor, alone bool) (Journal, JournalCall, bool) {
 	cj, ok := ex.(CompletionJournaler)
 	if !ok || !cj.JournalCompletion() {
+		return nil, JournalCall{}, false
+	}
+	if sj, ok := cj.(SoloCompletionJournaler); ok && alone && !sj.JournalCompletionAlone() {
 		return nil, JournalCall{}, false
 	}
 	if _, ok := ex.(Snapshotter); ok {

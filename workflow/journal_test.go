@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -225,6 +226,47 @@ func TestCompletionJournal(t *testing.T) {
 	}
 	if len(j.calls) != 1 || j.calls[0].Kind != "executor" || j.calls[0].Name != "a" || j.calls[0].Step != 2 {
 		t.Fatalf("journaled %+v, want a's completion in step 2 only", j.calls)
+	}
+}
+
+// soloSkipper is an executor that asks for its completion to be
+// journaled only in a superstep it shares (workflow.SoloCompletionJournaler).
+type soloSkipper struct{ workflow.Executor }
+
+func (soloSkipper) JournalCompletion() bool      { return true }
+func (soloSkipper) JournalCompletionAlone() bool { return false }
+
+// TestCompletionJournal_Alone: an executor that asks for no completion
+// record when alone gets none in a superstep it runs alone, and one in a
+// superstep it shares; an executor that asked with WithCompletionJournal
+// gets one alone too.
+func TestCompletionJournal_Alone(t *testing.T) {
+	first := soloSkipper{workflow.Func("first", func(c *workflow.Context, in string) error { return c.Send(in) })}
+	a := soloSkipper{workflow.Func("a", func(c *workflow.Context, in string) error { return c.Send("a " + in) })}
+	b := workflow.Func("b", func(c *workflow.Context, in string) error { return c.Send("b " + in) })
+	last := workflow.Func("last", func(c *workflow.Context, parts []any) error { return c.Yield(fmt.Sprint(parts)) },
+		workflow.WithCompletionJournal())
+	wf, err := workflow.NewBuilder("alone").SetStart(first).
+		AddFanOut(first, []workflow.Executor{a, b}).
+		AddFanIn([]workflow.Executor{a, b}, last).
+		Outputs(last).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &memJournal{}
+	r, err := wf.NewRun("run-1", "go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(workflow.WithJournal(t.Context(), j), func(context.Context, *workflow.Step) error { return nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range j.calls {
+		got = append(got, fmt.Sprintf("%s %s@%d", c.Kind, c.Name, c.Step))
+	}
+	if want := []string{"executor a@2", "executor last@3"}; !slices.Equal(got, want) {
+		t.Fatalf("journaled %q, want %q", got, want)
 	}
 }
 

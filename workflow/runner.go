@@ -350,25 +350,26 @@ func (r *Run) executeAll(ctx context.Context, n int64) []execResult {
 	}
 	results := make([]execResult, len(ids))
 	if len(ids) == 1 {
-		results[0] = r.execute(ctx, n, ids[0])
+		results[0] = r.execute(ctx, n, ids[0], true)
 		return results
 	}
 	var wg sync.WaitGroup
 	for i, id := range ids {
-		wg.Go(func() { results[i] = r.execute(ctx, n, id) })
+		wg.Go(func() { results[i] = r.execute(ctx, n, id, false) })
 	}
 	wg.Wait()
 	return results
 }
 
-// execute runs one executor's queued messages, retrying per its policy.
-func (r *Run) execute(ctx context.Context, n int64, id string) execResult {
+// execute runs one executor's queued messages, retrying per its policy;
+// alone: it is the only executor of superstep n.
+func (r *Run) execute(ctx context.Context, n int64, id string, alone bool) execResult {
 	ex := r.executor(id)
 	var policy RetryPolicy
 	if rt, ok := ex.(Retrier); ok {
 		policy = rt.Retry()
 	}
-	j, done, journaled := r.completionCall(ctx, n, id, ex)
+	j, done, journaled := r.completionCall(ctx, n, id, ex, alone)
 	if journaled {
 		if data, ok := j.Replay(ctx, done); ok {
 			if res, err := r.replayCompletion(n, id, data); err == nil {
