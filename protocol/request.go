@@ -143,9 +143,62 @@ func ParseCreate(body []byte, maxInputItems int) (*CreateRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkEchoed(fields); err != nil {
+		return nil, err
+	}
 	p.Instructions = mp.Instructions
 	p.body = body
 	return p, nil
+}
+
+// checkEchoed refuses, as the API does, a field the Response echoes (and
+// no model reads) that has the wrong type or is out of range: accepted,
+// it would be echoed as its default, so the client would be told a value
+// it did not send. Values whose set grows (service_tier, reasoning's
+// effort, include's names) are checked for their type only.
+func checkEchoed(fields map[string]json.RawMessage) error {
+	if _, err := optInt(fields["max_tool_calls"], "max_tool_calls", 0); err != nil {
+		return err
+	}
+	if v, err := optInt(fields["top_logprobs"], "top_logprobs", 0); err != nil {
+		return err
+	} else if v != nil && *v > 20 {
+		return requestErr("top_logprobs", CodeInvalidValue,
+			"Invalid 'top_logprobs': integer above maximum value. Expected a value <= 20, but got %d instead.", *v)
+	}
+	for _, name := range []string{"presence_penalty", "frequency_penalty"} {
+		if _, err := optNumber(fields[name], name, -2, 2); err != nil {
+			return err
+		}
+	}
+	if v, err := optString(fields["truncation"], "truncation"); err != nil {
+		return err
+	} else if v != nil && *v != "auto" && *v != "disabled" {
+		return requestErr("truncation", CodeInvalidValue,
+			"Invalid value: '%s'. Supported values are: 'auto' and 'disabled'.", truncate(*v, 64))
+	}
+	for _, name := range []string{"service_tier", "user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention"} {
+		if _, err := optString(fields[name], name); err != nil {
+			return err
+		}
+	}
+	for _, name := range []string{"reasoning", "stream_options", "prompt"} {
+		if raw := fields[name]; !IsNull(raw) && JSONKind(raw) != "an object" {
+			return typeError(name, "an object", raw)
+		}
+	}
+	if raw := fields["include"]; !IsNull(raw) {
+		var names []json.RawMessage
+		if JSONKind(raw) != "an array" || json.Unmarshal(raw, &names) != nil {
+			return typeError("include", "an array", raw)
+		}
+		for i, n := range names {
+			if JSONKind(n) != "a string" {
+				return typeError(fmt.Sprintf("include[%d]", i), "a string", n)
+			}
+		}
+	}
+	return nil
 }
 
 // decodeRequest decodes body as one JSON object into its raw fields,
