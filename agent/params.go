@@ -34,6 +34,13 @@ type ModelParams struct {
 	// MaxOutputTokens caps each model reply; with Options.MaxOutputTokens
 	// also set, the smaller cap holds. 0: no cap of the caller's.
 	MaxOutputTokens int
+	// MaxToolCalls, when set, caps the calls of the agent's own tools in
+	// the turn (the Responses API's max_tool_calls: the tools the server
+	// runs). Once that many ran, the model is called with tool choice
+	// none, so that it answers; a call of the agent's tools past the cap
+	// in one reply is not run (the model is told so), and shows nowhere.
+	// Options.MaxToolCalls still fails a turn that reaches it.
+	MaxToolCalls *int
 	// Temperature and TopP, when set, are sent as they are.
 	Temperature, TopP *float64
 	// TextFormat, when set, asks for JSON output (nil: text).
@@ -141,6 +148,9 @@ func (a *ChatAgent) CheckParams(p *ModelParams) error {
 		}
 	default:
 		return &ParamError{Param: "tool_choice", Message: fmt.Sprintf("tool_choice of type %q is not supported; use none, auto, required or a function", c.Mode)}
+	}
+	if p.MaxToolCalls != nil && *p.MaxToolCalls < 0 {
+		return &ParamError{Param: "max_tool_calls", Message: fmt.Sprintf("max_tool_calls must be 0 or more, not %d", *p.MaxToolCalls)}
 	}
 	if f := p.TextFormat; f != nil {
 		switch {

@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/superstep/superstep/agent"
@@ -206,5 +209,154 @@ func TestChatAgent_CheckParams(t *testing.T) {
 		case c.param != "" && (!errors.As(err, &pe) || pe.Param != c.param):
 			t.Errorf("%s: %v, want a ParamError on %s", c.name, err, c.param)
 		}
+	}
+}
+
+// bodyRecorder wraps the local model server, recording each request's
+// top-level fields.
+type bodyRecorder struct {
+	mu     sync.Mutex
+	bodies []map[string]json.RawMessage
+}
+
+func (rec *bodyRecorder) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(b, &m)
+		rec.mu.Lock()
+		rec.bodies = append(rec.bodies, m)
+		rec.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (rec *bodyRecorder) toolChoices() []string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var out []string
+	for _, b := range rec.bodies {
+		out = append(out, string(b["tool_choice"]))
+	}
+	return out
+}
+
+// max_tool_calls caps the agent's own tool calls in the turn: once that
+// many ran, the model is asked with tool_choice none and answers. The
+// local model would call the tool three times (metadata tool_calls);
+// both APIs.
+func TestChatAgent_MaxToolCalls(t *testing.T) {
+	for _, api := range apis {
+		for _, tc := range []struct {
+			limit   int
+			kinds   string
+			choices []string
+		}{
+			{0, "text done", []string{`"none"`}},
+			{1, "tool_call tool_result text done", []string{``, `"none"`}},
+			{2, "tool_call tool_result tool_call tool_result text done", []string{``, ``, `"none"`}},
+		} {
+			t.Run(fmt.Sprintf("%s/%d", api, tc.limit), func(t *testing.T) {
+				var n int
+				own := agent.MustTool("get_weather", "", func(_ context.Context, in weatherArgs) (string, error) {
+					n++
+					return "sunny", nil
+				})
+				var rec bodyRecorder
+				a := newChat(t, localURL(t, rec.wrap), api, func(o *agent.Options) {
+					o.Tools = []*agent.Tool{own}
+					o.Metadata = map[string]string{"tool_calls": "3", "tool_call": "get_weather"}
+				})
+				p := &agent.ModelParams{MaxToolCalls: &tc.limit}
+				if err := a.CheckParams(p); err != nil {
+					t.Fatal(err)
+				}
+				us, err := collectCtx(withParams(t.Context(), p), a, nil, user("weather?"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := strings.ReplaceAll(kinds(us), "text_delta ", ""); got != tc.kinds || n != tc.limit {
+					t.Fatalf("updates %s, tool ran %d times; want %s, %d", got, n, tc.kinds, tc.limit)
+				}
+				if got := rec.toolChoices(); !slices.Equal(got, tc.choices) {
+					t.Fatalf("tool_choice of each model request %q, want %q", got, tc.choices)
+				}
+			})
+		}
+	}
+	// Without the setting, the model calls the tool three times.
+	var n int
+	own := agent.MustTool("get_weather", "", func(_ context.Context, in weatherArgs) (string, error) {
+		n++
+		return "sunny", nil
+	})
+	a := newChat(t, localURL(t, nil), agent.APIChatCompletions, func(o *agent.Options) {
+		o.Tools = []*agent.Tool{own}
+		o.Metadata = map[string]string{"tool_calls": "3", "tool_call": "get_weather"}
+	})
+	if _, err := collectCtx(withParams(t.Context(), &agent.ModelParams{}), a, nil, user("weather?")); err != nil || n != 3 {
+		t.Fatalf("without max_tool_calls the tool ran %d times (err %v), want 3", n, err)
+	}
+}
+
+// Calls of one reply past max_tool_calls are not run and not shown: the
+// model is told they were not run (each call keeps its answer, as the API
+// requires) and asked with tool_choice none.
+func TestChatAgent_MaxToolCallsInOneReply(t *testing.T) {
+	var n int
+	own := agent.MustTool("get_weather", "", func(_ context.Context, in weatherArgs) (string, error) {
+		n++
+		return "sunny", nil
+	})
+	var rec bodyRecorder
+	var first atomic.Bool
+	twoCalls := func(next http.Handler) http.Handler {
+		return rec.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if first.Swap(true) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i, id := range []string{"call_a", "call_b"} {
+				fmt.Fprintf(w, `data: {"id":"x","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,"id":"%s","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"%s\"}"}}]},"finish_reason":null}]}`+"\n\n", i, id, id)
+			}
+			fmt.Fprint(w, `data: {"id":"x","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`+"\n\n")
+			fmt.Fprint(w, "data: [DONE]\n\n")
+		}))
+	}
+	a := newChat(t, localURL(t, twoCalls), agent.APIChatCompletions, func(o *agent.Options) { o.Tools = []*agent.Tool{own} })
+	limit := 1
+	us, err := collectCtx(withParams(t.Context(), &agent.ModelParams{MaxToolCalls: &limit}), a, nil, user("weather?"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.ReplaceAll(kinds(us), "text_delta ", ""); got != "tool_call tool_result text done" || n != 1 || us[0].CallID != "call_a" {
+		t.Fatalf("updates %s (first %+v), tool ran %d times; want call_a only", got, us[0], n)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.bodies) != 2 {
+		t.Fatalf("%d model requests, want 2", len(rec.bodies))
+	}
+	var msgs []struct {
+		Role       string `json:"role"`
+		ToolCallID string `json:"tool_call_id"`
+		Content    any    `json:"content"`
+	}
+	if err := json.Unmarshal(rec.bodies[1]["messages"], &msgs); err != nil {
+		t.Fatal(err)
+	}
+	answered := map[string]string{}
+	for _, m := range msgs {
+		if m.Role == "tool" {
+			answered[m.ToolCallID] = fmt.Sprint(m.Content)
+		}
+	}
+	if answered["call_a"] != "sunny" || !strings.Contains(answered["call_b"], "max_tool_calls (1) was reached") {
+		t.Fatalf("tool messages of the second request %v", answered)
+	}
+	if got := string(rec.bodies[1]["tool_choice"]); got != `"none"` {
+		t.Fatalf("second request's tool_choice %s, want \"none\"", got)
 	}
 }

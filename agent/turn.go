@@ -194,10 +194,22 @@ func (t *chatTurn) done(reason string) error {
 	return t.emit(Update{Kind: UpdateDone, Usage: &u, Reason: reason})
 }
 
+// toolsSpent reports whether the turn ran as many of the agent's tools as
+// the caller allows (ModelParams.MaxToolCalls).
+func (t *chatTurn) toolsSpent() bool {
+	return t.params != nil && t.params.MaxToolCalls != nil && t.calls >= *t.params.MaxToolCalls
+}
+
 // runTool runs one tool call and appends its result to the conversation.
 // A tool's error is told to the model (it may recover); only the turn's
-// cancellation fails the turn.
+// cancellation fails the turn. A call past the caller's cap is not run:
+// the model is told so, and nothing is emitted.
 func (t *chatTurn) runTool(c toolCall) error {
+	if t.toolsSpent() {
+		t.conv = append(t.conv, convItem{role: RoleTool, callID: c.ID,
+			text: fmt.Sprintf("not run: this response's max_tool_calls (%d) was reached; answer without it", *t.params.MaxToolCalls)})
+		return nil
+	}
 	if t.calls >= t.a.opts.MaxToolCalls {
 		return fmt.Errorf("%w: the model asked for call %d (%s), limit %d", ErrToolCallLimit, t.calls+1, c.Name, t.a.opts.MaxToolCalls)
 	}
@@ -270,6 +282,9 @@ func (t *chatTurn) applyParams(req *modelRequest, p *ModelParams) {
 	req.toolChoice = p.ToolChoice
 	if t.ranTools && req.toolChoice.forced() {
 		req.toolChoice = ToolChoice{}
+	}
+	if t.toolsSpent() && len(req.tools) > 0 {
+		req.toolChoice = ToolChoice{Mode: ToolChoiceNone} // the model is to answer now
 	}
 	if len(req.tools) > 0 {
 		req.parallel = p.ParallelToolCalls

@@ -107,6 +107,9 @@ func (m *llmModels) register(t *testing.T, h *host.Host) {
 		o.Metadata = map[string]string{"finish_reason": "content_filter"}
 	}))
 	registerLLM(t, h, "llm.scripted", scriptedAgent)
+	registerLLM(t, h, "llm.looping", m.chat(t, m.url, func(o *agent.Options) { // calls lookup three times
+		o.Metadata = map[string]string{"tool_calls": "3", "tool_call": "lookup"}
+	}))
 	chain, err := agent.Sequential("llm.chain", agent.Participant{ID: "writer", Agent: m.chat(t, m.url, nil)},
 		agent.Participant{ID: "reviewer", Agent: m.chat(t, m.url, nil)})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/superstep/superstep/agent"
@@ -12,7 +13,7 @@ import (
 
 // modelParams reads the model settings of request (tools, tool_choice,
 // parallel_tool_calls, instructions, text.format, max_output_tokens,
-// temperature, top_p) for m. A model that honours them (a plain agent that
+// max_tool_calls, temperature, top_p) for m. A model that honours them (a plain agent that
 // is an agent.ParamsChecker, such as a ChatAgent) gets them as the Params
 // of its workflow.Invocation; any other model takes none but
 // instructions, which it echoes. What m cannot honour is an *InputError,
@@ -61,6 +62,10 @@ func toAgentParams(mp *protocol.ModelParams) (*agent.ModelParams, error) {
 	}
 	if mp.MaxOutputTokens != nil {
 		p.MaxOutputTokens = int(*mp.MaxOutputTokens)
+	}
+	if mp.MaxToolCalls != nil {
+		n := int(min(*mp.MaxToolCalls, math.MaxInt32))
+		p.MaxToolCalls = &n
 	}
 	for i, t := range mp.Tools {
 		schema, err := schemaOf(t.Parameters, fmt.Sprintf("tools[%d].parameters", i))

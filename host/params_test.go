@@ -1,10 +1,12 @@
 package host_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/superstep/superstep/host"
@@ -102,6 +104,8 @@ func TestHost_ModelParamsRefused(t *testing.T) {
 		{"plain:llm.scripted", `"temperature":0.5`, "temperature"},
 		{"plain:llm.scripted", `"text":{"format":{"type":"json_object"}}`, "text.format"},
 		{"llm.tools", `"max_output_tokens":100`, "max_output_tokens"},
+		{"llm.tools", `"max_tool_calls":2`, "max_tool_calls"},
+		{"plain:llm.scripted", `"max_tool_calls":0`, "max_tool_calls"},
 		{"plain:llm.tools", `"tools":[{"type":"web_search"}]`, "tools"},
 		{"plain:llm.tools", `"tools":[{"type":"function","name":"lookup"}]`, "tools[0].name"},
 		{"plain:llm.tools", `"tool_choice":{"type":"function","name":"nope"}`, "tool_choice"},
@@ -126,6 +130,46 @@ func TestHost_ModelParamsRefused(t *testing.T) {
 		if got := wait(t, b.host, r.ID); got.Status != store.StatusCompleted {
 			t.Fatalf("%s with defaults: %s", model, got.Status)
 		}
+	}
+}
+
+// max_tool_calls caps the calls of the agent's own tools in a response:
+// the local model would call the agent's tool three times (llm.looping);
+// with max_tool_calls 1 the response holds one mcp_call and
+// then the model's answer, the tool ran once, and the Response echoes
+// the cap. Both publication modes.
+func TestHost_MaxToolCalls(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{host.PublicationCommitted, host.PublicationLive} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			m := newLLMModels(t)
+			b, _ := llmSetup(t, m)
+			r, err := createRaw(t, b.host, fmt.Sprintf(`{"model":"plain:llm.looping","input":"find it","max_tool_calls":1,
+				"metadata":{"publication":%q}}`, mode))
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := collect(t, b.host, r.ID, -1)
+			checkLog(t, evs)
+			last := evs[len(evs)-1].Response
+			got := outputs(evs)
+			if last.Status != "completed" || len(got) != 2 || !strings.HasPrefix(got[0], "lookup(") || strings.Contains(got[1], "(") {
+				t.Fatalf("%s %q, want one lookup call, then the answer", last.Status, got)
+			}
+			m.mu.Lock()
+			ran := len(m.keys)
+			m.mu.Unlock()
+			if ran != 1 {
+				t.Fatalf("the tool ran %d times, want 1", ran)
+			}
+			var echo struct {
+				MaxToolCalls *int `json:"max_tool_calls"`
+			}
+			if err := json.Unmarshal(wait(t, b.host, r.ID).Snapshot, &echo); err != nil || echo.MaxToolCalls == nil || *echo.MaxToolCalls != 1 {
+				t.Fatalf("the Response echoes max_tool_calls %v (%v), want 1", echo.MaxToolCalls, err)
+			}
+		})
 	}
 }
 

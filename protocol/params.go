@@ -19,8 +19,11 @@ type ModelParams struct {
 	ToolChoice        ToolChoice
 	ParallelToolCalls *bool
 	MaxOutputTokens   *int64
-	Temperature       *float64
-	TopP              *float64
+	// MaxToolCalls caps the calls of the model's own (server-run) tools
+	// in the response; nil: no cap.
+	MaxToolCalls *int64
+	Temperature  *float64
+	TopP         *float64
 	// TextFormat is text.format unless it is absent or {"type":"text"}.
 	TextFormat *TextFormat
 }
@@ -53,7 +56,8 @@ type TextFormat struct {
 
 // Changed returns the parameters whose value in p is not the API's
 // default ("tools", "tool_choice", "parallel_tool_calls",
-// "max_output_tokens", "temperature", "top_p", "text.format"), in that
+// "max_output_tokens", "max_tool_calls", "temperature", "top_p",
+// "text.format"), in that
 // order: what a model that takes no settings cannot honour. Instructions
 // are not among them.
 func (p *ModelParams) Changed() []string {
@@ -67,6 +71,7 @@ func (p *ModelParams) Changed() []string {
 	add(p.ToolChoice.Mode != "auto", "tool_choice")
 	add(p.ParallelToolCalls != nil && !*p.ParallelToolCalls, "parallel_tool_calls")
 	add(p.MaxOutputTokens != nil, "max_output_tokens")
+	add(p.MaxToolCalls != nil, "max_tool_calls")
 	add(p.Temperature != nil && *p.Temperature != 1, "temperature")
 	add(p.TopP != nil && *p.TopP != 1, "top_p")
 	add(p.TextFormat != nil, "text.format")
@@ -103,6 +108,9 @@ func readModelParams(fields map[string]json.RawMessage) (*ModelParams, error) {
 		p.ParallelToolCalls = &v
 	}
 	if p.MaxOutputTokens, err = optInt(fields["max_output_tokens"], "max_output_tokens", 1); err != nil {
+		return nil, err
+	}
+	if p.MaxToolCalls, err = optInt(fields["max_tool_calls"], "max_tool_calls", 0); err != nil {
 		return nil, err
 	}
 	if p.Temperature, err = optNumber(fields["temperature"], "temperature", 0, 2); err != nil {

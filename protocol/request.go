@@ -152,14 +152,12 @@ func ParseCreate(body []byte, maxInputItems int) (*CreateRequest, error) {
 }
 
 // checkEchoed refuses, as the API does, a field the Response echoes (and
-// no model reads) that has the wrong type or is out of range: accepted,
+// no model reads; readModelParams checks those) that has the wrong type
+// or is out of range: accepted,
 // it would be echoed as its default, so the client would be told a value
 // it did not send. Values whose set grows (service_tier, reasoning's
 // effort, include's names) are checked for their type only.
 func checkEchoed(fields map[string]json.RawMessage) error {
-	if _, err := optInt(fields["max_tool_calls"], "max_tool_calls", 0); err != nil {
-		return err
-	}
 	if v, err := optInt(fields["top_logprobs"], "top_logprobs", 0); err != nil {
 		return err
 	} else if v != nil && *v > 20 {

@@ -228,3 +228,21 @@ test('generateText runs a client tool and the model answers with its output', as
   }
   assert.equal(followUpTokens[0], followUpTokens[1], 'the model is sent the same context by reference and by value');
 });
+
+// providerOptions.openai.maxToolCalls is the request's max_tool_calls: it
+// caps the agent's own (server-run) tool calls. With 0 the agent's add
+// tool is not called and the model answers at once; with 1 the call is
+// made as without the option. The Response echoes the cap.
+test('maxToolCalls caps the server-run tool calls of a response', async () => {
+  const prompt = 'add {"a":2,"b":3}';
+  const none = await generateText({ model: model(chatModel), prompt, maxRetries: 0,
+    providerOptions: { openai: { maxToolCalls: 0 } } });
+  assert.equal(bodyOf(none.request).max_tool_calls, 0);
+  assert.equal(none.response.body.max_tool_calls, 0);
+  assert.deepEqual(none.response.body.output.map((it) => it.type), ['message']);
+  assert.equal(none.text, `Echo: ${prompt}`);
+  const one = await generateText({ model: model(chatModel), prompt, maxRetries: 0,
+    providerOptions: { openai: { maxToolCalls: 1 } } });
+  assert.deepEqual(one.response.body.output.map((it) => it.type), ['mcp_call', 'message']);
+  assert.equal(one.text, 'Tool add returned: 5');
+});
