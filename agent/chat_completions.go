@@ -50,6 +50,9 @@ func chatParams(req *modelRequest) openai.ChatCompletionNewParams {
 	if req.topP != nil {
 		p.TopP = openai.Float(*req.topP)
 	}
+	if req.reasoning != "" {
+		p.ReasoningEffort = shared.ReasoningEffort(req.reasoning)
+	}
 	if f := req.format; f != nil {
 		switch f.Type {
 		case TextFormatJSONObject:

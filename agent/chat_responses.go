@@ -52,6 +52,9 @@ func responsesParams(req *modelRequest) responses.ResponseNewParams {
 	if req.topP != nil {
 		p.TopP = openai.Float(*req.topP)
 	}
+	if req.reasoning != "" {
+		p.Reasoning = shared.ReasoningParam{Effort: shared.ReasoningEffort(req.reasoning)}
+	}
 	if f := req.format; f != nil {
 		switch f.Type {
 		case TextFormatJSONObject:

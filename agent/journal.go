@@ -39,6 +39,7 @@ type journalRequest struct {
 	Temperature  *float64          `json:"temperature,omitempty"`
 	TopP         *float64          `json:"top_p,omitempty"`
 	Format       *TextFormat       `json:"format,omitempty"`
+	Reasoning    string            `json:"reasoning,omitempty"`
 }
 
 type journalItem struct {
@@ -53,7 +54,7 @@ type journalItem struct {
 func (req *modelRequest) encode() []byte {
 	j := journalRequest{Model: req.model, Instructions: req.instructions, Tools: req.tools, Metadata: req.metadata,
 		MaxTokens: req.maxTokens, ToolChoice: req.toolChoice, Parallel: req.parallel, Temperature: req.temperature,
-		TopP: req.topP, Format: req.format, Conv: make([]journalItem, len(req.conv))}
+		TopP: req.topP, Format: req.format, Reasoning: req.reasoning, Conv: make([]journalItem, len(req.conv))}
 	for i, c := range req.conv {
 		j.Conv[i] = journalItem{Role: c.role, Text: c.text, Parts: c.parts, Calls: c.calls, CallID: c.callID}
 	}

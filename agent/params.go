@@ -45,6 +45,10 @@ type ModelParams struct {
 	Temperature, TopP *float64
 	// TextFormat, when set, asks for JSON output (nil: text).
 	TextFormat *TextFormat
+	// ReasoningEffort, when set, is sent as the reasoning effort of a
+	// reasoning model (Chat Completions reasoning_effort, Responses
+	// reasoning.effort), as it is: the model server checks it.
+	ReasoningEffort string
 }
 
 // FunctionTool is a function the caller offers the model and runs itself.

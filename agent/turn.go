@@ -49,6 +49,7 @@ type modelRequest struct {
 	temperature *float64
 	topP        *float64
 	format      *TextFormat
+	reasoning   string // reasoning effort
 }
 
 // modelReply is a model's answer, independent of the API.
@@ -289,7 +290,7 @@ func (t *chatTurn) applyParams(req *modelRequest, p *ModelParams) {
 	if len(req.tools) > 0 {
 		req.parallel = p.ParallelToolCalls
 	}
-	req.temperature, req.topP, req.format = p.Temperature, p.TopP, p.TextFormat
+	req.temperature, req.topP, req.format, req.reasoning = p.Temperature, p.TopP, p.TextFormat, p.ReasoningEffort
 }
 
 // joinNonEmpty joins the non-empty strings of parts with sep.

@@ -13,7 +13,7 @@ import (
 
 // modelParams reads the model settings of request (tools, tool_choice,
 // parallel_tool_calls, instructions, text.format, max_output_tokens,
-// max_tool_calls, temperature, top_p) for m. A model that honours them (a plain agent that
+// max_tool_calls, temperature, top_p, reasoning.effort) for m. A model that honours them (a plain agent that
 // is an agent.ParamsChecker, such as a ChatAgent) gets them as the Params
 // of its workflow.Invocation; any other model takes none but
 // instructions, which it echoes. What m cannot honour is an *InputError,
@@ -34,6 +34,10 @@ func modelParams(m *model, request []byte) (*agent.ModelParams, error) {
 				m.ID, strings.Join(changed, ", "), m.Kind)}
 		}
 		return nil, nil
+	}
+	if mp.ReasoningSummary != nil {
+		return nil, &InputError{Param: "reasoning.summary", Code: protocol.CodeUnsupportedValue, Message: fmt.Sprintf(
+			"Model '%s' returns no reasoning summaries: superstep passes reasoning.effort on to the model server, and keeps no reasoning items.", m.ID)}
 	}
 	if len(mp.OtherTools) > 0 {
 		return nil, &InputError{Param: "tools", Code: protocol.CodeUnsupportedValue, Message: fmt.Sprintf(
@@ -62,6 +66,9 @@ func toAgentParams(mp *protocol.ModelParams) (*agent.ModelParams, error) {
 	}
 	if mp.MaxOutputTokens != nil {
 		p.MaxOutputTokens = int(*mp.MaxOutputTokens)
+	}
+	if mp.ReasoningEffort != nil {
+		p.ReasoningEffort = *mp.ReasoningEffort
 	}
 	if mp.MaxToolCalls != nil {
 		n := int(min(*mp.MaxToolCalls, math.MaxInt32))

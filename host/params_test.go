@@ -105,6 +105,8 @@ func TestHost_ModelParamsRefused(t *testing.T) {
 		{"plain:llm.scripted", `"text":{"format":{"type":"json_object"}}`, "text.format"},
 		{"llm.tools", `"max_output_tokens":100`, "max_output_tokens"},
 		{"llm.tools", `"max_tool_calls":2`, "max_tool_calls"},
+		{"llm.tools", `"reasoning":{"effort":"low"}`, "reasoning.effort"},
+		{"plain:llm.tools", `"reasoning":{"effort":"low","summary":"auto"}`, "reasoning.summary"},
 		{"plain:llm.scripted", `"max_tool_calls":0`, "max_tool_calls"},
 		{"plain:llm.tools", `"tools":[{"type":"web_search"}]`, "tools"},
 		{"plain:llm.tools", `"tools":[{"type":"function","name":"lookup"}]`, "tools[0].name"},
@@ -123,7 +125,7 @@ func TestHost_ModelParamsRefused(t *testing.T) {
 	}
 	for _, model := range []string{"llm.tools", "plain:llm.scripted", "plain:llm.tools"} {
 		r, err := createRaw(t, b.host, fmt.Sprintf(`{"model":%q,"input":"hi","instructions":"be brief","temperature":1,
-			"top_p":1,"tools":[],"tool_choice":"auto","parallel_tool_calls":true,"text":{"format":{"type":"text"}}}`, model))
+			"top_p":1,"tools":[],"tool_choice":"auto","parallel_tool_calls":true,"text":{"format":{"type":"text"}},"reasoning":{"effort":null,"summary":null}}`, model))
 		if err != nil {
 			t.Fatalf("%s with defaults: %v", model, err)
 		}

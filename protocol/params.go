@@ -26,6 +26,12 @@ type ModelParams struct {
 	TopP         *float64
 	// TextFormat is text.format unless it is absent or {"type":"text"}.
 	TextFormat *TextFormat
+	// ReasoningEffort is reasoning.effort (nil: absent or null), as sent:
+	// the set of efforts grows, and the model server knows its own.
+	ReasoningEffort *string
+	// ReasoningSummary is reasoning.summary, or the deprecated
+	// reasoning.generate_summary (nil: both absent or null).
+	ReasoningSummary *string
 }
 
 // FunctionTool is a function tool of a request.
@@ -57,7 +63,7 @@ type TextFormat struct {
 // Changed returns the parameters whose value in p is not the API's
 // default ("tools", "tool_choice", "parallel_tool_calls",
 // "max_output_tokens", "max_tool_calls", "temperature", "top_p",
-// "text.format"), in that
+// "text.format", "reasoning.effort", "reasoning.summary"), in that
 // order: what a model that takes no settings cannot honour. Instructions
 // are not among them.
 func (p *ModelParams) Changed() []string {
@@ -75,6 +81,8 @@ func (p *ModelParams) Changed() []string {
 	add(p.Temperature != nil && *p.Temperature != 1, "temperature")
 	add(p.TopP != nil && *p.TopP != 1, "top_p")
 	add(p.TextFormat != nil, "text.format")
+	add(p.ReasoningEffort != nil, "reasoning.effort")
+	add(p.ReasoningSummary != nil, "reasoning.summary")
 	return out
 }
 
@@ -122,7 +130,40 @@ func readModelParams(fields map[string]json.RawMessage) (*ModelParams, error) {
 	if p.TextFormat, err = readTextFormat(fields["text"]); err != nil {
 		return nil, err
 	}
+	if p.ReasoningEffort, p.ReasoningSummary, err = readReasoning(fields["reasoning"]); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// reasoningKeys are the fields of reasoning.
+var reasoningKeys = []string{"effort", "summary", "generate_summary", "context"}
+
+// readReasoning reads reasoning: an object whose effort and summary (or
+// generate_summary) are strings or null. Other fields are tolerated.
+func readReasoning(raw json.RawMessage) (effort, summary *string, err error) {
+	if IsNull(raw) {
+		return nil, nil, nil
+	}
+	if JSONKind(raw) != "an object" {
+		return nil, nil, typeError("reasoning", "an object", raw)
+	}
+	fields, err := decodeObject(raw, "reasoning", reasoningKeys)
+	if err != nil {
+		return nil, nil, err
+	}
+	if effort, err = optString(fields["effort"], "reasoning.effort"); err != nil {
+		return nil, nil, err
+	}
+	if summary, err = optString(fields["summary"], "reasoning.summary"); err != nil {
+		return nil, nil, err
+	}
+	if summary == nil {
+		if summary, err = optString(fields["generate_summary"], "reasoning.generate_summary"); err != nil {
+			return nil, nil, err
+		}
+	}
+	return effort, summary, nil
 }
 
 // functionToolKeys are the fields of a function tool.

@@ -12,22 +12,23 @@ func TestReadModelParams(t *testing.T) {
 	p, err := ReadModelParams([]byte(`{"model":"m","instructions":"be brief","tools":[{"type":"web_search"},
 		{"type":"function","name":"f","description":"d","parameters":{"type":"object"},"strict":true}],
 		"tool_choice":{"type":"function","name":"f"},"parallel_tool_calls":false,"max_output_tokens":64,
-		"max_tool_calls":0,"temperature":0.5,"top_p":0.9,"text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object"}}}}`))
+		"max_tool_calls":0,"reasoning":{"effort":"low","summary":"auto"},"temperature":0.5,"top_p":0.9,"text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object"}}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if *p.Instructions != "be brief" || len(p.Tools) != 1 || p.Tools[0].Name != "f" || p.Tools[0].Description != "d" ||
 		string(p.Tools[0].Parameters) != `{"type":"object"}` || !*p.Tools[0].Strict || !slices.Equal(p.OtherTools, []string{"web_search"}) ||
-		p.ToolChoice != (ToolChoice{Mode: "function", Name: "f"}) || *p.ParallelToolCalls || *p.MaxOutputTokens != 64 || *p.MaxToolCalls != 0 ||
+		p.ToolChoice != (ToolChoice{Mode: "function", Name: "f"}) || *p.ParallelToolCalls || *p.MaxOutputTokens != 64 || *p.MaxToolCalls != 0 || *p.ReasoningEffort != "low" || *p.ReasoningSummary != "auto" ||
 		*p.Temperature != 0.5 || *p.TopP != 0.9 || p.TextFormat.Type != "json_schema" || p.TextFormat.Name != "n" {
 		t.Fatalf("read %+v", p)
 	}
-	want := []string{"tools", "tool_choice", "parallel_tool_calls", "max_output_tokens", "max_tool_calls", "temperature", "top_p", "text.format"}
+	want := []string{"tools", "tool_choice", "parallel_tool_calls", "max_output_tokens", "max_tool_calls", "temperature", "top_p", "text.format", "reasoning.effort", "reasoning.summary"}
 	if got := p.Changed(); !slices.Equal(got, want) {
 		t.Fatalf("changed %q, want %q", got, want)
 	}
 	for _, body := range []string{`{"model":"m"}`, `{"model":"m","tools":[],"tool_choice":"auto","parallel_tool_calls":true,
-		"temperature":1,"top_p":1,"text":{"format":{"type":"text"}},"instructions":"x","max_output_tokens":null,"max_tool_calls":null}`} {
+		"temperature":1,"top_p":1,"text":{"format":{"type":"text"}},"instructions":"x","max_output_tokens":null,"max_tool_calls":null,
+		"reasoning":{"effort":null,"summary":null}}`, `{"model":"m","reasoning":null}`} {
 		p, err := ReadModelParams([]byte(body))
 		if err != nil || len(p.Changed()) != 0 {
 			t.Fatalf("%s: changed %q, %v", body, p.Changed(), err)
@@ -45,6 +46,9 @@ func TestParseCreate_ModelParams(t *testing.T) {
 		{`{"model":"m","max_output_tokens":0}`, "max_output_tokens", CodeInvalidValue},
 		{`{"model":"m","max_output_tokens":1.5}`, "max_output_tokens", CodeInvalidType},
 		{`{"model":"m","temperature":2.5}`, "temperature", CodeInvalidValue},
+		{`{"model":"m","reasoning":{"effort":1}}`, "reasoning.effort", CodeInvalidType},
+		{`{"model":"m","reasoning":{"summary":true}}`, "reasoning.summary", CodeInvalidType},
+		{`{"model":"m","reasoning":[]}`, "reasoning", CodeInvalidType},
 		{`{"model":"m","temperature":"hot"}`, "temperature", CodeInvalidType},
 		{`{"model":"m","top_p":-0.1}`, "top_p", CodeInvalidValue},
 		{`{"model":"m","text":"json"}`, "text", CodeInvalidType},

@@ -180,7 +180,7 @@ func checkEchoed(fields map[string]json.RawMessage) error {
 			return err
 		}
 	}
-	for _, name := range []string{"reasoning", "stream_options", "prompt"} {
+	for _, name := range []string{"stream_options", "prompt"} {
 		if raw := fields[name]; !IsNull(raw) && JSONKind(raw) != "an object" {
 			return typeError(name, "an object", raw)
 		}

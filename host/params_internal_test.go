@@ -1,0 +1,30 @@
+package host
+
+import (
+	"testing"
+
+	"github.com/superstep/superstep/protocol"
+)
+
+// The request's settings reach the agent's: max_tool_calls (capped to an
+// int32) and reasoning.effort as sent.
+func TestToAgentParams_ToolCapAndReasoning(t *testing.T) {
+	mp, err := protocol.ReadModelParams([]byte(`{"model":"m","max_tool_calls":99999999999,"reasoning":{"effort":"minimal"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := toAgentParams(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.MaxToolCalls == nil || *p.MaxToolCalls != 1<<31-1 || p.ReasoningEffort != "minimal" {
+		t.Fatalf("max tool calls %v, reasoning effort %q", p.MaxToolCalls, p.ReasoningEffort)
+	}
+	mp, err = protocol.ReadModelParams([]byte(`{"model":"m"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = toAgentParams(mp); err != nil || p.MaxToolCalls != nil || p.ReasoningEffort != "" {
+		t.Fatalf("no settings gave %+v, %v", p, err)
+	}
+}
