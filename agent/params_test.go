@@ -133,7 +133,7 @@ func TestChatAgent_ParamsSent(t *testing.T) {
 	want := map[agent.API]map[string]string{
 		agent.APIChatCompletions: {"temperature": `0.25`, "top_p": `0.5`, "parallel_tool_calls": `false`, "tool_choice": `"required"`,
 			"max_completion_tokens": `20`, "reasoning_effort": `"low"`,
-			"response_format":       `{"json_schema":{"name":"answer","strict":true,"schema":{"type":"object"}},"type":"json_schema"}`},
+			"response_format": `{"json_schema":{"name":"answer","strict":true,"schema":{"type":"object"}},"type":"json_schema"}`},
 		agent.APIResponses: {"temperature": `0.25`, "top_p": `0.5`, "parallel_tool_calls": `false`, "tool_choice": `"required"`,
 			"max_output_tokens": `20`, "instructions": `"be brief\n\nanswer in French"`, "reasoning": `{"effort":"low"}`,
 			"text": `{"format":{"name":"answer","schema":{"type":"object"},"strict":true,"type":"json_schema"}}`},
