@@ -170,7 +170,7 @@ func (a *ChatAgent) callChat(ctx context.Context, req *modelRequest, emit func(s
 		}
 	}
 	if err := stream.Err(); err != nil {
-		return nil, fmt.Errorf("chat completions: %w", err)
+		return nil, serverError("chat completions", err)
 	}
 	if finish == "" {
 		return nil, fmt.Errorf("chat completions: stream ended without a finish reason")

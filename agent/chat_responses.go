@@ -126,7 +126,7 @@ func (a *ChatAgent) callResponses(ctx context.Context, req *modelRequest, emit f
 		}
 	}
 	if err := stream.Err(); err != nil {
-		return nil, fmt.Errorf("responses: %w", err)
+		return nil, serverError("responses", err)
 	}
 	if final == nil {
 		return nil, fmt.Errorf("responses: stream ended without a terminal event")

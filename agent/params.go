@@ -49,6 +49,12 @@ type ModelParams struct {
 	// reasoning model (Chat Completions reasoning_effort, Responses
 	// reasoning.effort), as it is: the model server checks it.
 	ReasoningEffort string
+	// TruncateAuto (the Responses API's truncation "auto"): a model call
+	// the model server refuses because the conversation exceeds its
+	// context window is made again without the older half of the earlier
+	// exchanges (each begins at a user message), until it fits or only
+	// the newest exchange is left. The agent's memory keeps them all.
+	TruncateAuto bool
 }
 
 // FunctionTool is a function the caller offers the model and runs itself.

@@ -360,3 +360,74 @@ func TestChatAgent_MaxToolCallsInOneReply(t *testing.T) {
 		t.Fatalf("second request's tool_choice %s, want \"none\"", got)
 	}
 }
+
+// With truncation auto, a model call the server refuses as longer than
+// its context window is made again without the older half of the earlier
+// exchanges, until it fits; without, the turn fails with the server's
+// error. Four exchanges of 10 + 11 tokens and a fifth question of 10 make
+// 94 tokens against a window of 50: the call is made with all five
+// exchanges, then with the last three (52), then with the last two (31).
+// A single exchange too long fails either way. Both APIs.
+func TestChatAgent_TruncateAuto(t *testing.T) {
+	question := func(n int) string {
+		return fmt.Sprintf("u%d a b c d e f g h i", n) // 10 tokens
+	}
+	for _, api := range apis {
+		t.Run(string(api), func(t *testing.T) {
+			var rec bodyRecorder
+			url := localURL(t, rec.wrap)
+			open := newChat(t, url, api, nil)
+			fourTurns := func(id string) *agent.Session {
+				s := agent.NewSession(id)
+				for n := 1; n <= 4; n++ {
+					if _, err := collectCtx(withParams(t.Context(), &agent.ModelParams{}), open, s, user(question(n))); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return s
+			}
+			narrow := newChat(t, url, api, func(o *agent.Options) { o.Metadata = map[string]string{"context_tokens": "50"} })
+			_, err := collectCtx(withParams(t.Context(), &agent.ModelParams{}), narrow, fourTurns("off"), user(question(5)))
+			if !errors.Is(err, agent.ErrModel) || !strings.Contains(err.Error(), "maximum context length is 50 tokens") ||
+				!strings.Contains(err.Error(), "context_length_exceeded") {
+				t.Fatalf("truncation disabled: %v, want the server's message and code context_length_exceeded", err)
+			}
+			s := fourTurns("auto")
+			rec.mu.Lock()
+			rec.bodies = nil
+			rec.mu.Unlock()
+			us, err := collectCtx(withParams(t.Context(), &agent.ModelParams{TruncateAuto: true}), narrow, s, user(question(5)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := last(us[:len(us)-1]).Text; got != "Echo: "+question(5) {
+				t.Fatalf("reply %q", got)
+			}
+			// The memory keeps every exchange: the next turn, on a model
+			// with room, is sent them all.
+			if _, err := collectCtx(withParams(t.Context(), &agent.ModelParams{}), open, s, user(question(6))); err != nil {
+				t.Fatal(err)
+			}
+			rec.mu.Lock()
+			var sent []string
+			for _, b := range rec.bodies {
+				conv := string(b["messages"]) + string(b["input"])
+				var has []string
+				for n := 1; n <= 6; n++ {
+					if strings.Contains(conv, fmt.Sprintf(`u%d a`, n)) {
+						has = append(has, fmt.Sprint(n))
+					}
+				}
+				sent = append(sent, strings.Join(has, ""))
+			}
+			rec.mu.Unlock()
+			if want := []string{"12345", "345", "45", "123456"}; !slices.Equal(sent, want) {
+				t.Fatalf("the calls carried exchanges %q, want %q", sent, want)
+			}
+			long := strings.Repeat("w ", 60)
+			if _, err := collectCtx(withParams(t.Context(), &agent.ModelParams{TruncateAuto: true}), narrow, agent.NewSession("d"), user(long)); !errors.Is(err, agent.ErrModel) {
+				t.Fatalf("one exchange over the window: %v, want ErrModel", err)
+			}
+		})
+	}
+}

@@ -309,7 +309,86 @@ func joinNonEmpty(sep string, parts ...string) string {
 // model span.
 func (t *chatTurn) callModel(handoffs []HandoffTarget) (*modelReply, error) {
 	req := t.request(handoffs)
-	return t.journaledModelCall(req, func() (*modelReply, []string, error) { return t.callModelLive(req) })
+	return t.journaledModelCall(req, func() (*modelReply, []string, error) { return t.callModelFitting(req) })
+}
+
+// callModelFitting is callModelLive, and with ModelParams.TruncateAuto,
+// again on a shorter conversation while the model server refuses it as
+// longer than its context window. It runs inside the journaled call: the
+// journal records the reply under the whole request, so a re-run after a
+// crash replays it without asking again.
+func (t *chatTurn) callModelFitting(req *modelRequest) (*modelReply, []string, error) {
+	for {
+		rep, deltas, err := t.callModelLive(req)
+		if err == nil || t.params == nil || !t.params.TruncateAuto || !contextOverflow(err) {
+			return rep, deltas, err
+		}
+		conv, ok := dropOlderHalf(req.conv)
+		if !ok {
+			return nil, nil, err
+		}
+		shorter := *req
+		shorter.conv = conv
+		req = &shorter
+	}
+}
+
+// serverError wraps a failed call of api, adding the model server's own
+// message and code, which openai-go's error leaves out ("400 Bad
+// Request" alone does not say what the server refused).
+func serverError(api string, err error) error {
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.Message == "" {
+		return fmt.Errorf("%s: %w", api, err)
+	}
+	msg := apiErr.Message
+	if len(msg) > 500 {
+		msg = msg[:500] + "..."
+	}
+	if apiErr.Code != "" {
+		msg += " (code " + apiErr.Code + ")"
+	}
+	return fmt.Errorf("%s: %w: %s", api, err, strings.ToValidUTF8(msg, ""))
+}
+
+// contextOverflow reports whether err is a model server's refusal of a
+// request longer than the model's context window: OpenAI's error code
+// context_length_exceeded (also in a streamed failure), or a 400 whose
+// message says so as vLLM and llama.cpp's server do.
+func contextOverflow(err error) bool {
+	if strings.Contains(err.Error(), "context_length_exceeded") {
+		return true
+	}
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	if apiErr.StatusCode != 400 {
+		return false
+	}
+	msg := strings.ToLower(apiErr.Message)
+	for _, s := range []string{"maximum context length", "context length exceeded", "context window", "exceeds the available context size"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropOlderHalf returns conv without the older half of the exchanges
+// before the last (an exchange begins at a user message, so a tool call
+// keeps its result), and false when there is only one exchange.
+func dropOlderHalf(conv []convItem) ([]convItem, bool) {
+	var starts []int
+	for i, it := range conv {
+		if it.role == RoleUser {
+			starts = append(starts, i)
+		}
+	}
+	if len(starts) < 2 {
+		return conv, false
+	}
+	return conv[starts[max(1, len(starts)/2)]:], true
 }
 
 // callModelLive makes one model call, retrying per the policy, and

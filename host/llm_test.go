@@ -110,6 +110,9 @@ func (m *llmModels) register(t *testing.T, h *host.Host) {
 	registerLLM(t, h, "llm.looping", m.chat(t, m.url, func(o *agent.Options) { // calls lookup three times
 		o.Metadata = map[string]string{"tool_calls": "3", "tool_call": "lookup"}
 	}))
+	registerLLM(t, h, "llm.narrow", m.chat(t, m.url, func(o *agent.Options) { // a context window of 80 tokens
+		o.Metadata = map[string]string{"context_tokens": "80"}
+	}))
 	chain, err := agent.Sequential("llm.chain", agent.Participant{ID: "writer", Agent: m.chat(t, m.url, nil)},
 		agent.Participant{ID: "reviewer", Agent: m.chat(t, m.url, nil)})
 	if err != nil {

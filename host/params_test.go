@@ -106,6 +106,7 @@ func TestHost_ModelParamsRefused(t *testing.T) {
 		{"llm.tools", `"max_output_tokens":100`, "max_output_tokens"},
 		{"llm.tools", `"max_tool_calls":2`, "max_tool_calls"},
 		{"llm.tools", `"reasoning":{"effort":"low"}`, "reasoning.effort"},
+		{"llm.tools", `"truncation":"auto"`, "truncation"},
 		{"plain:llm.tools", `"reasoning":{"effort":"low","summary":"auto"}`, "reasoning.summary"},
 		{"plain:llm.scripted", `"max_tool_calls":0`, "max_tool_calls"},
 		{"plain:llm.tools", `"tools":[{"type":"web_search"}]`, "tools"},
@@ -125,7 +126,7 @@ func TestHost_ModelParamsRefused(t *testing.T) {
 	}
 	for _, model := range []string{"llm.tools", "plain:llm.scripted", "plain:llm.tools"} {
 		r, err := createRaw(t, b.host, fmt.Sprintf(`{"model":%q,"input":"hi","instructions":"be brief","temperature":1,
-			"top_p":1,"tools":[],"tool_choice":"auto","parallel_tool_calls":true,"text":{"format":{"type":"text"}},"reasoning":{"effort":null,"summary":null}}`, model))
+			"top_p":1,"tools":[],"tool_choice":"auto","parallel_tool_calls":true,"text":{"format":{"type":"text"}},"reasoning":{"effort":null,"summary":null},"truncation":"disabled"}`, model))
 		if err != nil {
 			t.Fatalf("%s with defaults: %v", model, err)
 		}
@@ -172,6 +173,55 @@ func TestHost_MaxToolCalls(t *testing.T) {
 				t.Fatalf("the Response echoes max_tool_calls %v (%v), want 1", echo.MaxToolCalls, err)
 			}
 		})
+	}
+}
+
+// truncation auto lets a conversation outgrow the model's context window
+// (llm.narrow: 80 tokens on the local model server): the fifth turn of
+// questions of 10 tokens and answers of 11 fails with the server's own
+// message without it, and completes with it, the model sent the newest
+// exchanges only.
+func TestHost_TruncationAuto(t *testing.T) {
+	t.Parallel()
+	m := newLLMModels(t)
+	b, _ := llmSetup(t, m)
+	prev := ""
+	turn := func(n int, extra string) *store.Response {
+		t.Helper()
+		body := fmt.Sprintf(`{"model":"plain:llm.narrow","input":"u%d a b c d e f g h i"%s`, n, extra)
+		if prev != "" {
+			body += fmt.Sprintf(`,"previous_response_id":%q`, prev)
+		}
+		r, err := createRaw(t, b.host, body+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wait(t, b.host, r.ID)
+	}
+	for n := 1; n <= 4; n++ {
+		r := turn(n, "")
+		if r.Status != store.StatusCompleted {
+			t.Fatalf("turn %d: %s %s", n, r.Status, r.Error)
+		}
+		prev = r.ID
+	}
+	failed := turn(5, "")
+	if failed.Status != store.StatusFailed || !strings.Contains(string(failed.Error), "maximum context length is 80 tokens") {
+		t.Fatalf("turn 5 without truncation: %s %s, want failed with the model server's message", failed.Status, failed.Error)
+	}
+	done := turn(5, `,"truncation":"auto"`)
+	var w wireResponse
+	if err := json.Unmarshal(done.Snapshot, &w); err != nil {
+		t.Fatal(err)
+	}
+	if got := itemTexts(w); done.Status != store.StatusCompleted || !slices.Equal(got, []string{"message:Echo: u5 a b c d e f g h i"}) {
+		t.Fatalf("turn 5 with truncation auto: %s %q", done.Status, got)
+	}
+	var echo struct {
+		Truncation string `json:"truncation"`
+	}
+	if err := json.Unmarshal(done.Snapshot, &echo); err != nil || echo.Truncation != "auto" {
+		t.Fatalf("the Response echoes truncation %q (%v), want auto", echo.Truncation, err)
 	}
 }
 

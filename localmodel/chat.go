@@ -124,6 +124,10 @@ func (h *handler) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep := h.opts.plan(req)
+	if limit := h.opts.contextLimit(req); limit > 0 && rep.promptTokens > limit {
+		writeOverflow(w, limit, rep.promptTokens)
+		return
+	}
 	id := h.nextID("chatcmpl-local")
 	if !body.Stream {
 		writeJSON(w, http.StatusOK, chatCompletion(id, req.model, rep))

@@ -64,4 +64,9 @@
 // "finish_reason" = "length" or "content_filter" forces that finish reason
 // after the whole reply. Usage counts tokens the same way: prompt tokens
 // over every message's text, completion tokens over what was written.
+//
+// A request whose prompt tokens exceed its context window (metadata
+// "context_tokens", else Options.ContextTokens; none by default) is
+// refused as OpenAI refuses it: status 400, error code
+// "context_length_exceeded", a message naming both counts.
 package localmodel

@@ -80,6 +80,10 @@ func (h *handler) responses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep := h.opts.plan(req)
+	if limit := h.opts.contextLimit(req); limit > 0 && rep.promptTokens > limit {
+		writeOverflow(w, limit, rep.promptTokens)
+		return
+	}
 	rs := &respState{id: h.nextID("resp_local"), req: req, rep: rep, toolChoice: body.ToolChoice}
 	if !body.Stream {
 		writeJSON(w, http.StatusOK, rs.response(rs.finalStatus(), []any{rs.item(rs.itemStatus(), rep.text())}))

@@ -147,6 +147,15 @@ func (o *Options) plan(req *request) *reply {
 	return r
 }
 
+// contextLimit is req's context window in tokens: metadata
+// "context_tokens", else Options.ContextTokens; 0 for none.
+func (o *Options) contextLimit(req *request) int {
+	if n, err := strconv.Atoi(req.metadata["context_tokens"]); err == nil && n > 0 {
+		return n
+	}
+	return max(o.ContextTokens, 0)
+}
+
 // lastUser returns the last user message.
 func lastUser(req *request) turn {
 	for i := len(req.turns) - 1; i >= 0; i-- {

@@ -38,6 +38,10 @@ type Options struct {
 	// a real model given a tool for the question would. For clients that
 	// send their own tools and no metadata, such as conformance suites.
 	FollowTools bool
+	// ContextTokens, when > 0, is the context window of every request
+	// that does not set metadata "context_tokens": a request whose
+	// prompt tokens exceed it is refused (see the package doc).
+	ContextTokens int
 }
 
 // handler serves the local model API.
@@ -103,6 +107,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]any{"error": map[string]any{
 		"message": msg, "type": "invalid_request_error", "param": nil, "code": nil,
+	}})
+}
+
+// writeOverflow refuses a request longer than its context window as
+// OpenAI does: status 400, code context_length_exceeded.
+func writeOverflow(w http.ResponseWriter, limit, prompt int) {
+	writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{
+		"message": fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. "+
+			"Please reduce the length of the messages.", limit, prompt),
+		"type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded",
 	}})
 }
 

@@ -32,6 +32,10 @@ type ModelParams struct {
 	// ReasoningSummary is reasoning.summary, or the deprecated
 	// reasoning.generate_summary (nil: both absent or null).
 	ReasoningSummary *string
+	// TruncateAuto: truncation is "auto" (drop the conversation's oldest
+	// items when it does not fit the model's context window), not
+	// "disabled" (the default: such a request fails).
+	TruncateAuto bool
 }
 
 // FunctionTool is a function tool of a request.
@@ -63,7 +67,8 @@ type TextFormat struct {
 // Changed returns the parameters whose value in p is not the API's
 // default ("tools", "tool_choice", "parallel_tool_calls",
 // "max_output_tokens", "max_tool_calls", "temperature", "top_p",
-// "text.format", "reasoning.effort", "reasoning.summary"), in that
+// "text.format", "reasoning.effort", "reasoning.summary", "truncation"),
+// in that
 // order: what a model that takes no settings cannot honour. Instructions
 // are not among them.
 func (p *ModelParams) Changed() []string {
@@ -83,6 +88,7 @@ func (p *ModelParams) Changed() []string {
 	add(p.TextFormat != nil, "text.format")
 	add(p.ReasoningEffort != nil, "reasoning.effort")
 	add(p.ReasoningSummary != nil, "reasoning.summary")
+	add(p.TruncateAuto, "truncation")
 	return out
 }
 
@@ -132,6 +138,14 @@ func readModelParams(fields map[string]json.RawMessage) (*ModelParams, error) {
 	}
 	if p.ReasoningEffort, p.ReasoningSummary, err = readReasoning(fields["reasoning"]); err != nil {
 		return nil, err
+	}
+	if v, err := optString(fields["truncation"], "truncation"); err != nil {
+		return nil, err
+	} else if v != nil && *v != "auto" && *v != "disabled" {
+		return nil, requestErr("truncation", CodeInvalidValue,
+			"Invalid value: '%s'. Supported values are: 'auto' and 'disabled'.", truncate(*v, 64))
+	} else {
+		p.TruncateAuto = v != nil && *v == "auto"
 	}
 	return p, nil
 }

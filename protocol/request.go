@@ -169,12 +169,6 @@ func checkEchoed(fields map[string]json.RawMessage) error {
 			return err
 		}
 	}
-	if v, err := optString(fields["truncation"], "truncation"); err != nil {
-		return err
-	} else if v != nil && *v != "auto" && *v != "disabled" {
-		return requestErr("truncation", CodeInvalidValue,
-			"Invalid value: '%s'. Supported values are: 'auto' and 'disabled'.", truncate(*v, 64))
-	}
 	for _, name := range []string{"service_tier", "user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention"} {
 		if _, err := optString(fields[name], name); err != nil {
 			return err
