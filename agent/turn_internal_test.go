@@ -1,8 +1,13 @@
 package agent
 
 import (
+	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/openai/openai-go/v3"
 )
 
 // A replayed conversation: the assistant's function calls join the
@@ -29,5 +34,37 @@ func TestFromMessages_ReplayedCalls(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+}
+
+// contextOverflow knows the context-window refusals of OpenAI (by code,
+// also in a streamed failure), vLLM and llama.cpp's server (by message),
+// and nothing else.
+func TestContextOverflow(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&openai.Error{StatusCode: 400, Code: "context_length_exceeded", Message: "Your input exceeds the context window of this model."}, true},
+		{fmt.Errorf("responses: response failed: context_length_exceeded: too long"), true},
+		{&openai.Error{StatusCode: 400, Message: "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens."}, true},
+		{&openai.Error{StatusCode: 400, Message: "the request exceeds the available context size, try increasing it"}, true},
+		{&openai.Error{StatusCode: 400, Message: "Invalid value for 'temperature'."}, false},
+		{&openai.Error{StatusCode: 500, Message: "maximum context length of the cache"}, false},
+		{errors.New("connection reset by peer"), false},
+	} {
+		if got := contextOverflow(serverError("chat completions", tc.err)); got != tc.want {
+			t.Errorf("%v: %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// serverError keeps the server's message and code, and the error's type.
+func TestServerError(t *testing.T) {
+	apiErr := &openai.Error{StatusCode: 400, Code: "invalid_value", Message: "Unknown model 'x'."}
+	err := serverError("chat completions", apiErr)
+	var got *openai.Error
+	if !errors.As(err, &got) || !strings.Contains(err.Error(), "Unknown model 'x'. (code invalid_value)") {
+		t.Fatalf("%v", err)
 	}
 }
