@@ -53,6 +53,18 @@ func chatParams(req *modelRequest) openai.ChatCompletionNewParams {
 	if req.reasoning != "" {
 		p.ReasoningEffort = shared.ReasoningEffort(req.reasoning)
 	}
+	if req.serviceTier != "" {
+		p.ServiceTier = openai.ChatCompletionNewParamsServiceTier(req.serviceTier)
+	}
+	if req.user != "" {
+		p.User = openai.String(req.user)
+	}
+	if req.safetyID != "" {
+		p.SafetyIdentifier = openai.String(req.safetyID)
+	}
+	if req.cacheKey != "" {
+		p.PromptCacheKey = openai.String(req.cacheKey)
+	}
 	if f := req.format; f != nil {
 		switch f.Type {
 		case TextFormatJSONObject:

@@ -55,6 +55,18 @@ func responsesParams(req *modelRequest) responses.ResponseNewParams {
 	if req.reasoning != "" {
 		p.Reasoning = shared.ReasoningParam{Effort: shared.ReasoningEffort(req.reasoning)}
 	}
+	if req.serviceTier != "" {
+		p.ServiceTier = responses.ResponseNewParamsServiceTier(req.serviceTier)
+	}
+	if req.user != "" {
+		p.User = openai.String(req.user)
+	}
+	if req.safetyID != "" {
+		p.SafetyIdentifier = openai.String(req.safetyID)
+	}
+	if req.cacheKey != "" {
+		p.PromptCacheKey = openai.String(req.cacheKey)
+	}
 	if f := req.format; f != nil {
 		switch f.Type {
 		case TextFormatJSONObject:

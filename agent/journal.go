@@ -40,6 +40,10 @@ type journalRequest struct {
 	TopP         *float64          `json:"top_p,omitempty"`
 	Format       *TextFormat       `json:"format,omitempty"`
 	Reasoning    string            `json:"reasoning,omitempty"`
+	ServiceTier  string            `json:"service_tier,omitempty"`
+	User         string            `json:"user,omitempty"`
+	SafetyID     string            `json:"safety_identifier,omitempty"`
+	CacheKey     string            `json:"prompt_cache_key,omitempty"`
 }
 
 type journalItem struct {
@@ -54,7 +58,8 @@ type journalItem struct {
 func (req *modelRequest) encode() []byte {
 	j := journalRequest{Model: req.model, Instructions: req.instructions, Tools: req.tools, Metadata: req.metadata,
 		MaxTokens: req.maxTokens, ToolChoice: req.toolChoice, Parallel: req.parallel, Temperature: req.temperature,
-		TopP: req.topP, Format: req.format, Reasoning: req.reasoning, Conv: make([]journalItem, len(req.conv))}
+		TopP: req.topP, Format: req.format, Reasoning: req.reasoning,
+		ServiceTier: req.serviceTier, User: req.user, SafetyID: req.safetyID, CacheKey: req.cacheKey, Conv: make([]journalItem, len(req.conv))}
 	for i, c := range req.conv {
 		j.Conv[i] = journalItem{Role: c.role, Text: c.text, Parts: c.parts, Calls: c.calls, CallID: c.callID}
 	}

@@ -50,6 +50,8 @@ type modelRequest struct {
 	topP        *float64
 	format      *TextFormat
 	reasoning   string // reasoning effort
+	// Sent as they are when set (ModelParams).
+	serviceTier, user, safetyID, cacheKey string
 }
 
 // modelReply is a model's answer, independent of the API.
@@ -291,6 +293,7 @@ func (t *chatTurn) applyParams(req *modelRequest, p *ModelParams) {
 		req.parallel = p.ParallelToolCalls
 	}
 	req.temperature, req.topP, req.format, req.reasoning = p.Temperature, p.TopP, p.TextFormat, p.ReasoningEffort
+	req.serviceTier, req.user, req.safetyID, req.cacheKey = p.ServiceTier, p.User, p.SafetyIdentifier, p.PromptCacheKey
 }
 
 // joinNonEmpty joins the non-empty strings of parts with sep.

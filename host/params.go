@@ -68,6 +68,14 @@ func toAgentParams(mp *protocol.ModelParams) (*agent.ModelParams, error) {
 		p.MaxOutputTokens = int(*mp.MaxOutputTokens)
 	}
 	p.TruncateAuto = mp.TruncateAuto
+	for _, f := range []struct {
+		src *string
+		dst *string
+	}{{mp.ServiceTier, &p.ServiceTier}, {mp.User, &p.User}, {mp.SafetyIdentifier, &p.SafetyIdentifier}, {mp.PromptCacheKey, &p.PromptCacheKey}} {
+		if f.src != nil {
+			*f.dst = *f.src
+		}
+	}
 	if mp.ReasoningEffort != nil {
 		p.ReasoningEffort = *mp.ReasoningEffort
 	}

@@ -7,9 +7,10 @@ import (
 )
 
 // The request's settings reach the agent's: max_tool_calls (capped to an
-// int32) and reasoning.effort as sent.
+// int32), reasoning.effort, service_tier and the identifiers as sent.
 func TestToAgentParams_ToolCapAndReasoning(t *testing.T) {
-	mp, err := protocol.ReadModelParams([]byte(`{"model":"m","max_tool_calls":99999999999,"reasoning":{"effort":"minimal"}}`))
+	mp, err := protocol.ReadModelParams([]byte(`{"model":"m","max_tool_calls":99999999999,"reasoning":{"effort":"minimal"},
+		"service_tier":"priority","user":"u","safety_identifier":"s","prompt_cache_key":"k"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -17,14 +18,15 @@ func TestToAgentParams_ToolCapAndReasoning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.MaxToolCalls == nil || *p.MaxToolCalls != 1<<31-1 || p.ReasoningEffort != "minimal" {
+	if p.MaxToolCalls == nil || *p.MaxToolCalls != 1<<31-1 || p.ReasoningEffort != "minimal" ||
+		p.ServiceTier != "priority" || p.User != "u" || p.SafetyIdentifier != "s" || p.PromptCacheKey != "k" {
 		t.Fatalf("max tool calls %v, reasoning effort %q", p.MaxToolCalls, p.ReasoningEffort)
 	}
 	mp, err = protocol.ReadModelParams([]byte(`{"model":"m"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err = toAgentParams(mp); err != nil || p.MaxToolCalls != nil || p.ReasoningEffort != "" {
+	if p, err = toAgentParams(mp); err != nil || p.MaxToolCalls != nil || p.ReasoningEffort != "" || p.ServiceTier != "" || p.User != "" {
 		t.Fatalf("no settings gave %+v, %v", p, err)
 	}
 }

@@ -32,6 +32,10 @@ type ModelParams struct {
 	// ReasoningSummary is reasoning.summary, or the deprecated
 	// reasoning.generate_summary (nil: both absent or null).
 	ReasoningSummary *string
+	// ServiceTier, User, SafetyIdentifier and PromptCacheKey are those
+	// fields (nil: absent or null): identifiers and routing hints for the
+	// model server, not settings of the reply (Changed leaves them out).
+	ServiceTier, User, SafetyIdentifier, PromptCacheKey *string
 	// TruncateAuto: truncation is "auto" (drop the conversation's oldest
 	// items when it does not fit the model's context window), not
 	// "disabled" (the default: such a request fails).
@@ -138,6 +142,14 @@ func readModelParams(fields map[string]json.RawMessage) (*ModelParams, error) {
 	}
 	if p.ReasoningEffort, p.ReasoningSummary, err = readReasoning(fields["reasoning"]); err != nil {
 		return nil, err
+	}
+	for _, f := range []struct {
+		name string
+		dst  **string
+	}{{"service_tier", &p.ServiceTier}, {"user", &p.User}, {"safety_identifier", &p.SafetyIdentifier}, {"prompt_cache_key", &p.PromptCacheKey}} {
+		if *f.dst, err = optString(fields[f.name], f.name); err != nil {
+			return nil, err
+		}
 	}
 	if v, err := optString(fields["truncation"], "truncation"); err != nil {
 		return nil, err

@@ -12,13 +12,15 @@ func TestReadModelParams(t *testing.T) {
 	p, err := ReadModelParams([]byte(`{"model":"m","instructions":"be brief","tools":[{"type":"web_search"},
 		{"type":"function","name":"f","description":"d","parameters":{"type":"object"},"strict":true}],
 		"tool_choice":{"type":"function","name":"f"},"parallel_tool_calls":false,"max_output_tokens":64,
-		"max_tool_calls":0,"reasoning":{"effort":"low","summary":"auto"},"temperature":0.5,"top_p":0.9,"text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object"}}}}`))
+		"max_tool_calls":0,"reasoning":{"effort":"low","summary":"auto"},"service_tier":"flex","user":"u",
+		"safety_identifier":"s","prompt_cache_key":"k","temperature":0.5,"top_p":0.9,"text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object"}}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if *p.Instructions != "be brief" || len(p.Tools) != 1 || p.Tools[0].Name != "f" || p.Tools[0].Description != "d" ||
 		string(p.Tools[0].Parameters) != `{"type":"object"}` || !*p.Tools[0].Strict || !slices.Equal(p.OtherTools, []string{"web_search"}) ||
 		p.ToolChoice != (ToolChoice{Mode: "function", Name: "f"}) || *p.ParallelToolCalls || *p.MaxOutputTokens != 64 || *p.MaxToolCalls != 0 || *p.ReasoningEffort != "low" || *p.ReasoningSummary != "auto" ||
+		*p.ServiceTier != "flex" || *p.User != "u" || *p.SafetyIdentifier != "s" || *p.PromptCacheKey != "k" ||
 		*p.Temperature != 0.5 || *p.TopP != 0.9 || p.TextFormat.Type != "json_schema" || p.TextFormat.Name != "n" {
 		t.Fatalf("read %+v", p)
 	}

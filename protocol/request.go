@@ -169,7 +169,7 @@ func checkEchoed(fields map[string]json.RawMessage) error {
 			return err
 		}
 	}
-	for _, name := range []string{"service_tier", "user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention"} {
+	for _, name := range []string{"prompt_cache_retention"} {
 		if _, err := optString(fields[name], name); err != nil {
 			return err
 		}
