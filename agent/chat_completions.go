@@ -65,6 +65,9 @@ func chatParams(req *modelRequest) openai.ChatCompletionNewParams {
 	if req.cacheKey != "" {
 		p.PromptCacheKey = openai.String(req.cacheKey)
 	}
+	if req.cacheRetention != "" {
+		p.PromptCacheRetention = openai.ChatCompletionNewParamsPromptCacheRetention(req.cacheRetention)
+	}
 	if f := req.format; f != nil {
 		switch f.Type {
 		case TextFormatJSONObject:

@@ -67,6 +67,9 @@ func responsesParams(req *modelRequest) responses.ResponseNewParams {
 	if req.cacheKey != "" {
 		p.PromptCacheKey = openai.String(req.cacheKey)
 	}
+	if req.cacheRetention != "" {
+		p.PromptCacheRetention = responses.ResponseNewParamsPromptCacheRetention(req.cacheRetention)
+	}
 	if f := req.format; f != nil {
 		switch f.Type {
 		case TextFormatJSONObject:

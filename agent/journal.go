@@ -44,6 +44,7 @@ type journalRequest struct {
 	User         string            `json:"user,omitempty"`
 	SafetyID     string            `json:"safety_identifier,omitempty"`
 	CacheKey     string            `json:"prompt_cache_key,omitempty"`
+	CacheRetain  string            `json:"prompt_cache_retention,omitempty"`
 }
 
 type journalItem struct {
@@ -59,7 +60,7 @@ func (req *modelRequest) encode() []byte {
 	j := journalRequest{Model: req.model, Instructions: req.instructions, Tools: req.tools, Metadata: req.metadata,
 		MaxTokens: req.maxTokens, ToolChoice: req.toolChoice, Parallel: req.parallel, Temperature: req.temperature,
 		TopP: req.topP, Format: req.format, Reasoning: req.reasoning,
-		ServiceTier: req.serviceTier, User: req.user, SafetyID: req.safetyID, CacheKey: req.cacheKey, Conv: make([]journalItem, len(req.conv))}
+		ServiceTier: req.serviceTier, User: req.user, SafetyID: req.safetyID, CacheKey: req.cacheKey, CacheRetain: req.cacheRetention, Conv: make([]journalItem, len(req.conv))}
 	for i, c := range req.conv {
 		j.Conv[i] = journalItem{Role: c.role, Text: c.text, Parts: c.parts, Calls: c.calls, CallID: c.callID}
 	}

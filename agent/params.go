@@ -55,10 +55,11 @@ type ModelParams struct {
 	// exchanges (each begins at a user message), until it fits or only
 	// the newest exchange is left. The agent's memory keeps them all.
 	TruncateAuto bool
-	// ServiceTier, User, SafetyIdentifier and PromptCacheKey, when set,
-	// are sent as they are: the caller's processing tier, end-user
-	// identifiers and prompt cache key, for the model server.
-	ServiceTier, User, SafetyIdentifier, PromptCacheKey string
+	// ServiceTier, User, SafetyIdentifier, PromptCacheKey and
+	// PromptCacheRetention, when set, are sent as they are: the caller's
+	// processing tier, end-user identifiers and prompt cache hints, for
+	// the model server.
+	ServiceTier, User, SafetyIdentifier, PromptCacheKey, PromptCacheRetention string
 }
 
 // FunctionTool is a function the caller offers the model and runs itself.

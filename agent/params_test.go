@@ -130,16 +130,17 @@ func TestChatAgent_ParamsSent(t *testing.T) {
 		ToolChoice: agent.ToolChoice{Mode: agent.ToolChoiceRequired}, ParallelToolCalls: &par, MaxOutputTokens: 50,
 		Temperature: &temp, TopP: &topP, TextFormat: &agent.TextFormat{Type: agent.TextFormatJSONSchema, Name: "answer",
 			Schema: map[string]any{"type": "object"}, Strict: &strict}, ReasoningEffort: "low",
-		ServiceTier: "flex", User: "u1", SafetyIdentifier: "s1", PromptCacheKey: "k1"}
+		ServiceTier: "flex", User: "u1", SafetyIdentifier: "s1", PromptCacheKey: "k1", PromptCacheRetention: "24h"}
 	want := map[agent.API]map[string]string{
 		agent.APIChatCompletions: {"temperature": `0.25`, "top_p": `0.5`, "parallel_tool_calls": `false`, "tool_choice": `"required"`,
 			"max_completion_tokens": `20`, "reasoning_effort": `"low"`, "service_tier": `"flex"`, "user": `"u1"`,
-			"safety_identifier": `"s1"`, "prompt_cache_key": `"k1"`,
+			"safety_identifier": `"s1"`, "prompt_cache_key": `"k1"`, "prompt_cache_retention": `"24h"`,
 			"response_format": `{"json_schema":{"name":"answer","strict":true,"schema":{"type":"object"}},"type":"json_schema"}`},
 		agent.APIResponses: {"temperature": `0.25`, "top_p": `0.5`, "parallel_tool_calls": `false`, "tool_choice": `"required"`,
 			"max_output_tokens": `20`, "instructions": `"be brief\n\nanswer in French"`, "reasoning": `{"effort":"low"}`,
 			"service_tier": `"flex"`, "user": `"u1"`, "safety_identifier": `"s1"`, "prompt_cache_key": `"k1"`,
-			"text": `{"format":{"name":"answer","schema":{"type":"object"},"strict":true,"type":"json_schema"}}`},
+			"prompt_cache_retention": `"24h"`,
+			"text":                   `{"format":{"name":"answer","schema":{"type":"object"},"strict":true,"type":"json_schema"}}`},
 	}
 	for _, api := range apis {
 		t.Run(string(api), func(t *testing.T) {

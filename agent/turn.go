@@ -51,7 +51,7 @@ type modelRequest struct {
 	format      *TextFormat
 	reasoning   string // reasoning effort
 	// Sent as they are when set (ModelParams).
-	serviceTier, user, safetyID, cacheKey string
+	serviceTier, user, safetyID, cacheKey, cacheRetention string
 }
 
 // modelReply is a model's answer, independent of the API.
@@ -294,6 +294,7 @@ func (t *chatTurn) applyParams(req *modelRequest, p *ModelParams) {
 	}
 	req.temperature, req.topP, req.format, req.reasoning = p.Temperature, p.TopP, p.TextFormat, p.ReasoningEffort
 	req.serviceTier, req.user, req.safetyID, req.cacheKey = p.ServiceTier, p.User, p.SafetyIdentifier, p.PromptCacheKey
+	req.cacheRetention = p.PromptCacheRetention
 }
 
 // joinNonEmpty joins the non-empty strings of parts with sep.

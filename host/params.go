@@ -71,7 +71,8 @@ func toAgentParams(mp *protocol.ModelParams) (*agent.ModelParams, error) {
 	for _, f := range []struct {
 		src *string
 		dst *string
-	}{{mp.ServiceTier, &p.ServiceTier}, {mp.User, &p.User}, {mp.SafetyIdentifier, &p.SafetyIdentifier}, {mp.PromptCacheKey, &p.PromptCacheKey}} {
+	}{{mp.ServiceTier, &p.ServiceTier}, {mp.User, &p.User}, {mp.SafetyIdentifier, &p.SafetyIdentifier}, {mp.PromptCacheKey, &p.PromptCacheKey},
+		{mp.PromptCacheRetention, &p.PromptCacheRetention}} {
 		if f.src != nil {
 			*f.dst = *f.src
 		}

@@ -10,7 +10,7 @@ import (
 // int32), reasoning.effort, service_tier and the identifiers as sent.
 func TestToAgentParams_ToolCapAndReasoning(t *testing.T) {
 	mp, err := protocol.ReadModelParams([]byte(`{"model":"m","max_tool_calls":99999999999,"reasoning":{"effort":"minimal"},
-		"service_tier":"priority","user":"u","safety_identifier":"s","prompt_cache_key":"k"}`))
+		"service_tier":"priority","user":"u","safety_identifier":"s","prompt_cache_key":"k","prompt_cache_retention":"in-memory"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,7 +19,7 @@ func TestToAgentParams_ToolCapAndReasoning(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p.MaxToolCalls == nil || *p.MaxToolCalls != 1<<31-1 || p.ReasoningEffort != "minimal" ||
-		p.ServiceTier != "priority" || p.User != "u" || p.SafetyIdentifier != "s" || p.PromptCacheKey != "k" {
+		p.ServiceTier != "priority" || p.User != "u" || p.SafetyIdentifier != "s" || p.PromptCacheKey != "k" || p.PromptCacheRetention != "in-memory" {
 		t.Fatalf("max tool calls %v, reasoning effort %q", p.MaxToolCalls, p.ReasoningEffort)
 	}
 	mp, err = protocol.ReadModelParams([]byte(`{"model":"m"}`))

@@ -30,7 +30,8 @@ func TestParseCreate_EchoedFields(t *testing.T) {
 		{"prompt_cache_retention", `false`, CodeInvalidType},
 		{"reasoning", `"high"`, CodeInvalidType},
 		{"stream_options", `true`, CodeInvalidType},
-		{"prompt", `"p"`, CodeInvalidType},
+		{"prompt", `"p"`, CodeUnsupportedValue},
+		{"prompt", `{"id":"pmpt_1"}`, CodeUnsupportedValue},
 		{"include", `"file_search_call.results"`, CodeInvalidType},
 		{"include", `[1]`, CodeInvalidType},
 	} {
@@ -53,7 +54,7 @@ func TestParseCreate_EchoedFields(t *testing.T) {
 		`{"model":"m","max_tool_calls":0,"top_logprobs":20,"presence_penalty":-2,"frequency_penalty":2,"truncation":"auto",
 			"service_tier":"flex","user":"u","safety_identifier":"s","prompt_cache_key":"k","prompt_cache_retention":"24h",
 			"reasoning":{"effort":"xhigh","summary":"auto"},"stream_options":{"include_obfuscation":false},
-			"prompt":{"id":"pmpt_1"},"include":["reasoning.encrypted_content"]}`,
+			"prompt":null,"include":["reasoning.encrypted_content"]}`,
 		`{"model":"m","max_tool_calls":null,"top_logprobs":null,"truncation":null,"reasoning":null,"include":null,"user":null}`,
 	} {
 		if _, err := ParseCreate([]byte(body), 0); err != nil {

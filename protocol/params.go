@@ -32,10 +32,11 @@ type ModelParams struct {
 	// ReasoningSummary is reasoning.summary, or the deprecated
 	// reasoning.generate_summary (nil: both absent or null).
 	ReasoningSummary *string
-	// ServiceTier, User, SafetyIdentifier and PromptCacheKey are those
-	// fields (nil: absent or null): identifiers and routing hints for the
-	// model server, not settings of the reply (Changed leaves them out).
-	ServiceTier, User, SafetyIdentifier, PromptCacheKey *string
+	// ServiceTier, User, SafetyIdentifier, PromptCacheKey and
+	// PromptCacheRetention are those fields (nil: absent or null):
+	// identifiers and hints for the model server, not settings of the
+	// reply (Changed leaves them out).
+	ServiceTier, User, SafetyIdentifier, PromptCacheKey, PromptCacheRetention *string
 	// TruncateAuto: truncation is "auto" (drop the conversation's oldest
 	// items when it does not fit the model's context window), not
 	// "disabled" (the default: such a request fails).
@@ -146,7 +147,8 @@ func readModelParams(fields map[string]json.RawMessage) (*ModelParams, error) {
 	for _, f := range []struct {
 		name string
 		dst  **string
-	}{{"service_tier", &p.ServiceTier}, {"user", &p.User}, {"safety_identifier", &p.SafetyIdentifier}, {"prompt_cache_key", &p.PromptCacheKey}} {
+	}{{"service_tier", &p.ServiceTier}, {"user", &p.User}, {"safety_identifier", &p.SafetyIdentifier}, {"prompt_cache_key", &p.PromptCacheKey},
+		{"prompt_cache_retention", &p.PromptCacheRetention}} {
 		if *f.dst, err = optString(fields[f.name], f.name); err != nil {
 			return nil, err
 		}

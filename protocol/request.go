@@ -169,12 +169,11 @@ func checkEchoed(fields map[string]json.RawMessage) error {
 			return err
 		}
 	}
-	for _, name := range []string{"prompt_cache_retention"} {
-		if _, err := optString(fields[name], name); err != nil {
-			return err
-		}
+	if raw := fields["prompt"]; !IsNull(raw) {
+		return requestErr("prompt", CodeUnsupportedValue,
+			"Prompt templates are not supported: this server stores no prompts. Send the prompt's instructions and input in the request instead.")
 	}
-	for _, name := range []string{"stream_options", "prompt"} {
+	for _, name := range []string{"stream_options"} {
 		if raw := fields[name]; !IsNull(raw) && JSONKind(raw) != "an object" {
 			return typeError(name, "an object", raw)
 		}
