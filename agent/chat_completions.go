@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
 )
 
@@ -50,24 +51,11 @@ func chatParams(req *modelRequest) openai.ChatCompletionNewParams {
 	if req.topP != nil {
 		p.TopP = openai.Float(*req.topP)
 	}
-	if req.reasoning != "" {
-		p.ReasoningEffort = shared.ReasoningEffort(req.reasoning)
-	}
-	if req.serviceTier != "" {
-		p.ServiceTier = openai.ChatCompletionNewParamsServiceTier(req.serviceTier)
-	}
-	if req.user != "" {
-		p.User = openai.String(req.user)
-	}
-	if req.safetyID != "" {
-		p.SafetyIdentifier = openai.String(req.safetyID)
-	}
-	if req.cacheKey != "" {
-		p.PromptCacheKey = openai.String(req.cacheKey)
-	}
-	if req.cacheRetention != "" {
-		p.PromptCacheRetention = openai.ChatCompletionNewParamsPromptCacheRetention(req.cacheRetention)
-	}
+	// Empty strings are not sent (omitzero, or an unset Opt).
+	p.ReasoningEffort = shared.ReasoningEffort(req.reasoning)
+	p.ServiceTier = openai.ChatCompletionNewParamsServiceTier(req.serviceTier)
+	p.PromptCacheRetention = openai.ChatCompletionNewParamsPromptCacheRetention(req.cacheRetention)
+	p.User, p.SafetyIdentifier, p.PromptCacheKey = optString(req.user), optString(req.safetyID), optString(req.cacheKey)
 	if f := req.format; f != nil {
 		switch f.Type {
 		case TextFormatJSONObject:
@@ -84,6 +72,14 @@ func chatParams(req *modelRequest) openai.ChatCompletionNewParams {
 		}
 	}
 	return p
+}
+
+// optString is s as an optional field of a request: unset when empty.
+func optString(s string) param.Opt[string] {
+	if s == "" {
+		return param.Opt[string]{}
+	}
+	return openai.String(s)
 }
 
 // chatMessage converts one conversation item.

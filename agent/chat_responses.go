@@ -55,21 +55,10 @@ func responsesParams(req *modelRequest) responses.ResponseNewParams {
 	if req.reasoning != "" {
 		p.Reasoning = shared.ReasoningParam{Effort: shared.ReasoningEffort(req.reasoning)}
 	}
-	if req.serviceTier != "" {
-		p.ServiceTier = responses.ResponseNewParamsServiceTier(req.serviceTier)
-	}
-	if req.user != "" {
-		p.User = openai.String(req.user)
-	}
-	if req.safetyID != "" {
-		p.SafetyIdentifier = openai.String(req.safetyID)
-	}
-	if req.cacheKey != "" {
-		p.PromptCacheKey = openai.String(req.cacheKey)
-	}
-	if req.cacheRetention != "" {
-		p.PromptCacheRetention = responses.ResponseNewParamsPromptCacheRetention(req.cacheRetention)
-	}
+	// Empty strings are not sent (omitzero, or an unset Opt).
+	p.ServiceTier = responses.ResponseNewParamsServiceTier(req.serviceTier)
+	p.PromptCacheRetention = responses.ResponseNewParamsPromptCacheRetention(req.cacheRetention)
+	p.User, p.SafetyIdentifier, p.PromptCacheKey = optString(req.user), optString(req.safetyID), optString(req.cacheKey)
 	if f := req.format; f != nil {
 		switch f.Type {
 		case TextFormatJSONObject:

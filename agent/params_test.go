@@ -178,6 +178,15 @@ func TestChatAgent_ParamsSent(t *testing.T) {
 			if !strings.Contains(string(bodies[0]["tools"]), `"lookup_order"`) {
 				t.Errorf("tools %s lack the client tool", bodies[0]["tools"])
 			}
+			// Settings the caller did not give are not sent.
+			if _, err := collectCtx(withParams(t.Context(), &agent.ModelParams{}), a, nil, user("hi")); err != nil {
+				t.Fatal(err)
+			}
+			for k := range want[api] {
+				if v, ok := bodies[1][k]; ok && k != "max_completion_tokens" && k != "max_output_tokens" && k != "instructions" {
+					t.Errorf("without settings, %s = %s was sent", k, v)
+				}
+			}
 		})
 	}
 }
