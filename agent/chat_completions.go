@@ -51,6 +51,12 @@ func chatParams(req *modelRequest) openai.ChatCompletionNewParams {
 	if req.topP != nil {
 		p.TopP = openai.Float(*req.topP)
 	}
+	if req.presence != nil {
+		p.PresencePenalty = openai.Float(*req.presence)
+	}
+	if req.frequency != nil {
+		p.FrequencyPenalty = openai.Float(*req.frequency)
+	}
 	// Empty strings are not sent (omitzero, or an unset Opt).
 	p.ReasoningEffort = shared.ReasoningEffort(req.reasoning)
 	p.ServiceTier = openai.ChatCompletionNewParamsServiceTier(req.serviceTier)

@@ -43,6 +43,10 @@ type ModelParams struct {
 	MaxToolCalls *int
 	// Temperature and TopP, when set, are sent as they are.
 	Temperature, TopP *float64
+	// PresencePenalty and FrequencyPenalty, when set, are sent as they
+	// are; only Chat Completions takes them (CheckParams refuses them
+	// for an agent on the Responses API).
+	PresencePenalty, FrequencyPenalty *float64
 	// TextFormat, when set, asks for JSON output (nil: text).
 	TextFormat *TextFormat
 	// ReasoningEffort, when set, is sent as the reasoning effort of a
@@ -163,6 +167,16 @@ func (a *ChatAgent) CheckParams(p *ModelParams) error {
 		}
 	default:
 		return &ParamError{Param: "tool_choice", Message: fmt.Sprintf("tool_choice of type %q is not supported; use none, auto, required or a function", c.Mode)}
+	}
+	if a.opts.API == APIResponses {
+		for _, pen := range []struct {
+			name string
+			v    *float64
+		}{{"presence_penalty", p.PresencePenalty}, {"frequency_penalty", p.FrequencyPenalty}} {
+			if pen.v != nil && *pen.v != 0 {
+				return &ParamError{Param: pen.name, Message: fmt.Sprintf("this model's server is called through the Responses API, which takes no %s", pen.name)}
+			}
+		}
 	}
 	if p.MaxToolCalls != nil && *p.MaxToolCalls < 0 {
 		return &ParamError{Param: "max_tool_calls", Message: fmt.Sprintf("max_tool_calls must be 0 or more, not %d", *p.MaxToolCalls)}

@@ -125,15 +125,15 @@ func TestChatAgent_ForcedToolChoiceEndsAfterTools(t *testing.T) {
 // The caller's settings reach the model request as each API spells them;
 // the smaller max-output cap holds; instructions follow the agent's own.
 func TestChatAgent_ParamsSent(t *testing.T) {
-	temp, topP, par, strict := 0.25, 0.5, false, true
+	temp, topP, par, strict, presence, frequency := 0.25, 0.5, false, true, 0.5, -1.0
 	p := &agent.ModelParams{Instructions: "answer in French", Tools: []agent.FunctionTool{orderTool},
 		ToolChoice: agent.ToolChoice{Mode: agent.ToolChoiceRequired}, ParallelToolCalls: &par, MaxOutputTokens: 50,
 		Temperature: &temp, TopP: &topP, TextFormat: &agent.TextFormat{Type: agent.TextFormatJSONSchema, Name: "answer",
 			Schema: map[string]any{"type": "object"}, Strict: &strict}, ReasoningEffort: "low",
-		ServiceTier: "flex", User: "u1", SafetyIdentifier: "s1", PromptCacheKey: "k1", PromptCacheRetention: "24h"}
+		PresencePenalty: &presence, FrequencyPenalty: &frequency, ServiceTier: "flex", User: "u1", SafetyIdentifier: "s1", PromptCacheKey: "k1", PromptCacheRetention: "24h"}
 	want := map[agent.API]map[string]string{
 		agent.APIChatCompletions: {"temperature": `0.25`, "top_p": `0.5`, "parallel_tool_calls": `false`, "tool_choice": `"required"`,
-			"max_completion_tokens": `20`, "reasoning_effort": `"low"`, "service_tier": `"flex"`, "user": `"u1"`,
+			"max_completion_tokens": `20`, "reasoning_effort": `"low"`, "presence_penalty": `0.5`, "frequency_penalty": `-1`, "service_tier": `"flex"`, "user": `"u1"`,
 			"safety_identifier": `"s1"`, "prompt_cache_key": `"k1"`, "prompt_cache_retention": `"24h"`,
 			"response_format": `{"json_schema":{"name":"answer","strict":true,"schema":{"type":"object"}},"type":"json_schema"}`},
 		agent.APIResponses: {"temperature": `0.25`, "top_p": `0.5`, "parallel_tool_calls": `false`, "tool_choice": `"required"`,
@@ -195,6 +195,8 @@ func TestChatAgent_CheckParams(t *testing.T) {
 	own := agent.MustTool("get_weather", "", func(context.Context, weatherArgs) (string, error) { return "", nil })
 	a := newChat(t, "http://127.0.0.1:1/v1", agent.APIChatCompletions, func(o *agent.Options) { o.Tools = []*agent.Tool{own} })
 	bare := newChat(t, "http://127.0.0.1:1/v1", agent.APIChatCompletions, nil)
+	viaResponses := newChat(t, "http://127.0.0.1:1/v1", agent.APIResponses, nil)
+	pen, zero, neg := 0.5, 0.0, -1
 	for _, c := range []struct {
 		name  string
 		a     *agent.ChatAgent
@@ -213,6 +215,11 @@ func TestChatAgent_CheckParams(t *testing.T) {
 		{"FormatType", a, agent.ModelParams{TextFormat: &agent.TextFormat{Type: "xml"}}, "text.format.type"},
 		{"SchemaUnnamed", a, agent.ModelParams{TextFormat: &agent.TextFormat{Type: agent.TextFormatJSONSchema, Schema: map[string]any{}}}, "text.format.name"},
 		{"JSONObject", a, agent.ModelParams{TextFormat: &agent.TextFormat{Type: agent.TextFormatJSONObject}}, ""},
+		{"PenaltiesChat", a, agent.ModelParams{PresencePenalty: &pen, FrequencyPenalty: &pen}, ""},
+		{"PresenceResponses", viaResponses, agent.ModelParams{PresencePenalty: &pen}, "presence_penalty"},
+		{"FrequencyResponses", viaResponses, agent.ModelParams{PresencePenalty: &zero, FrequencyPenalty: &pen}, "frequency_penalty"},
+		{"ZeroPenaltyResponses", viaResponses, agent.ModelParams{PresencePenalty: &zero}, ""},
+		{"NegativeToolCap", a, agent.ModelParams{MaxToolCalls: &neg}, "max_tool_calls"},
 	} {
 		err := c.a.CheckParams(&c.p)
 		var pe *agent.ParamError

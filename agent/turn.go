@@ -49,6 +49,8 @@ type modelRequest struct {
 	temperature *float64
 	topP        *float64
 	format      *TextFormat
+	presence    *float64
+	frequency   *float64
 	reasoning   string // reasoning effort
 	// Sent as they are when set (ModelParams).
 	serviceTier, user, safetyID, cacheKey, cacheRetention string
@@ -295,6 +297,7 @@ func (t *chatTurn) applyParams(req *modelRequest, p *ModelParams) {
 	req.temperature, req.topP, req.format, req.reasoning = p.Temperature, p.TopP, p.TextFormat, p.ReasoningEffort
 	req.serviceTier, req.user, req.safetyID, req.cacheKey = p.ServiceTier, p.User, p.SafetyIdentifier, p.PromptCacheKey
 	req.cacheRetention = p.PromptCacheRetention
+	req.presence, req.frequency = p.PresencePenalty, p.FrequencyPenalty
 }
 
 // joinNonEmpty joins the non-empty strings of parts with sep.

@@ -13,7 +13,8 @@ import (
 
 // modelParams reads the model settings of request (tools, tool_choice,
 // parallel_tool_calls, instructions, text.format, max_output_tokens,
-// max_tool_calls, temperature, top_p, reasoning.effort, truncation) for m. A model that honours them (a plain agent that
+// max_tool_calls, temperature, top_p, presence_penalty, frequency_penalty,
+// reasoning.effort, truncation) for m. A model that honours them (a plain agent that
 // is an agent.ParamsChecker, such as a ChatAgent) gets them as the Params
 // of its workflow.Invocation; any other model takes none but
 // instructions, which it echoes. What m cannot honour is an *InputError,
@@ -68,6 +69,7 @@ func toAgentParams(mp *protocol.ModelParams) (*agent.ModelParams, error) {
 		p.MaxOutputTokens = int(*mp.MaxOutputTokens)
 	}
 	p.TruncateAuto = mp.TruncateAuto
+	p.PresencePenalty, p.FrequencyPenalty = mp.PresencePenalty, mp.FrequencyPenalty
 	for _, f := range []struct {
 		src *string
 		dst *string

@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -34,6 +35,8 @@ func TestParseCreate_EchoedFields(t *testing.T) {
 		{"prompt", `{"id":"pmpt_1"}`, CodeUnsupportedValue},
 		{"include", `"file_search_call.results"`, CodeInvalidType},
 		{"include", `[1]`, CodeInvalidType},
+		{"top_logprobs", `5`, CodeUnsupportedValue},
+		{"include", `["reasoning.encrypted_content","message.output_text.logprobs"]`, CodeUnsupportedValue},
 	} {
 		body := `{"model":"m","input":"x","` + tc.field + `":` + tc.value + `}`
 		_, err := ParseCreate([]byte(body), 0)
@@ -43,15 +46,18 @@ func TestParseCreate_EchoedFields(t *testing.T) {
 			continue
 		}
 		param := tc.field
-		if tc.field == "include" && tc.value == `[1]` {
+		switch {
+		case tc.field == "include" && tc.value == `[1]`:
 			param = "include[0]"
+		case tc.field == "include" && strings.Contains(tc.value, "logprobs"):
+			param = "include[1]"
 		}
 		if re.Param != param || re.Code != tc.code || re.Message == "" {
 			t.Errorf("%s: param %q code %q (%s), want %q %q", body, re.Param, re.Code, re.Message, param, tc.code)
 		}
 	}
 	for _, body := range []string{
-		`{"model":"m","max_tool_calls":0,"top_logprobs":20,"presence_penalty":-2,"frequency_penalty":2,"truncation":"auto",
+		`{"model":"m","max_tool_calls":0,"top_logprobs":0,"presence_penalty":-2,"frequency_penalty":2,"truncation":"auto",
 			"service_tier":"flex","user":"u","safety_identifier":"s","prompt_cache_key":"k","prompt_cache_retention":"24h",
 			"reasoning":{"effort":"xhigh","summary":"auto"},"stream_options":{"include_obfuscation":false},
 			"prompt":null,"include":["reasoning.encrypted_content"]}`,

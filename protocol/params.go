@@ -23,7 +23,9 @@ type ModelParams struct {
 	// in the response; nil: no cap.
 	MaxToolCalls *int64
 	Temperature  *float64
-	TopP         *float64
+	// PresencePenalty and FrequencyPenalty are those fields, in [-2, 2].
+	PresencePenalty, FrequencyPenalty *float64
+	TopP                              *float64
 	// TextFormat is text.format unless it is absent or {"type":"text"}.
 	TextFormat *TextFormat
 	// ReasoningEffort is reasoning.effort (nil: absent or null), as sent:
@@ -72,8 +74,8 @@ type TextFormat struct {
 // Changed returns the parameters whose value in p is not the API's
 // default ("tools", "tool_choice", "parallel_tool_calls",
 // "max_output_tokens", "max_tool_calls", "temperature", "top_p",
-// "text.format", "reasoning.effort", "reasoning.summary", "truncation"),
-// in that
+// "text.format", "reasoning.effort", "reasoning.summary", "truncation",
+// "presence_penalty", "frequency_penalty"), in that
 // order: what a model that takes no settings cannot honour. Instructions
 // are not among them.
 func (p *ModelParams) Changed() []string {
@@ -94,6 +96,8 @@ func (p *ModelParams) Changed() []string {
 	add(p.ReasoningEffort != nil, "reasoning.effort")
 	add(p.ReasoningSummary != nil, "reasoning.summary")
 	add(p.TruncateAuto, "truncation")
+	add(p.PresencePenalty != nil && *p.PresencePenalty != 0, "presence_penalty")
+	add(p.FrequencyPenalty != nil && *p.FrequencyPenalty != 0, "frequency_penalty")
 	return out
 }
 
@@ -136,6 +140,12 @@ func readModelParams(fields map[string]json.RawMessage) (*ModelParams, error) {
 		return nil, err
 	}
 	if p.TopP, err = optNumber(fields["top_p"], "top_p", 0, 1); err != nil {
+		return nil, err
+	}
+	if p.PresencePenalty, err = optNumber(fields["presence_penalty"], "presence_penalty", -2, 2); err != nil {
+		return nil, err
+	}
+	if p.FrequencyPenalty, err = optNumber(fields["frequency_penalty"], "frequency_penalty", -2, 2); err != nil {
 		return nil, err
 	}
 	if p.TextFormat, err = readTextFormat(fields["text"]); err != nil {

@@ -12,7 +12,7 @@ func TestReadModelParams(t *testing.T) {
 	p, err := ReadModelParams([]byte(`{"model":"m","instructions":"be brief","tools":[{"type":"web_search"},
 		{"type":"function","name":"f","description":"d","parameters":{"type":"object"},"strict":true}],
 		"tool_choice":{"type":"function","name":"f"},"parallel_tool_calls":false,"max_output_tokens":64,
-		"max_tool_calls":0,"reasoning":{"effort":"low","summary":"auto"},"service_tier":"flex","user":"u",
+		"max_tool_calls":0,"reasoning":{"effort":"low","summary":"auto"},"service_tier":"flex","user":"u","presence_penalty":0.5,"frequency_penalty":-1,
 		"safety_identifier":"s","prompt_cache_key":"k","temperature":0.5,"top_p":0.9,"text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object"}}}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -20,17 +20,17 @@ func TestReadModelParams(t *testing.T) {
 	if *p.Instructions != "be brief" || len(p.Tools) != 1 || p.Tools[0].Name != "f" || p.Tools[0].Description != "d" ||
 		string(p.Tools[0].Parameters) != `{"type":"object"}` || !*p.Tools[0].Strict || !slices.Equal(p.OtherTools, []string{"web_search"}) ||
 		p.ToolChoice != (ToolChoice{Mode: "function", Name: "f"}) || *p.ParallelToolCalls || *p.MaxOutputTokens != 64 || *p.MaxToolCalls != 0 || *p.ReasoningEffort != "low" || *p.ReasoningSummary != "auto" ||
-		*p.ServiceTier != "flex" || *p.User != "u" || *p.SafetyIdentifier != "s" || *p.PromptCacheKey != "k" ||
+		*p.ServiceTier != "flex" || *p.PresencePenalty != 0.5 || *p.FrequencyPenalty != -1 || *p.User != "u" || *p.SafetyIdentifier != "s" || *p.PromptCacheKey != "k" ||
 		*p.Temperature != 0.5 || *p.TopP != 0.9 || p.TextFormat.Type != "json_schema" || p.TextFormat.Name != "n" {
 		t.Fatalf("read %+v", p)
 	}
-	want := []string{"tools", "tool_choice", "parallel_tool_calls", "max_output_tokens", "max_tool_calls", "temperature", "top_p", "text.format", "reasoning.effort", "reasoning.summary"}
+	want := []string{"tools", "tool_choice", "parallel_tool_calls", "max_output_tokens", "max_tool_calls", "temperature", "top_p", "text.format", "reasoning.effort", "reasoning.summary", "presence_penalty", "frequency_penalty"}
 	if got := p.Changed(); !slices.Equal(got, want) {
 		t.Fatalf("changed %q, want %q", got, want)
 	}
 	for _, body := range []string{`{"model":"m"}`, `{"model":"m","tools":[],"tool_choice":"auto","parallel_tool_calls":true,
 		"temperature":1,"top_p":1,"text":{"format":{"type":"text"}},"instructions":"x","max_output_tokens":null,"max_tool_calls":null,
-		"reasoning":{"effort":null,"summary":null}}`, `{"model":"m","reasoning":null}`} {
+		"reasoning":{"effort":null,"summary":null},"presence_penalty":0,"frequency_penalty":0}`, `{"model":"m","reasoning":null}`} {
 		p, err := ReadModelParams([]byte(body))
 		if err != nil || len(p.Changed()) != 0 {
 			t.Fatalf("%s: changed %q, %v", body, p.Changed(), err)

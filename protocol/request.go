@@ -151,6 +151,9 @@ func ParseCreate(body []byte, maxInputItems int) (*CreateRequest, error) {
 	return p, nil
 }
 
+// noLogprobs is why a request for log probabilities is refused.
+const noLogprobs = "Log probabilities are not supported: this server returns none. Leave top_logprobs at 0 and message.output_text.logprobs out of include."
+
 // checkEchoed refuses, as the API does, a field the Response echoes (and
 // no model reads; readModelParams checks those) that has the wrong type
 // or is out of range: accepted,
@@ -163,11 +166,8 @@ func checkEchoed(fields map[string]json.RawMessage) error {
 	} else if v != nil && *v > 20 {
 		return requestErr("top_logprobs", CodeInvalidValue,
 			"Invalid 'top_logprobs': integer above maximum value. Expected a value <= 20, but got %d instead.", *v)
-	}
-	for _, name := range []string{"presence_penalty", "frequency_penalty"} {
-		if _, err := optNumber(fields[name], name, -2, 2); err != nil {
-			return err
-		}
+	} else if v != nil && *v > 0 {
+		return requestErr("top_logprobs", CodeUnsupportedValue, noLogprobs)
 	}
 	if raw := fields["prompt"]; !IsNull(raw) {
 		return requestErr("prompt", CodeUnsupportedValue,
@@ -186,6 +186,9 @@ func checkEchoed(fields map[string]json.RawMessage) error {
 		for i, n := range names {
 			if JSONKind(n) != "a string" {
 				return typeError(fmt.Sprintf("include[%d]", i), "a string", n)
+			}
+			if s, _ := optString(n, ""); s != nil && *s == "message.output_text.logprobs" {
+				return requestErr(fmt.Sprintf("include[%d]", i), CodeUnsupportedValue, noLogprobs)
 			}
 		}
 	}
