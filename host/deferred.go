@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/superstep/superstep/internal/wait"
 	"github.com/superstep/superstep/store"
 )
 
@@ -15,8 +16,8 @@ import (
 // sees fail), and the create and the first superstep cost one store write,
 // one transaction and one sync instead of two. The run is marked pending
 // (run.pending) meanwhile: the lease loops skip it, and a write of the run
-// other than a commit (a journal entry) writes the create alone first
-// (writeCreate).
+// other than a commit writes the create first: with it, for a journal
+// entry on a store that can (createWithJournal), else alone (writeCreate).
 
 // Blocking is a blocking request's response, started by CreateBlocking.
 // It does not tell the response's id: Wait returns the response once
@@ -134,6 +135,41 @@ func (h *Host) writeCreate(ctx context.Context, r *run) error {
 		return fmt.Errorf("host: create response %s: %w", cp.Response.ID, err)
 	}
 	return h.created(r, res.Run.Lease)
+}
+
+// createWithJournal writes r's pending create with p, the first journal
+// entries of its first superstep, in one transaction (store.CreateJournaler),
+// and reports whether it did (done) or failed trying: a blocking chat
+// turn's create and its model call's entry cost one store write, as the
+// create and the first commit do. Not done: nothing is pending, or the
+// store cannot (the caller writes the create alone first). A transient
+// failure (store.ErrUnavailable) is retried as a journal append's is: a
+// failed CreateJournalAppend wrote nothing. (One that was written after
+// all but reported failed makes the retry conflict with it: the run
+// stops, and is recovered from its create once its lease expires.)
+func (h *Host) createWithJournal(ctx context.Context, r *run, p *store.JournalAppendParams) (done bool, err error) {
+	cj, ok := h.store.(store.CreateJournaler)
+	if !ok || !r.pending.Load() {
+		return false, nil
+	}
+	r.createMu.Lock()
+	defer r.createMu.Unlock()
+	cp := r.create
+	if cp == nil {
+		return false, nil // written meanwhile
+	}
+	backoff := journalRecordBackoff
+	for try := 1; ; try++ {
+		res, err := cj.CreateJournalAppend(ctx, cp, p)
+		if err == nil {
+			return true, h.created(r, res.Run.Lease)
+		}
+		if !errors.Is(err, store.ErrUnavailable) || try >= journalRecordTries || !wait.Sleep(ctx, backoff) {
+			h.metrics.failed(opCreate)
+			return true, fmt.Errorf("host: create response %s with its journal: %w", cp.Response.ID, err)
+		}
+		backoff *= 2
+	}
 }
 
 // created records that r's create is written, under lease: from now on

@@ -139,10 +139,10 @@ func TestCreateAndWait_PendingRunOutlivesLease(t *testing.T) {
 	}
 }
 
-// TestCreateAndWait_JournalWritesCreateFirst: a run that journals before
-// its first commit has its create written alone first (the journal entry
-// needs the run in the store), then commits as usual.
-func TestCreateAndWait_JournalWritesCreateFirst(t *testing.T) {
+// TestCreateAndWait_CreateRidesFirstJournalEntry: a run that journals before
+// its first commit has its create written with the journal entry (which
+// needs the run in the store), in one store write, then commits as usual.
+func TestCreateAndWait_CreateRidesFirstJournalEntry(t *testing.T) {
 	b := setup(t, &setupOpts{noReg: true})
 	registerDeferred(t, b.host)
 	w0 := writes(t, b.store)
@@ -156,8 +156,8 @@ func TestCreateAndWait_JournalWritesCreateFirst(t *testing.T) {
 	if s := snapshot(t, got); len(s.Output) != 1 || s.Output[0].Content[0].Text != "abc 3" {
 		t.Fatalf("output %+v", s.Output)
 	}
-	if n := writes(t, b.store) - w0; n != 3 {
-		t.Fatalf("store writes %d, want 3 (the create, the journal entry, the commit)", n)
+	if n := writes(t, b.store) - w0; n != 2 {
+		t.Fatalf("store writes %d, want 2 (the create with the journal entry, the commit)", n)
 	}
 }
 
@@ -224,11 +224,25 @@ func TestCreateAndWait_FirstSuperstepFails(t *testing.T) {
 	}
 }
 
-// createCounter counts a store's ResponseCreate and CreateCommit calls
-// (it is a store.CreateCommitter over one).
+// createCounter counts a store's ResponseCreate, CreateCommit and
+// CreateJournalAppend calls (it is a store.CreateCommitter and a
+// store.CreateJournaler over one).
 type createCounter struct {
 	store.Store
-	creates, createCommits atomic.Int64
+	creates, createCommits, createJournals atomic.Int64
+}
+
+func (c *createCounter) CreateJournalAppend(ctx context.Context, cp *store.ResponseCreateParams, p *store.JournalAppendParams) (*store.ResponseCreateResult, error) {
+	c.createJournals.Add(1)
+	return c.Store.(store.CreateJournaler).CreateJournalAppend(ctx, cp, p)
+}
+
+func (c *createCounter) JournalAppend(ctx context.Context, p *store.JournalAppendParams) error {
+	return c.Store.(store.Journal).JournalAppend(ctx, p)
+}
+
+func (c *createCounter) JournalList(ctx context.Context, runID string, step int64) ([]store.JournalEntry, error) {
+	return c.Store.(store.Journal).JournalList(ctx, runID, step)
 }
 
 func (c *createCounter) ResponseCreate(ctx context.Context, p *store.ResponseCreateParams) (*store.ResponseCreateResult, error) {
@@ -299,6 +313,43 @@ func (f *flakyCreates) CreateCommit(ctx context.Context, cp *store.ResponseCreat
 		return nil, nil, fmt.Errorf("injected: %w", store.ErrUnavailable)
 	}
 	return f.createCounter.CreateCommit(ctx, cp, p)
+}
+
+// flakyCreateJournal is a createCounter whose first CreateJournalAppend
+// fails as an unreachable store does, writing nothing.
+type flakyCreateJournal struct {
+	createCounter
+	failed atomic.Bool
+}
+
+func (f *flakyCreateJournal) CreateJournalAppend(ctx context.Context, cp *store.ResponseCreateParams, p *store.JournalAppendParams) (*store.ResponseCreateResult, error) {
+	if f.failed.CompareAndSwap(false, true) {
+		return nil, fmt.Errorf("injected: %w", store.ErrUnavailable)
+	}
+	return f.createCounter.CreateJournalAppend(ctx, cp, p)
+}
+
+// TestCreateAndWait_CreateJournalRetried: the write of a blocking
+// request's create with its first journal entry that fails as an
+// unreachable store does is made again, and the request completes, its
+// create never written alone.
+func TestCreateAndWait_CreateJournalRetried(t *testing.T) {
+	raw := openStore(t, filepath.Join(t.TempDir(), "flaky.db"))
+	defer raw.Close()
+	s := &flakyCreateJournal{createCounter: createCounter{Store: raw}}
+	h := newHost(t, s, nil, registerDeferred)
+	defer shutdown(t, h)
+	got, err := h.CreateAndWait(testCtx(t), blocking("d.journal", "abc", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != store.StatusCompleted {
+		t.Fatalf("status %s (%s), want completed", got.Status, got.Error)
+	}
+	if !s.failed.Load() || s.createJournals.Load() != 1 || s.creates.Load() != 0 || s.createCommits.Load() != 0 {
+		t.Fatalf("CreateJournalAppend failed once %v, then %d calls; %d ResponseCreate, %d CreateCommit; want the failure, 1, 0, 0",
+			s.failed.Load(), s.createJournals.Load(), s.creates.Load(), s.createCommits.Load())
+	}
 }
 
 // TestCreateAndWait_TransientFailureRetried: a first commit with its create

@@ -226,8 +226,12 @@ func (j *runJournal) Record(ctx context.Context, call workflow.JournalCall, resu
 	return nil
 }
 
-// append writes p in a write of its own, retrying a transient failure.
+// append writes p in a write of its own, retrying a transient failure;
+// with r's create when it is still pending (createWithJournal).
 func (j *runJournal) append(ctx context.Context, p *store.JournalAppendParams) error {
+	if done, err := j.h.createWithJournal(ctx, j.r, p); done {
+		return err
+	}
 	if err := j.h.writeCreate(ctx, j.r); err != nil {
 		return err // the run is not in the store: nothing to journal in
 	}

@@ -21,7 +21,8 @@ import (
 
 // BenchmarkHost_JournalTurn measures what the journal inside the
 // superstep costs: one response of an agent whose turn makes 4 model
-// calls and 3 tool calls (chat/: one model call, no tool call) (the local model server, real HTTP, no token
+// calls and 3 tool calls (chat/: one model call, no tool call;
+// chat-blocking/: that, as a plain create the caller waits on) (the local model server, real HTTP, no token
 // delay) on SQLite with synchronous=FULL and on PostgreSQL, with the
 // journal (7 call appends per response; a ChatAgent alone in its
 // superstep journals no completion) and without (Config.NoJournal). The
@@ -40,11 +41,13 @@ func BenchmarkHost_JournalTurn(b *testing.B) {
 		name     string
 		off      bool
 		postgres bool
-		calls    int // model and tool calls per turn
-	}{{"sqlite/journal=on", false, false, 7}, {"sqlite/journal=off", true, false, 7},
-		{"postgres/journal=on", false, true, 7}, {"postgres/journal=off", true, true, 7},
-		{"chat/sqlite/journal=on", false, false, 1}, {"chat/sqlite/journal=off", true, false, 1},
-		{"chat/postgres/journal=on", false, true, 1}, {"chat/postgres/journal=off", true, true, 1}} {
+		calls    int  // model and tool calls per turn
+		blocking bool // CreateAndWait (a plain create without stream or background), not Create then Wait
+	}{{"sqlite/journal=on", false, false, 7, false}, {"sqlite/journal=off", true, false, 7, false},
+		{"postgres/journal=on", false, true, 7, false}, {"postgres/journal=off", true, true, 7, false},
+		{"chat/sqlite/journal=on", false, false, 1, false}, {"chat/sqlite/journal=off", true, false, 1, false},
+		{"chat/postgres/journal=on", false, true, 1, false}, {"chat/postgres/journal=off", true, true, 1, false},
+		{"chat-blocking/sqlite/journal=on", false, false, 1, true}, {"chat-blocking/postgres/journal=on", false, true, 1, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var s store.Store
 			var err error
@@ -90,17 +93,22 @@ func BenchmarkHost_JournalTurn(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				r, err := h.Create(context.Background(), &host.CreateParams{Model: "bench.tools", Store: true,
-					Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: `calculate {"a":1}`}}})
-				if err != nil {
-					b.Fatal(err)
+				p := &host.CreateParams{Model: "bench.tools", Store: true,
+					Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: `calculate {"a":1}`}}}
+				var res *store.Response
+				if tc.blocking {
+					res, err = h.CreateAndWait(context.Background(), p)
+				} else {
+					var r *store.Response
+					if r, err = h.Create(context.Background(), p); err == nil {
+						res, err = h.Wait(context.Background(), r.ID, "")
+					}
 				}
-				res, err := h.Wait(context.Background(), r.ID, "")
 				if err != nil {
 					b.Fatal(err)
 				}
 				if res.Status != "completed" {
-					b.Fatalf("response %s: %s", r.ID, res.Status)
+					b.Fatalf("response %s: %s", res.ID, res.Status)
 				}
 			}
 			b.ReportMetric(float64(tc.calls), "calls/op")

@@ -23,6 +23,7 @@ import (
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/localmodel"
 	"github.com/superstep/superstep/store"
+	"github.com/superstep/superstep/store/sqlite"
 	"github.com/superstep/superstep/workflow"
 )
 
@@ -281,6 +282,107 @@ func (s *commitCrashStore) JournalAppend(ctx context.Context, p *store.JournalAp
 		s.mu.Unlock()
 	}
 	return err
+}
+
+// CreateJournalAppend and CreateCommit make s a store.CreateJournaler and
+// a store.CreateCommitter, dying like its other writes.
+func (s *commitCrashStore) CreateJournalAppend(ctx context.Context, cp *store.ResponseCreateParams, p *store.JournalAppendParams) (*store.ResponseCreateResult, error) {
+	if s.dead() {
+		return nil, errCrashed
+	}
+	res, err := s.crashStore.Store.(store.CreateJournaler).CreateJournalAppend(ctx, cp, p)
+	if err == nil {
+		s.mu.Lock()
+		for _, e := range p.Entries {
+			s.keys = append(s.keys, e.Key)
+		}
+		s.mu.Unlock()
+	}
+	return res, err
+}
+
+func (s *commitCrashStore) CreateCommit(ctx context.Context, cp *store.ResponseCreateParams, p *store.CommitParams) (*store.ResponseCreateResult, *store.CommitResult, error) {
+	if p.Step == s.at {
+		s.crashed.Store(true)
+	}
+	if s.dead() {
+		return nil, nil, errCrashed
+	}
+	return s.crashStore.Store.(store.CreateCommitter).CreateCommit(ctx, cp, p)
+}
+
+// TestHost_Journal_BlockingTurnCrash: a blocking request's create rides
+// with the first journal entry of its turn (one write where there were
+// two), and a crash at the turn's commit loses nothing: the run is in the
+// store with its journal, and the host that recovers it answers every
+// call from the journal and completes the response.
+func TestHost_Journal_BlockingTurnCrash(t *testing.T) {
+	t.Parallel()
+	m := startGatedModel(t, 0)
+	var tools atomic.Int64
+	register := func(t *testing.T, h *host.Host) {
+		calc := agent.MustTool("calculate", "computes", func(ctx context.Context, in struct {
+			A float64 `json:"a"`
+		}) (string, error) {
+			tools.Add(1)
+			return "42", nil
+		})
+		a, err := agent.NewChatAgent(&agent.Options{Name: "assistant", BaseURL: m.url, APIKey: "test", Model: "local",
+			Tools: []*agent.Tool{calc}, Metadata: map[string]string{"tool_calls": "1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.RegisterAgent("j.blocking", a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := openStore(t, filepath.Join(t.TempDir(), "h.db"))
+	defer raw.Close()
+	cs := &commitCrashStore{journalCrashStore: journalCrashStore{crashStore: &crashStore{Store: raw}, j: raw.(store.Journal)}, at: 1}
+	cfg := host.Config{HostID: "h1", LeaseDuration: 1500 * time.Millisecond, CommitRetries: 1, CommitBackoff: time.Millisecond}
+	h1 := newHost(t, cs, &cfg, register)
+	defer shutdown(t, h1)
+	w0 := raw.(*sqlite.Store).Stats().Writes
+	if _, err := h1.CreateBlocking(testCtx(t), &host.CreateParams{Model: "j.blocking", Store: true,
+		Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: `calculate {"a":1}`}}}); err != nil {
+		t.Fatal(err)
+	}
+	h1.WaitRunExited(t) // its waiter would wait for whoever finishes the response
+	if !cs.crashed.Load() {
+		t.Fatal("the run exited without reaching the commit of step 1")
+	}
+	cs.mu.Lock()
+	keys := slices.Clone(cs.keys)
+	cs.mu.Unlock()
+	if len(keys) != 3 {
+		t.Fatalf("journaled %v, want two model calls and a tool call", keys)
+	}
+	// The create with the first entry, then the two other entries.
+	if n := raw.(*sqlite.Store).Stats().Writes - w0; n != 3 {
+		t.Errorf("%d store writes before the crash, want 3", n)
+	}
+	runs, err := raw.RunList(testCtx(t), &store.RunListParams{Limit: 10})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs %d (%v), want the one created with its journal", len(runs), err)
+	}
+
+	reg := prometheus.NewRegistry()
+	cfg = host.Config{HostID: "h2", LeaseDuration: 1500 * time.Millisecond, Metrics: reg}
+	h2 := newHost(t, raw, &cfg, register)
+	defer shutdown(t, h2)
+	final := wait(t, h2, runs[0].HeadResponseID)
+	if final.Status != store.StatusCompleted {
+		t.Fatalf("final status %s", final.Status)
+	}
+	if got := m.sends(); !slices.Equal(got, []int{1, 1}) {
+		t.Errorf("sends of each distinct model request %v, want each of two once", got)
+	}
+	if n := tools.Load(); n != 1 {
+		t.Errorf("%d tool executions, want 1", n)
+	}
+	if got := metricSum(t, reg, "superstep_journal_replayed_total"); got != 3 {
+		t.Errorf("calls replayed %v, want 3", got)
+	}
 }
 
 // TestHost_Journal_SoloAgentNoCompletion: a ChatAgent alone in its

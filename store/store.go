@@ -734,6 +734,39 @@ type CreateCommitter interface {
 	CreateCommit(ctx context.Context, c *ResponseCreateParams, p *CommitParams) (*ResponseCreateResult, *CommitResult, error)
 }
 
+// CreateJournaler is implemented by stores that write a new response's
+// create and its run's first journal entries in one transaction: one
+// write, one sync, where ResponseCreate and JournalAppend are two. It is
+// optional: callers find it with a type assertion. A host uses it for a
+// blocking request whose create it deferred to the first commit
+// (CreateCommitter) when the first superstep journals a call before that
+// commit: a chat agent's model call.
+type CreateJournaler interface {
+	// CreateJournalAppend writes c as ResponseCreate would, then p as
+	// JournalAppend would, atomically: after an error neither is written.
+	// c must create a new run claimed by c.LeaseOwner, as CreateCommit's
+	// create (ErrConflict otherwise); p is made under that claim, so
+	// p.RunID must name c's run, and p.Epoch is ignored (the claim's epoch
+	// is used). Errors are those of the two calls.
+	CreateJournalAppend(ctx context.Context, c *ResponseCreateParams, p *JournalAppendParams) (*ResponseCreateResult, error)
+}
+
+// CheckCreateJournal reports why c and p cannot be written by
+// CreateJournalAppend (nil when they can): the rules its doc states.
+func CheckCreateJournal(c *ResponseCreateParams, p *JournalAppendParams) error {
+	switch {
+	case c == nil || c.Response == nil || p == nil:
+		return fmt.Errorf("%w: create-journal: create and journal entries are required", ErrConflict)
+	case c.LeaseOwner == "":
+		return fmt.Errorf("%w: create-journal: the create must claim the run (LeaseOwner)", ErrConflict)
+	case c.Response.PreviousResponseID != "" || c.Branch || c.ForkedFrom != nil || c.IdempotencyKey != "" || c.Conversation != nil:
+		return fmt.Errorf("%w: create-journal: only a new run without idempotency key or conversation", ErrConflict)
+	case p.RunID != c.RunID:
+		return fmt.Errorf("%w: create-journal: journal of run %s, create of run %s", ErrConflict, p.RunID, c.RunID)
+	}
+	return nil
+}
+
 // NewRunEpoch is the epoch of the lease a new run's create claims
 // (ResponseCreate or CreateCommit with LeaseOwner), in every store: a
 // caller can make the run's first commit under it before the create

@@ -167,10 +167,17 @@ func (ch *chaos) killLoop(ctx context.Context) {
 		if ch.s.killAfterDelta {
 			ch.waitDelta(ctx)
 		}
-		deadline := time.Now().Add(time.Duration(ch.rng.IntN(ch.s.jitter())) * time.Millisecond)
-		for time.Now().Before(deadline) {
-			ch.spawn()
-			sleep(ctx, min(5*time.Millisecond, time.Until(deadline)))
+		if ch.s.aimed(ch.kills) {
+			for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && !ch.s.aim(); {
+				ch.spawn()
+				sleep(ctx, time.Millisecond)
+			}
+		} else {
+			deadline := time.Now().Add(time.Duration(ch.rng.IntN(ch.s.jitter())) * time.Millisecond)
+			for time.Now().Before(deadline) {
+				ch.spawn()
+				sleep(ctx, min(5*time.Millisecond, time.Until(deadline)))
+			}
 		}
 		ch.killedAt = append(ch.killedAt, time.Now())
 		if err := ch.cl.kill(); err != nil {

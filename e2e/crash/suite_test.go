@@ -29,6 +29,17 @@ type suite struct {
 	// rotate takes the configs in turn instead of at random, so that
 	// each gets its share of the kills.
 	rotate bool
+	// aimEvery and aim, when set, make every aimEvery-th kill land at a
+	// moment aim reports (waited for, spawning, at most a second; then
+	// the kill is made as the others are): a coverage the random moments
+	// may miss on a loaded machine.
+	aimEvery int
+	aim      func() bool
+}
+
+// aimed reports whether kill number n (from 0) is to be aimed.
+func (s *suite) aimed(n int) bool {
+	return s.aim != nil && s.aimEvery > 0 && n%s.aimEvery == s.aimEvery-1
 }
 
 // jitter returns the bound of the random wait before a kill, in ms.

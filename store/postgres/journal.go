@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/superstep/superstep/store"
@@ -56,6 +57,69 @@ func (s *Store) JournalAppend(ctx context.Context, p *store.JournalAppendParams)
 	}
 	return s.journalRefusal(ctx, p)
 }
+
+// CreateJournalAppend writes c, then p under the claim c made, in one
+// transaction: BEGIN, the create and the insert in one pipeline, then
+// COMMIT once the insert is known to have passed the fence (an insert
+// the fence stops is no error to the server, which would commit the
+// create alone). Two round trips and one commit flush, where
+// ResponseCreate and JournalAppend make two of each
+// (store.CreateJournaler). The entries are made at store.NewRunEpoch,
+// the claim every new run's create makes.
+func (s *Store) CreateJournalAppend(ctx context.Context, c *store.ResponseCreateParams, p *store.JournalAppendParams) (*store.ResponseCreateResult, error) {
+	if err := store.CheckCreateJournal(c, p); err != nil {
+		return nil, fmt.Errorf("store/postgres: %w", err)
+	}
+	if _, err := s.begin(c.Now); err != nil {
+		return nil, err
+	}
+	if err := validateCreate(c); err != nil {
+		return nil, err
+	}
+	cc := newCreateCall(c, callTime(c.Now))
+	keys := make([]string, len(p.Entries))
+	hashes := make([]string, len(p.Entries))
+	data := make([][]byte, len(p.Entries))
+	for i, e := range p.Entries {
+		keys[i], hashes[i], data[i] = e.Key, e.Hash, e.Data
+	}
+	err := s.write(ctx, func(ctx context.Context, conn *pgxpool.Conn) (err error) {
+		defer func() {
+			if err != nil {
+				// Ends the transaction if it is open (a no-op warning
+				// otherwise); a broken connection is dropped by the pool.
+				_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+			}
+		}()
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(cc.sql(false), cc.args...).QueryRow(func(row pgx.Row) error { return row.Scan(cc.dest()...) })
+		b.Queue(journalAppendSQL, p.RunID, int64(store.NewRunEpoch), p.Step, keys, hashes, data, callTime(p.Now)).Exec(
+			func(tag pgconn.CommandTag) error {
+				if tag.RowsAffected() != int64(len(p.Entries)) {
+					// The run this transaction creates is claimed: only a
+					// step other than its first misses the fence.
+					return fmt.Errorf("%w: run %s: journal of step %d of a new run", store.ErrConflict, p.RunID, p.Step)
+				}
+				return nil
+			})
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		_, err = conn.Exec(ctx, "COMMIT")
+		return err
+	})
+	if err != nil {
+		return nil, mapError("create response "+c.Response.ID+" with its journal", c.RunID, 0, err)
+	}
+	res := cc.result()
+	if cc.enc != nil {
+		s.parts.set(c.RunID, cc.enc.all, res.Run.Lease.Epoch, res.Run.LastStep)
+	}
+	return res, nil
+}
+
+var _ store.CreateJournaler = (*Store)(nil)
 
 // journalRefusal explains an append that inserted nothing: which of the
 // fence's conditions failed.

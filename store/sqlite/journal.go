@@ -31,6 +31,36 @@ func (s *Store) JournalAppend(ctx context.Context, p *store.JournalAppendParams)
 	})
 }
 
+// CreateJournalAppend writes c, then p under the claim c made, in one
+// transaction (store.CreateJournaler).
+func (s *Store) CreateJournalAppend(ctx context.Context, c *store.ResponseCreateParams, p *store.JournalAppendParams) (*store.ResponseCreateResult, error) {
+	if err := store.CheckCreateJournal(c, p); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	if err := validateCreate(c); err != nil {
+		return nil, err
+	}
+	cnow, now := orNow(c.Now), orNow(p.Now)
+	resp, w := prepareCreate(c, cnow)
+	var run *store.Run
+	err := s.write(ctx, "create and journal append", func(ctx context.Context, tx *sql.Conn) (err error) {
+		if run, err = createTx(ctx, tx, c, resp, w, cnow); err != nil {
+			return err
+		}
+		row, err := getRunRow(ctx, tx, c.RunID)
+		if err != nil {
+			return err
+		}
+		return insertJournal(ctx, tx, row, run.Lease.Epoch, p.Step, p.Entries, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &store.ResponseCreateResult{Response: resp, Run: run}, nil
+}
+
+var _ store.CreateJournaler = (*Store)(nil)
+
 // AppendsJournal reports that EventAppend appends
 // EventAppendParams.Journal in its transaction (store.JournalBatcher).
 func (s *Store) AppendsJournal() bool { return true }

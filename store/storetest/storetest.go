@@ -66,6 +66,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Commit", func(t *testing.T) { testCommit(t, h) })
 	t.Run("Conversation", func(t *testing.T) { testConversation(t, h) })
 	t.Run("CreateCommit", func(t *testing.T) { testCreateCommit(t, h) })
+	t.Run("CreateJournal", func(t *testing.T) { testCreateJournal(t, h) })
 	t.Run("CommitConcurrent", func(t *testing.T) { testCommitConcurrent(t, h) })
 	t.Run("Crash", func(t *testing.T) { testCrash(t, h) })
 	t.Run("EventAppend", func(t *testing.T) { testEventAppend(t, h) })
