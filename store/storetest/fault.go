@@ -132,6 +132,14 @@ func faultOps(t *testing.T, b *bundle) []faultOp {
 			return err
 		}})
 	}
+	if _, ok := b.s.(store.CreateJournaler); ok {
+		cj := ResponseParams(&ResponseOpts{Checkpoint: Parts(2, 500, 5)})
+		ops = append(ops, faultOp{"CreateJournalAppend", state(cj.RunID), func(ctx context.Context, b *bundle) error {
+			_, err := b.s.(store.CreateJournaler).CreateJournalAppend(ctx, cj, &store.JournalAppendParams{RunID: cj.RunID, Step: 1,
+				Entries: journalInputs("fault", 2)})
+			return err
+		}})
+	}
 	return append(ops, []faultOp{
 		{"Commit", state(c.Run.ID), func(ctx context.Context, b *bundle) error {
 			p := NextCommit(ctx, t, b.s, c.Run.ID, &CommitOpts{Events: 3, Checkpoint: append(Parts(2, 1000, 1), Parts(1, 1000, 7)...)})
