@@ -72,6 +72,14 @@ func (h *Host) create(ctx context.Context, p *CreateParams) (*store.Response, er
 	if err != nil {
 		return nil, err
 	}
+	if p.blocking && p.IdempotencyKey == "" && p.Metadata[PublicationMetadataKey] == "" {
+		// Nobody reads a blocking request's response before it ends (its
+		// id comes with it): a model's live default would only cost live
+		// appends, and the create could not ride with the first write
+		// (deferCreate). Published at commits, unless the request asks for
+		// live or a retry with its idempotency key may stream it.
+		mode = PublicationCommitted
+	}
 	if p, err = withStoredRequest(p); err != nil {
 		return nil, err
 	}

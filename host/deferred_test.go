@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/host"
 	"github.com/superstep/superstep/store"
 	"github.com/superstep/superstep/store/postgres"
@@ -51,6 +52,24 @@ func registerDeferred(t *testing.T, h *host.Host) {
 		t.Fatal(err)
 	}
 	if err := h.RegisterWorkflow("d.journal", wf); err != nil {
+		t.Fatal(err)
+	}
+	// d.live streams a delta, journals a sub-step and answers; its
+	// publication is live by default.
+	streamer := workflow.Func("streamer", func(c *workflow.Context, in string) error {
+		if err := c.EmitLive(agent.Update{Kind: agent.UpdateTextDelta, Text: in}); err != nil {
+			return err
+		}
+		if _, err := workflow.RunStep(c.Context(), "count", func(context.Context) (int, error) { return len(in), nil }); err != nil {
+			return err
+		}
+		return c.Yield(in)
+	})
+	wf, err = workflow.NewBuilder("d.live").SetStart(streamer).Outputs(streamer).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RegisterWorkflow("d.live", wf, host.WithPublication(host.PublicationLive)); err != nil {
 		t.Fatal(err)
 	}
 	fail := workflow.Func("fail", func(c *workflow.Context, in string) error {
@@ -158,6 +177,39 @@ func TestCreateAndWait_CreateRidesFirstJournalEntry(t *testing.T) {
 	}
 	if n := writes(t, b.store) - w0; n != 2 {
 		t.Fatalf("store writes %d, want 2 (the create with the journal entry, the commit)", n)
+	}
+}
+
+// TestCreateAndWait_LiveDefaultPublishedAtCommits: a blocking request's
+// response is read by nobody before it ends, so a model that streams by
+// default (live publication) answers it published at commits: no live
+// append, and the create rides with the journal entry: 2 store writes.
+// A request that asks for live in its metadata keeps it.
+func TestCreateAndWait_LiveDefaultPublishedAtCommits(t *testing.T) {
+	b := setup(t, &setupOpts{noReg: true})
+	registerDeferred(t, b.host)
+	for _, tc := range []struct {
+		md     map[string]string
+		writes func(int64) bool
+		want   string
+	}{
+		{nil, func(n int64) bool { return n == 2 }, "2 (the create with the journal entry, the commit)"},
+		{map[string]string{"publication": "live"}, func(n int64) bool { return n >= 3 }, "3 or more (the create, live appends, the commit)"},
+	} {
+		w0 := writes(t, b.store)
+		got, err := b.host.CreateAndWait(testCtx(t), blocking("d.live", "abc", tc.md))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != store.StatusCompleted {
+			t.Fatalf("metadata %v: status %s (%s)", tc.md, got.Status, got.Error)
+		}
+		if s := snapshot(t, got); len(s.Output) != 1 || s.Output[0].Content[0].Text != "abc" {
+			t.Fatalf("metadata %v: output %+v", tc.md, s.Output)
+		}
+		if n := writes(t, b.store) - w0; !tc.writes(n) {
+			t.Fatalf("metadata %v: %d store writes, want %s", tc.md, n, tc.want)
+		}
 	}
 }
 

@@ -22,7 +22,8 @@ import (
 // BenchmarkHost_JournalTurn measures what the journal inside the
 // superstep costs: one response of an agent whose turn makes 4 model
 // calls and 3 tool calls (chat/: one model call, no tool call;
-// chat-blocking/: that, as a plain create the caller waits on) (the local model server, real HTTP, no token
+// chat-blocking/: that, as a plain create the caller waits on;
+// chat-blocking-live/: that, on a model whose default publication is live) (the local model server, real HTTP, no token
 // delay) on SQLite with synchronous=FULL and on PostgreSQL, with the
 // journal (7 call appends per response; a ChatAgent alone in its
 // superstep journals no completion) and without (Config.NoJournal). The
@@ -43,11 +44,14 @@ func BenchmarkHost_JournalTurn(b *testing.B) {
 		postgres bool
 		calls    int  // model and tool calls per turn
 		blocking bool // CreateAndWait (a plain create without stream or background), not Create then Wait
-	}{{"sqlite/journal=on", false, false, 7, false}, {"sqlite/journal=off", true, false, 7, false},
-		{"postgres/journal=on", false, true, 7, false}, {"postgres/journal=off", true, true, 7, false},
-		{"chat/sqlite/journal=on", false, false, 1, false}, {"chat/sqlite/journal=off", true, false, 1, false},
-		{"chat/postgres/journal=on", false, true, 1, false}, {"chat/postgres/journal=off", true, true, 1, false},
-		{"chat-blocking/sqlite/journal=on", false, false, 1, true}, {"chat-blocking/postgres/journal=on", false, true, 1, true}} {
+		live     bool // the model's default publication is live, as --proxy-models'
+	}{{"sqlite/journal=on", false, false, 7, false, false}, {"sqlite/journal=off", true, false, 7, false, false},
+		{"postgres/journal=on", false, true, 7, false, false}, {"postgres/journal=off", true, true, 7, false, false},
+		{"chat/sqlite/journal=on", false, false, 1, false, false}, {"chat/sqlite/journal=off", true, false, 1, false, false},
+		{"chat/postgres/journal=on", false, true, 1, false, false}, {"chat/postgres/journal=off", true, true, 1, false, false},
+		{"chat-blocking/sqlite/journal=on", false, false, 1, true, false}, {"chat-blocking/postgres/journal=on", false, true, 1, true, false},
+		{"chat-blocking-live/sqlite/journal=on", false, false, 1, true, true},
+		{"chat-blocking-live/postgres/journal=on", false, true, 1, true, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var s store.Store
 			var err error
@@ -78,7 +82,11 @@ func BenchmarkHost_JournalTurn(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := h.RegisterWorkflow("bench.tools", wf); err != nil {
+			var opts []host.ModelOption
+			if tc.live {
+				opts = append(opts, host.WithPublication(host.PublicationLive))
+			}
+			if err := h.RegisterWorkflow("bench.tools", wf, opts...); err != nil {
 				b.Fatal(err)
 			}
 			if err := h.Start(context.Background()); err != nil {
