@@ -311,6 +311,50 @@ func (s *commitCrashStore) CreateCommit(ctx context.Context, cp *store.ResponseC
 	return s.crashStore.Store.(store.CreateCommitter).CreateCommit(ctx, cp, p)
 }
 
+// calcChat returns a ChatAgent on m with a calculate tool that counts its
+// runs in ran; the local model calls the tool toolCalls times a turn.
+func calcChat(t *testing.T, m *gatedModel, toolCalls string, ran *atomic.Int64) *agent.ChatAgent {
+	t.Helper()
+	calc := agent.MustTool("calculate", "computes", func(ctx context.Context, in struct {
+		A float64 `json:"a"`
+	}) (string, error) {
+		ran.Add(1)
+		return "42", nil
+	})
+	a, err := agent.NewChatAgent(&agent.Options{Name: "assistant", BaseURL: m.url, APIKey: "test", Model: "local",
+		Tools: []*agent.Tool{calc}, Metadata: map[string]string{"tool_calls": toolCalls}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// hostDyingAtCommit returns a host on raw, as register registers models,
+// whose process dies at the commit of step 1 (the store it writes to);
+// the caller shuts it down before it closes raw.
+func hostDyingAtCommit(t *testing.T, raw store.Store, register func(*testing.T, *host.Host)) (*commitCrashStore, *host.Host) {
+	t.Helper()
+	cs := &commitCrashStore{journalCrashStore: journalCrashStore{crashStore: &crashStore{Store: raw}, j: raw.(store.Journal)}, at: 1}
+	cfg := host.Config{HostID: "h1", LeaseDuration: 1500 * time.Millisecond, CommitRetries: 1, CommitBackoff: time.Millisecond}
+	return cs, newHost(t, cs, &cfg, register)
+}
+
+// finishElsewhere starts a second host on raw, as register registers
+// models, and returns response id as it finishes there, with the
+// number of journaled calls that host replayed; the host is shut down.
+func finishElsewhere(t *testing.T, raw store.Store, register func(*testing.T, *host.Host), id string) (*store.Response, float64) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	cfg := host.Config{HostID: "h2", LeaseDuration: 1500 * time.Millisecond, Metrics: reg}
+	h2 := newHost(t, raw, &cfg, register)
+	defer shutdown(t, h2)
+	final := wait(t, h2, id)
+	if final.Status != store.StatusCompleted {
+		t.Fatalf("final status %s", final.Status)
+	}
+	return final, metricSum(t, reg, "superstep_journal_replayed_total")
+}
+
 // TestHost_Journal_BlockingTurnCrash: a blocking request's create rides
 // with the first journal entry of its turn (one write where there were
 // two), and a crash at the turn's commit loses nothing: the run is in the
@@ -321,26 +365,13 @@ func TestHost_Journal_BlockingTurnCrash(t *testing.T) {
 	m := startGatedModel(t, 0)
 	var tools atomic.Int64
 	register := func(t *testing.T, h *host.Host) {
-		calc := agent.MustTool("calculate", "computes", func(ctx context.Context, in struct {
-			A float64 `json:"a"`
-		}) (string, error) {
-			tools.Add(1)
-			return "42", nil
-		})
-		a, err := agent.NewChatAgent(&agent.Options{Name: "assistant", BaseURL: m.url, APIKey: "test", Model: "local",
-			Tools: []*agent.Tool{calc}, Metadata: map[string]string{"tool_calls": "1"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.RegisterAgent("j.blocking", a); err != nil {
+		if err := h.RegisterAgent("j.blocking", calcChat(t, m, "1", &tools)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	raw := openStore(t, filepath.Join(t.TempDir(), "h.db"))
 	defer raw.Close()
-	cs := &commitCrashStore{journalCrashStore: journalCrashStore{crashStore: &crashStore{Store: raw}, j: raw.(store.Journal)}, at: 1}
-	cfg := host.Config{HostID: "h1", LeaseDuration: 1500 * time.Millisecond, CommitRetries: 1, CommitBackoff: time.Millisecond}
-	h1 := newHost(t, cs, &cfg, register)
+	cs, h1 := hostDyingAtCommit(t, raw, register)
 	defer shutdown(t, h1)
 	w0 := raw.(*sqlite.Store).Stats().Writes
 	if _, err := h1.CreateBlocking(testCtx(t), &host.CreateParams{Model: "j.blocking", Store: true,
@@ -366,22 +397,15 @@ func TestHost_Journal_BlockingTurnCrash(t *testing.T) {
 		t.Fatalf("runs %d (%v), want the one created with its journal", len(runs), err)
 	}
 
-	reg := prometheus.NewRegistry()
-	cfg = host.Config{HostID: "h2", LeaseDuration: 1500 * time.Millisecond, Metrics: reg}
-	h2 := newHost(t, raw, &cfg, register)
-	defer shutdown(t, h2)
-	final := wait(t, h2, runs[0].HeadResponseID)
-	if final.Status != store.StatusCompleted {
-		t.Fatalf("final status %s", final.Status)
-	}
+	_, replayed := finishElsewhere(t, raw, register, runs[0].HeadResponseID)
 	if got := m.sends(); !slices.Equal(got, []int{1, 1}) {
 		t.Errorf("sends of each distinct model request %v, want each of two once", got)
 	}
 	if n := tools.Load(); n != 1 {
 		t.Errorf("%d tool executions, want 1", n)
 	}
-	if got := metricSum(t, reg, "superstep_journal_replayed_total"); got != 3 {
-		t.Errorf("calls replayed %v, want 3", got)
+	if replayed != 3 {
+		t.Errorf("calls replayed %v, want 3", replayed)
 	}
 }
 
@@ -396,18 +420,7 @@ func TestHost_Journal_SoloAgentNoCompletion(t *testing.T) {
 	m := startGatedModel(t, 0)
 	var tools atomic.Int64
 	register := func(t *testing.T, h *host.Host) {
-		calc := agent.MustTool("calculate", "computes", func(ctx context.Context, in struct {
-			A float64 `json:"a"`
-		}) (string, error) {
-			tools.Add(1)
-			return "42", nil
-		})
-		a, err := agent.NewChatAgent(&agent.Options{Name: "assistant", BaseURL: m.url, APIKey: "test", Model: "local",
-			Tools: []*agent.Tool{calc}, Metadata: map[string]string{"tool_calls": "2"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		assistantEx := agent.Executor("assistant", a)
+		assistantEx := agent.Executor("assistant", calcChat(t, m, "2", &tools))
 		wf, err := workflow.NewBuilder("j.solo").SetStart(assistantEx).Outputs(assistantEx).Build()
 		if err != nil {
 			t.Fatal(err)
@@ -418,9 +431,7 @@ func TestHost_Journal_SoloAgentNoCompletion(t *testing.T) {
 	}
 	raw := openStore(t, filepath.Join(t.TempDir(), "h.db"))
 	defer raw.Close()
-	cs := &commitCrashStore{journalCrashStore: journalCrashStore{crashStore: &crashStore{Store: raw}, j: raw.(store.Journal)}, at: 1}
-	cfg := host.Config{HostID: "h1", LeaseDuration: 1500 * time.Millisecond, CommitRetries: 1, CommitBackoff: time.Millisecond}
-	h1 := newHost(t, cs, &cfg, register)
+	cs, h1 := hostDyingAtCommit(t, raw, register)
 	defer shutdown(t, h1)
 	r := create(t, h1, "j.solo", `calculate {"a":1}`, nil)
 	h1.WaitRunExited(t)
@@ -439,22 +450,15 @@ func TestHost_Journal_SoloAgentNoCompletion(t *testing.T) {
 		}
 	}
 
-	reg := prometheus.NewRegistry()
-	cfg = host.Config{HostID: "h2", LeaseDuration: 1500 * time.Millisecond, Metrics: reg}
-	h2 := newHost(t, raw, &cfg, register)
-	defer shutdown(t, h2)
-	final := wait(t, h2, r.ID)
-	if final.Status != store.StatusCompleted {
-		t.Fatalf("final status %s", final.Status)
-	}
+	final, replayed := finishElsewhere(t, raw, register, r.ID)
 	if got := m.sends(); !slices.Equal(got, []int{1, 1, 1}) {
 		t.Errorf("sends of each distinct model request %v, want each of three once", got)
 	}
 	if n := tools.Load(); n != 2 {
 		t.Errorf("%d tool executions, want 2", n)
 	}
-	if got := metricSum(t, reg, "superstep_journal_replayed_total"); got != 5 {
-		t.Errorf("calls replayed %v, want 5", got)
+	if replayed != 5 {
+		t.Errorf("calls replayed %v, want 5", replayed)
 	}
 	var w wireResponse
 	if err := json.Unmarshal(final.Snapshot, &w); err != nil {
