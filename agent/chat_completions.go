@@ -59,6 +59,7 @@ func chatParams(req *modelRequest) openai.ChatCompletionNewParams {
 	}
 	// Empty strings are not sent (omitzero, or an unset Opt).
 	p.ReasoningEffort = shared.ReasoningEffort(req.reasoning)
+	p.Verbosity = openai.ChatCompletionNewParamsVerbosity(req.verbosity)
 	p.ServiceTier = openai.ChatCompletionNewParamsServiceTier(req.serviceTier)
 	p.PromptCacheRetention = openai.ChatCompletionNewParamsPromptCacheRetention(req.cacheRetention)
 	p.User, p.SafetyIdentifier, p.PromptCacheKey = optString(req.user), optString(req.safetyID), optString(req.cacheKey)

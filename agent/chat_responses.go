@@ -56,6 +56,7 @@ func responsesParams(req *modelRequest) responses.ResponseNewParams {
 		p.Reasoning = shared.ReasoningParam{Effort: shared.ReasoningEffort(req.reasoning)}
 	}
 	// Empty strings are not sent (omitzero, or an unset Opt).
+	p.Text.Verbosity = responses.ResponseTextConfigVerbosity(req.verbosity)
 	p.ServiceTier = responses.ResponseNewParamsServiceTier(req.serviceTier)
 	p.PromptCacheRetention = responses.ResponseNewParamsPromptCacheRetention(req.cacheRetention)
 	p.User, p.SafetyIdentifier, p.PromptCacheKey = optString(req.user), optString(req.safetyID), optString(req.cacheKey)

@@ -40,6 +40,7 @@ type journalRequest struct {
 	TopP         *float64          `json:"top_p,omitempty"`
 	Format       *TextFormat       `json:"format,omitempty"`
 	Reasoning    string            `json:"reasoning,omitempty"`
+	Verbosity    string            `json:"verbosity,omitempty"`
 	Presence     *float64          `json:"presence_penalty,omitempty"`
 	Frequency    *float64          `json:"frequency_penalty,omitempty"`
 	ServiceTier  string            `json:"service_tier,omitempty"`
@@ -61,7 +62,7 @@ type journalItem struct {
 func (req *modelRequest) encode() []byte {
 	j := journalRequest{Model: req.model, Instructions: req.instructions, Tools: req.tools, Metadata: req.metadata,
 		MaxTokens: req.maxTokens, ToolChoice: req.toolChoice, Parallel: req.parallel, Temperature: req.temperature,
-		TopP: req.topP, Format: req.format, Reasoning: req.reasoning, Presence: req.presence, Frequency: req.frequency,
+		TopP: req.topP, Format: req.format, Reasoning: req.reasoning, Verbosity: req.verbosity, Presence: req.presence, Frequency: req.frequency,
 		ServiceTier: req.serviceTier, User: req.user, SafetyID: req.safetyID, CacheKey: req.cacheKey, CacheRetain: req.cacheRetention, Conv: make([]journalItem, len(req.conv))}
 	for i, c := range req.conv {
 		j.Conv[i] = journalItem{Role: c.role, Text: c.text, Parts: c.parts, Calls: c.calls, CallID: c.callID}

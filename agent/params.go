@@ -49,6 +49,9 @@ type ModelParams struct {
 	PresencePenalty, FrequencyPenalty *float64
 	// TextFormat, when set, asks for JSON output (nil: text).
 	TextFormat *TextFormat
+	// Verbosity, when set ("low" or "high"), asks for terser or longer
+	// replies (Chat Completions verbosity, Responses text.verbosity).
+	Verbosity string
 	// ReasoningEffort, when set, is sent as the reasoning effort of a
 	// reasoning model (Chat Completions reasoning_effort, Responses
 	// reasoning.effort), as it is: the model server checks it.

@@ -129,11 +129,11 @@ func TestChatAgent_ParamsSent(t *testing.T) {
 	p := &agent.ModelParams{Instructions: "answer in French", Tools: []agent.FunctionTool{orderTool},
 		ToolChoice: agent.ToolChoice{Mode: agent.ToolChoiceRequired}, ParallelToolCalls: &par, MaxOutputTokens: 50,
 		Temperature: &temp, TopP: &topP, TextFormat: &agent.TextFormat{Type: agent.TextFormatJSONSchema, Name: "answer",
-			Schema: map[string]any{"type": "object"}, Strict: &strict}, ReasoningEffort: "low",
+			Schema: map[string]any{"type": "object"}, Strict: &strict}, ReasoningEffort: "low", Verbosity: "low",
 		PresencePenalty: &presence, FrequencyPenalty: &frequency, ServiceTier: "flex", User: "u1", SafetyIdentifier: "s1", PromptCacheKey: "k1", PromptCacheRetention: "24h"}
 	want := map[agent.API]map[string]string{
 		agent.APIChatCompletions: {"temperature": `0.25`, "top_p": `0.5`, "parallel_tool_calls": `false`, "tool_choice": `"required"`,
-			"max_completion_tokens": `20`, "reasoning_effort": `"low"`, "presence_penalty": `0.5`, "frequency_penalty": `-1`, "service_tier": `"flex"`, "user": `"u1"`,
+			"max_completion_tokens": `20`, "reasoning_effort": `"low"`, "verbosity": `"low"`, "presence_penalty": `0.5`, "frequency_penalty": `-1`, "service_tier": `"flex"`, "user": `"u1"`,
 			"safety_identifier": `"s1"`, "prompt_cache_key": `"k1"`, "prompt_cache_retention": `"24h"`,
 			"response_format": `{"json_schema":{"name":"answer","strict":true,"schema":{"type":"object"}},"type":"json_schema"}`},
 		agent.APIResponses: {"temperature": `0.25`, "top_p": `0.5`, "parallel_tool_calls": `false`, "tool_choice": `"required"`,

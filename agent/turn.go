@@ -52,6 +52,7 @@ type modelRequest struct {
 	presence    *float64
 	frequency   *float64
 	reasoning   string // reasoning effort
+	verbosity   string
 	// Sent as they are when set (ModelParams).
 	serviceTier, user, safetyID, cacheKey, cacheRetention string
 }
@@ -297,7 +298,7 @@ func (t *chatTurn) applyParams(req *modelRequest, p *ModelParams) {
 	req.temperature, req.topP, req.format, req.reasoning = p.Temperature, p.TopP, p.TextFormat, p.ReasoningEffort
 	req.serviceTier, req.user, req.safetyID, req.cacheKey = p.ServiceTier, p.User, p.SafetyIdentifier, p.PromptCacheKey
 	req.cacheRetention = p.PromptCacheRetention
-	req.presence, req.frequency = p.PresencePenalty, p.FrequencyPenalty
+	req.presence, req.frequency, req.verbosity = p.PresencePenalty, p.FrequencyPenalty, p.Verbosity
 }
 
 // joinNonEmpty joins the non-empty strings of parts with sep.

@@ -14,7 +14,7 @@ import (
 // modelParams reads the model settings of request (tools, tool_choice,
 // parallel_tool_calls, instructions, text.format, max_output_tokens,
 // max_tool_calls, temperature, top_p, presence_penalty, frequency_penalty,
-// reasoning.effort, truncation) for m. A model that honours them (a plain agent that
+// text.verbosity, reasoning.effort, truncation) for m. A model that honours them (a plain agent that
 // is an agent.ParamsChecker, such as a ChatAgent) gets them as the Params
 // of its workflow.Invocation; any other model takes none but
 // instructions, which it echoes. What m cannot honour is an *InputError,
@@ -78,6 +78,9 @@ func toAgentParams(mp *protocol.ModelParams) (*agent.ModelParams, error) {
 		if f.src != nil {
 			*f.dst = *f.src
 		}
+	}
+	if mp.Verbosity != nil {
+		p.Verbosity = *mp.Verbosity
 	}
 	if mp.ReasoningEffort != nil {
 		p.ReasoningEffort = *mp.ReasoningEffort

@@ -108,6 +108,7 @@ func TestHost_ModelParamsRefused(t *testing.T) {
 		{"llm.tools", `"reasoning":{"effort":"low"}`, "reasoning.effort"},
 		{"llm.tools", `"truncation":"auto"`, "truncation"},
 		{"llm.tools", `"frequency_penalty":0.5`, "frequency_penalty"},
+		{"llm.tools", `"text":{"verbosity":"low"}`, "text.verbosity"},
 		{"plain:llm.tools", `"reasoning":{"effort":"low","summary":"auto"}`, "reasoning.summary"},
 		{"plain:llm.scripted", `"max_tool_calls":0`, "max_tool_calls"},
 		{"plain:llm.tools", `"tools":[{"type":"web_search"}]`, "tools"},
@@ -127,7 +128,7 @@ func TestHost_ModelParamsRefused(t *testing.T) {
 	}
 	for _, model := range []string{"llm.tools", "plain:llm.scripted", "plain:llm.tools"} {
 		r, err := createRaw(t, b.host, fmt.Sprintf(`{"model":%q,"input":"hi","instructions":"be brief","temperature":1,
-			"top_p":1,"tools":[],"tool_choice":"auto","parallel_tool_calls":true,"text":{"format":{"type":"text"}},"reasoning":{"effort":null,"summary":null},"truncation":"disabled","presence_penalty":0,"frequency_penalty":0}`, model))
+			"top_p":1,"tools":[],"tool_choice":"auto","parallel_tool_calls":true,"text":{"format":{"type":"text"},"verbosity":"medium"},"reasoning":{"effort":null,"summary":null},"truncation":"disabled","presence_penalty":0,"frequency_penalty":0}`, model))
 		if err != nil {
 			t.Fatalf("%s with defaults: %v", model, err)
 		}

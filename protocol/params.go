@@ -28,6 +28,9 @@ type ModelParams struct {
 	TopP                              *float64
 	// TextFormat is text.format unless it is absent or {"type":"text"}.
 	TextFormat *TextFormat
+	// Verbosity is text.verbosity unless it is absent, null or the
+	// default "medium".
+	Verbosity *string
 	// ReasoningEffort is reasoning.effort (nil: absent or null), as sent:
 	// the set of efforts grows, and the model server knows its own.
 	ReasoningEffort *string
@@ -74,7 +77,7 @@ type TextFormat struct {
 // Changed returns the parameters whose value in p is not the API's
 // default ("tools", "tool_choice", "parallel_tool_calls",
 // "max_output_tokens", "max_tool_calls", "temperature", "top_p",
-// "text.format", "reasoning.effort", "reasoning.summary", "truncation",
+// "text.format", "text.verbosity", "reasoning.effort", "reasoning.summary", "truncation",
 // "presence_penalty", "frequency_penalty"), in that
 // order: what a model that takes no settings cannot honour. Instructions
 // are not among them.
@@ -93,6 +96,7 @@ func (p *ModelParams) Changed() []string {
 	add(p.Temperature != nil && *p.Temperature != 1, "temperature")
 	add(p.TopP != nil && *p.TopP != 1, "top_p")
 	add(p.TextFormat != nil, "text.format")
+	add(p.Verbosity != nil, "text.verbosity")
 	add(p.ReasoningEffort != nil, "reasoning.effort")
 	add(p.ReasoningSummary != nil, "reasoning.summary")
 	add(p.TruncateAuto, "truncation")
@@ -149,6 +153,9 @@ func readModelParams(fields map[string]json.RawMessage) (*ModelParams, error) {
 		return nil, err
 	}
 	if p.TextFormat, err = readTextFormat(fields["text"]); err != nil {
+		return nil, err
+	}
+	if p.Verbosity, err = readVerbosity(fields["text"]); err != nil {
 		return nil, err
 	}
 	if p.ReasoningEffort, p.ReasoningSummary, err = readReasoning(fields["reasoning"]); err != nil {
@@ -327,6 +334,29 @@ func readToolChoice(raw json.RawMessage) (ToolChoice, error) {
 		c.Name = *name
 	}
 	return c, nil
+}
+
+// readVerbosity reads text.verbosity ("low", "medium" or "high"); nil
+// for absent, null or "medium", the default. readTextFormat checked text.
+func readVerbosity(raw json.RawMessage) (*string, error) {
+	if IsNull(raw) {
+		return nil, nil
+	}
+	text, err := decodeObject(raw, "text", []string{"format", "verbosity"})
+	if err != nil {
+		return nil, err
+	}
+	v, err := optString(text["verbosity"], "text.verbosity")
+	switch {
+	case err != nil:
+		return nil, err
+	case v == nil || *v == "medium":
+		return nil, nil
+	case *v != "low" && *v != "high":
+		return nil, requestErr("text.verbosity", CodeInvalidValue,
+			"Invalid value: '%s'. Supported values are: 'low', 'medium', and 'high'.", truncate(*v, 64))
+	}
+	return v, nil
 }
 
 // readTextFormat reads text.format; nil for absent or type "text".
