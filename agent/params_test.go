@@ -140,7 +140,7 @@ func TestChatAgent_ParamsSent(t *testing.T) {
 			"max_output_tokens": `20`, "instructions": `"be brief\n\nanswer in French"`, "reasoning": `{"effort":"low"}`,
 			"service_tier": `"flex"`, "user": `"u1"`, "safety_identifier": `"s1"`, "prompt_cache_key": `"k1"`,
 			"prompt_cache_retention": `"24h"`,
-			"text":                   `{"format":{"name":"answer","schema":{"type":"object"},"strict":true,"type":"json_schema"}}`},
+			"text":                   `{"verbosity":"low","format":{"name":"answer","schema":{"type":"object"},"strict":true,"type":"json_schema"}}`},
 	}
 	for _, api := range apis {
 		t.Run(string(api), func(t *testing.T) {
