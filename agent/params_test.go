@@ -14,6 +14,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/superstep/superstep/agent"
 	"github.com/superstep/superstep/workflow"
 )
@@ -449,5 +452,43 @@ func TestChatAgent_TruncateAuto(t *testing.T) {
 				t.Fatalf("one exchange over the window: %v, want ErrModel", err)
 			}
 		})
+	}
+}
+
+// Each call of a truncated model call has its span, and the span of a call
+// made without the oldest items says how many it left out.
+func TestChatAgent_TruncateAuto_Traced(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	url := localURL(t, nil)
+	open := newChat(t, url, agent.APIChatCompletions, nil)
+	s := agent.NewSession("traced")
+	for n := 1; n <= 4; n++ {
+		if _, err := collectCtx(withParams(t.Context(), &agent.ModelParams{}), open, s, user(fmt.Sprintf("u%d a b c d e f g h i", n))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	narrow := newChat(t, url, agent.APIChatCompletions, func(o *agent.Options) { o.Metadata = map[string]string{"context_tokens": "50"} })
+	ctx, parent := tp.Tracer("test").Start(withParams(t.Context(), &agent.ModelParams{TruncateAuto: true}), "executor")
+	if _, err := collectCtx(ctx, narrow, s, user("u5 a b c d e f g h i")); err != nil {
+		t.Fatal(err)
+	}
+	parent.End()
+	var got []string
+	for _, sp := range rec.Ended() {
+		if sp.Name() != "chat local" {
+			continue
+		}
+		n := "whole"
+		for _, kv := range sp.Attributes() {
+			if kv.Key == "superstep.model.truncated_items" {
+				n = kv.Value.Emit()
+			}
+		}
+		got = append(got, n)
+	}
+	if want := []string{"whole", "4", "6"}; !slices.Equal(got, want) {
+		t.Fatalf("model call spans %q, want %q", got, want)
 	}
 }

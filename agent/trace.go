@@ -31,6 +31,7 @@ const (
 	attrToolType      = attribute.Key("gen_ai.tool.type")
 	attrAgentName     = attribute.Key("gen_ai.agent.name")
 	attrAttempts      = attribute.Key("superstep.model.attempts")
+	attrTruncated     = attribute.Key("superstep.model.truncated_items")
 )
 
 // startModelSpan starts the span of one model call (its retries included);
@@ -44,6 +45,9 @@ func (t *chatTurn) startModelSpan(req *modelRequest) (context.Context, trace.Spa
 		attrRequestModel.String(req.model), attrAgentName.String(t.a.opts.Name)}
 	if req.maxTokens > 0 {
 		attrs = append(attrs, attrMaxTokens.Int(req.maxTokens))
+	}
+	if req.dropped > 0 {
+		attrs = append(attrs, attrTruncated.Int(req.dropped))
 	}
 	return parent.TracerProvider().Tracer(tracerName).Start(t.ctx, "chat "+req.model,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))

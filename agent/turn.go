@@ -55,6 +55,9 @@ type modelRequest struct {
 	verbosity   string
 	// Sent as they are when set (ModelParams).
 	serviceTier, user, safetyID, cacheKey, cacheRetention string
+	// dropped is how many of the conversation's oldest items this call
+	// leaves out (truncation auto); 0 for the whole conversation.
+	dropped int
 }
 
 // modelReply is a model's answer, independent of the API.
@@ -336,7 +339,7 @@ func (t *chatTurn) callModelFitting(req *modelRequest) (*modelReply, []string, e
 			return nil, nil, err
 		}
 		shorter := *req
-		shorter.conv = conv
+		shorter.conv, shorter.dropped = conv, req.dropped+len(req.conv)-len(conv)
 		req = &shorter
 	}
 }
