@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/superstep/superstep/internal/wait"
 	"github.com/superstep/superstep/store"
 )
 
@@ -158,18 +157,16 @@ func (h *Host) createWithJournal(ctx context.Context, r *run, p *store.JournalAp
 	if cp == nil {
 		return false, nil // written meanwhile
 	}
-	backoff := journalRecordBackoff
-	for try := 1; ; try++ {
-		res, err := cj.CreateJournalAppend(ctx, cp, p)
-		if err == nil {
-			return true, h.created(r, res.Run.Lease)
-		}
-		if !errors.Is(err, store.ErrUnavailable) || try >= journalRecordTries || !wait.Sleep(ctx, backoff) {
-			h.metrics.failed(opCreate)
-			return true, fmt.Errorf("host: create response %s with its journal: %w", cp.Response.ID, err)
-		}
-		backoff *= 2
+	var res *store.ResponseCreateResult
+	err = retryJournalWrite(ctx, func() (err error) {
+		res, err = cj.CreateJournalAppend(ctx, cp, p)
+		return err
+	})
+	if err != nil {
+		h.metrics.failed(opCreate)
+		return true, fmt.Errorf("host: create response %s with its journal: %w", cp.Response.ID, err)
 	}
+	return true, h.created(r, res.Run.Lease)
 }
 
 // created records that r's create is written, under lease: from now on

@@ -235,9 +235,16 @@ func (j *runJournal) append(ctx context.Context, p *store.JournalAppendParams) e
 	if err := j.h.writeCreate(ctx, j.r); err != nil {
 		return err // the run is not in the store: nothing to journal in
 	}
+	return retryJournalWrite(ctx, func() error { return j.js.JournalAppend(ctx, p) })
+}
+
+// retryJournalWrite calls write until it succeeds, fails otherwise than
+// transiently (store.ErrUnavailable: nothing was written), or was made
+// journalRecordTries times, with a doubling wait between tries.
+func retryJournalWrite(ctx context.Context, write func() error) error {
 	backoff := journalRecordBackoff
 	for try := 1; ; try++ {
-		err := j.js.JournalAppend(ctx, p)
+		err := write()
 		if err == nil || !errors.Is(err, store.ErrUnavailable) || try >= journalRecordTries || !wait.Sleep(ctx, backoff) {
 			return err
 		}
