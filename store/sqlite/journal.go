@@ -47,11 +47,8 @@ func (s *Store) CreateJournalAppend(ctx context.Context, c *store.ResponseCreate
 		if run, err = createTx(ctx, tx, c, resp, w, cnow); err != nil {
 			return err
 		}
-		row, err := getRunRow(ctx, tx, c.RunID)
-		if err != nil {
-			return err
-		}
-		return insertJournal(ctx, tx, row, run.Lease.Epoch, p.Step, p.Entries, now)
+		// The run as the create wrote it: no read back on the writer.
+		return insertJournal(ctx, tx, &runRow{Run: *run}, run.Lease.Epoch, p.Step, p.Entries, now)
 	})
 	if err != nil {
 		return nil, err
