@@ -152,10 +152,7 @@ func readModelParams(fields map[string]json.RawMessage) (*ModelParams, error) {
 	if p.FrequencyPenalty, err = optNumber(fields["frequency_penalty"], "frequency_penalty", -2, 2); err != nil {
 		return nil, err
 	}
-	if p.TextFormat, err = readTextFormat(fields["text"]); err != nil {
-		return nil, err
-	}
-	if p.Verbosity, err = readVerbosity(fields["text"]); err != nil {
+	if p.TextFormat, p.Verbosity, err = readText(fields["text"]); err != nil {
 		return nil, err
 	}
 	if p.ReasoningEffort, p.ReasoningSummary, err = readReasoning(fields["reasoning"]); err != nil {
@@ -336,17 +333,34 @@ func readToolChoice(raw json.RawMessage) (ToolChoice, error) {
 	return c, nil
 }
 
-// readVerbosity reads text.verbosity ("low", "medium" or "high"); nil
-// for absent, null or "medium", the default. readTextFormat checked text.
-func readVerbosity(raw json.RawMessage) (*string, error) {
+// readText reads text, decoded once: its format (readTextFormat) and its
+// verbosity (readVerbosity).
+func readText(raw json.RawMessage) (*TextFormat, *string, error) {
 	if IsNull(raw) {
-		return nil, nil
+		return nil, nil, nil
+	}
+	if JSONKind(raw) != "an object" {
+		return nil, nil, typeError("text", "an object", raw)
 	}
 	text, err := decodeObject(raw, "text", []string{"format", "verbosity"})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	v, err := optString(text["verbosity"], "text.verbosity")
+	f, err := readTextFormat(text["format"])
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := readVerbosity(text["verbosity"])
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, v, nil
+}
+
+// readVerbosity reads text.verbosity ("low", "medium" or "high"); nil
+// for absent, null or "medium", the default.
+func readVerbosity(raw json.RawMessage) (*string, error) {
+	v, err := optString(raw, "text.verbosity")
 	switch {
 	case err != nil:
 		return nil, err
@@ -359,19 +373,8 @@ func readVerbosity(raw json.RawMessage) (*string, error) {
 	return v, nil
 }
 
-// readTextFormat reads text.format; nil for absent or type "text".
-func readTextFormat(raw json.RawMessage) (*TextFormat, error) {
-	if IsNull(raw) {
-		return nil, nil
-	}
-	if JSONKind(raw) != "an object" {
-		return nil, typeError("text", "an object", raw)
-	}
-	text, err := decodeObject(raw, "text", []string{"format", "verbosity"})
-	if err != nil {
-		return nil, err
-	}
-	f := text["format"]
+// readTextFormat reads text.format (f); nil for absent or type "text".
+func readTextFormat(f json.RawMessage) (*TextFormat, error) {
 	if IsNull(f) {
 		return nil, nil
 	}
