@@ -58,32 +58,24 @@ func modelParams(m *model, request []byte) (*agent.ModelParams, error) {
 	return p, nil
 }
 
+// orEmpty is *s, or "" for nil: an agent's setting not given is empty.
+func orEmpty(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
 // toAgentParams converts the read settings to the agent's.
 func toAgentParams(mp *protocol.ModelParams) (*agent.ModelParams, error) {
 	p := &agent.ModelParams{ToolChoice: agent.ToolChoice{Mode: mp.ToolChoice.Mode, Name: mp.ToolChoice.Name},
-		ParallelToolCalls: mp.ParallelToolCalls, Temperature: mp.Temperature, TopP: mp.TopP}
-	if mp.Instructions != nil {
-		p.Instructions = *mp.Instructions
-	}
+		ParallelToolCalls: mp.ParallelToolCalls, Temperature: mp.Temperature, TopP: mp.TopP,
+		PresencePenalty: mp.PresencePenalty, FrequencyPenalty: mp.FrequencyPenalty, TruncateAuto: mp.TruncateAuto,
+		Instructions: orEmpty(mp.Instructions), Verbosity: orEmpty(mp.Verbosity), ReasoningEffort: orEmpty(mp.ReasoningEffort),
+		ServiceTier: orEmpty(mp.ServiceTier), User: orEmpty(mp.User), SafetyIdentifier: orEmpty(mp.SafetyIdentifier),
+		PromptCacheKey: orEmpty(mp.PromptCacheKey), PromptCacheRetention: orEmpty(mp.PromptCacheRetention)}
 	if mp.MaxOutputTokens != nil {
 		p.MaxOutputTokens = int(*mp.MaxOutputTokens)
-	}
-	p.TruncateAuto = mp.TruncateAuto
-	p.PresencePenalty, p.FrequencyPenalty = mp.PresencePenalty, mp.FrequencyPenalty
-	for _, f := range []struct {
-		src *string
-		dst *string
-	}{{mp.ServiceTier, &p.ServiceTier}, {mp.User, &p.User}, {mp.SafetyIdentifier, &p.SafetyIdentifier}, {mp.PromptCacheKey, &p.PromptCacheKey},
-		{mp.PromptCacheRetention, &p.PromptCacheRetention}} {
-		if f.src != nil {
-			*f.dst = *f.src
-		}
-	}
-	if mp.Verbosity != nil {
-		p.Verbosity = *mp.Verbosity
-	}
-	if mp.ReasoningEffort != nil {
-		p.ReasoningEffort = *mp.ReasoningEffort
 	}
 	if mp.MaxToolCalls != nil {
 		n := int(min(*mp.MaxToolCalls, math.MaxInt32))
