@@ -31,6 +31,20 @@ func createRaw(t *testing.T, h *host.Host, body string) (*store.Response, error)
 		PreviousResponseID: req.PreviousResponseID})
 }
 
+// eachPublication runs test, in parallel, once per publication mode, each
+// with its own local model server and host (llmSetup).
+func eachPublication(t *testing.T, test func(t *testing.T, mode string, m *llmModels, b *testBundle)) {
+	t.Parallel()
+	for _, mode := range []string{host.PublicationCommitted, host.PublicationLive} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			m := newLLMModels(t)
+			b, _ := llmSetup(t, m)
+			test(t, mode, m, b)
+		})
+	}
+}
+
 // A plain ChatAgent model takes the request's function tools: the model
 // (the local model server, over HTTP, made to call the tool by
 // tool_choice) calls the client tool, and the response completes with a
@@ -39,47 +53,41 @@ func createRaw(t *testing.T, h *host.Host, body string) (*store.Response, error)
 // conversation, and the model's reply uses the output. Both publication
 // modes.
 func TestHost_ClientTools(t *testing.T) {
-	t.Parallel()
-	for _, mode := range []string{host.PublicationCommitted, host.PublicationLive} {
-		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
-			m := newLLMModels(t)
-			b, _ := llmSetup(t, m)
-			first, err := createRaw(t, b.host, fmt.Sprintf(`{"model":"plain:llm.tools","input":"where is my order?",
-				"metadata":{"publication":%q},"tools":[%s],"tool_choice":{"type":"function","name":"lookup_order"}}`, mode, orderTool))
-			if err != nil {
-				t.Fatal(err)
-			}
-			evs := collect(t, b.host, first.ID, -1)
-			checkLog(t, evs)
-			last := evs[len(evs)-1].Response
-			if got := outputs(evs); last.Status != "completed" || !slices.Equal(got, []string{`lookup_order({"id":"x"})`}) {
-				t.Fatalf("turn 1: %s %q", last.Status, got)
-			}
-			call := last.Output[0]
-			if call.Type != "function_call" || call.CallID == "" {
-				t.Fatalf("turn 1 output %+v", call)
-			}
-			m.mu.Lock()
-			ran := len(m.keys)
-			m.mu.Unlock()
-			if ran != 0 {
-				t.Fatalf("the agent's own tool ran %d times", ran)
-			}
-			second, err := createRaw(t, b.host, fmt.Sprintf(`{"model":"plain:llm.tools","previous_response_id":%q,
-				"metadata":{"publication":%q},"tools":[%s],
-				"input":[{"type":"function_call_output","call_id":%q,"output":"shipped"}]}`, first.ID, mode, orderTool, call.CallID))
-			if err != nil {
-				t.Fatal(err)
-			}
-			evs = collect(t, b.host, second.ID, -1)
-			checkLog(t, evs)
-			if got := outputs(evs); evs[len(evs)-1].Response.Status != "completed" ||
-				!slices.Equal(got, []string{"Tool lookup_order returned: shipped"}) {
-				t.Fatalf("turn 2: %s %q", evs[len(evs)-1].Response.Status, got)
-			}
-		})
-	}
+	eachPublication(t, func(t *testing.T, mode string, m *llmModels, b *testBundle) {
+		first, err := createRaw(t, b.host, fmt.Sprintf(`{"model":"plain:llm.tools","input":"where is my order?",
+			"metadata":{"publication":%q},"tools":[%s],"tool_choice":{"type":"function","name":"lookup_order"}}`, mode, orderTool))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := collect(t, b.host, first.ID, -1)
+		checkLog(t, evs)
+		last := evs[len(evs)-1].Response
+		if got := outputs(evs); last.Status != "completed" || !slices.Equal(got, []string{`lookup_order({"id":"x"})`}) {
+			t.Fatalf("turn 1: %s %q", last.Status, got)
+		}
+		call := last.Output[0]
+		if call.Type != "function_call" || call.CallID == "" {
+			t.Fatalf("turn 1 output %+v", call)
+		}
+		m.mu.Lock()
+		ran := len(m.keys)
+		m.mu.Unlock()
+		if ran != 0 {
+			t.Fatalf("the agent's own tool ran %d times", ran)
+		}
+		second, err := createRaw(t, b.host, fmt.Sprintf(`{"model":"plain:llm.tools","previous_response_id":%q,
+			"metadata":{"publication":%q},"tools":[%s],
+			"input":[{"type":"function_call_output","call_id":%q,"output":"shipped"}]}`, first.ID, mode, orderTool, call.CallID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = collect(t, b.host, second.ID, -1)
+		checkLog(t, evs)
+		if got := outputs(evs); evs[len(evs)-1].Response.Status != "completed" ||
+			!slices.Equal(got, []string{"Tool lookup_order returned: shipped"}) {
+			t.Fatalf("turn 2: %s %q", evs[len(evs)-1].Response.Status, got)
+		}
+	})
 }
 
 // Settings a model cannot honour are an InputError naming the field, and
@@ -144,38 +152,32 @@ func TestHost_ModelParamsRefused(t *testing.T) {
 // then the model's answer, the tool ran once, and the Response echoes
 // the cap. Both publication modes.
 func TestHost_MaxToolCalls(t *testing.T) {
-	t.Parallel()
-	for _, mode := range []string{host.PublicationCommitted, host.PublicationLive} {
-		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
-			m := newLLMModels(t)
-			b, _ := llmSetup(t, m)
-			r, err := createRaw(t, b.host, fmt.Sprintf(`{"model":"plain:llm.looping","input":"find it","max_tool_calls":1,
-				"metadata":{"publication":%q}}`, mode))
-			if err != nil {
-				t.Fatal(err)
-			}
-			evs := collect(t, b.host, r.ID, -1)
-			checkLog(t, evs)
-			last := evs[len(evs)-1].Response
-			got := outputs(evs)
-			if last.Status != "completed" || len(got) != 2 || !strings.HasPrefix(got[0], "lookup(") || strings.Contains(got[1], "(") {
-				t.Fatalf("%s %q, want one lookup call, then the answer", last.Status, got)
-			}
-			m.mu.Lock()
-			ran := len(m.keys)
-			m.mu.Unlock()
-			if ran != 1 {
-				t.Fatalf("the tool ran %d times, want 1", ran)
-			}
-			var echo struct {
-				MaxToolCalls *int `json:"max_tool_calls"`
-			}
-			if err := json.Unmarshal(wait(t, b.host, r.ID).Snapshot, &echo); err != nil || echo.MaxToolCalls == nil || *echo.MaxToolCalls != 1 {
-				t.Fatalf("the Response echoes max_tool_calls %v (%v), want 1", echo.MaxToolCalls, err)
-			}
-		})
-	}
+	eachPublication(t, func(t *testing.T, mode string, m *llmModels, b *testBundle) {
+		r, err := createRaw(t, b.host, fmt.Sprintf(`{"model":"plain:llm.looping","input":"find it","max_tool_calls":1,
+			"metadata":{"publication":%q}}`, mode))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := collect(t, b.host, r.ID, -1)
+		checkLog(t, evs)
+		last := evs[len(evs)-1].Response
+		got := outputs(evs)
+		if last.Status != "completed" || len(got) != 2 || !strings.HasPrefix(got[0], "lookup(") || strings.Contains(got[1], "(") {
+			t.Fatalf("%s %q, want one lookup call, then the answer", last.Status, got)
+		}
+		m.mu.Lock()
+		ran := len(m.keys)
+		m.mu.Unlock()
+		if ran != 1 {
+			t.Fatalf("the tool ran %d times, want 1", ran)
+		}
+		var echo struct {
+			MaxToolCalls *int `json:"max_tool_calls"`
+		}
+		if err := json.Unmarshal(wait(t, b.host, r.ID).Snapshot, &echo); err != nil || echo.MaxToolCalls == nil || *echo.MaxToolCalls != 1 {
+			t.Fatalf("the Response echoes max_tool_calls %v (%v), want 1", echo.MaxToolCalls, err)
+		}
+	})
 }
 
 // truncation auto lets a conversation outgrow the model's context window
