@@ -339,6 +339,19 @@ func hostDyingAtCommit(t *testing.T, raw store.Store, register func(*testing.T, 
 	return cs, newHost(t, cs, &cfg, register)
 }
 
+// journaledBy waits until h's run stopped, dead at the commit of step
+// s.at, and returns the keys of the journal entries it wrote.
+func (s *commitCrashStore) journaledBy(t *testing.T, h *host.Host) []string {
+	t.Helper()
+	h.WaitRunExited(t)
+	if !s.crashed.Load() {
+		t.Fatalf("the run exited without reaching the commit of step %d", s.at)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.keys)
+}
+
 // finishElsewhere starts a second host on raw, as register registers
 // models, and returns response id as it finishes there, with the
 // number of journaled calls that host replayed; the host is shut down.
@@ -378,13 +391,7 @@ func TestHost_Journal_BlockingTurnCrash(t *testing.T) {
 		Input: []host.InputItem{{Type: host.InputMessage, Role: "user", Text: `calculate {"a":1}`}}}); err != nil {
 		t.Fatal(err)
 	}
-	h1.WaitRunExited(t) // its waiter would wait for whoever finishes the response
-	if !cs.crashed.Load() {
-		t.Fatal("the run exited without reaching the commit of step 1")
-	}
-	cs.mu.Lock()
-	keys := slices.Clone(cs.keys)
-	cs.mu.Unlock()
+	keys := cs.journaledBy(t, h1) // its waiter would wait for whoever finishes the response
 	if len(keys) != 3 {
 		t.Fatalf("journaled %v, want two model calls and a tool call", keys)
 	}
@@ -434,13 +441,7 @@ func TestHost_Journal_SoloAgentNoCompletion(t *testing.T) {
 	cs, h1 := hostDyingAtCommit(t, raw, register)
 	defer shutdown(t, h1)
 	r := create(t, h1, "j.solo", `calculate {"a":1}`, nil)
-	h1.WaitRunExited(t)
-	if !cs.crashed.Load() {
-		t.Fatal("the run exited without reaching the commit of step 1")
-	}
-	cs.mu.Lock()
-	keys := slices.Clone(cs.keys)
-	cs.mu.Unlock()
+	keys := cs.journaledBy(t, h1)
 	if len(keys) != 5 {
 		t.Errorf("journaled %d entries %v, want 5: three model calls and two tool calls", len(keys), keys)
 	}
